@@ -1,0 +1,33 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-fast lint demo clean
+
+$(STAMP): setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel setuptools
+	$(PY) -m pip install -q -e '.[all,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# pytest exits 5 when it collected nothing: treat that as a failure, never as success.
+test: install
+	$(PY) -m pytest tests -q -p no:cacheprovider --timeout=900 -ra; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no tests ran: failing"; exit 1; fi; exit $$rc
+
+test-fast: install
+	$(PY) -m pytest tests -q -m "not slow" -p no:cacheprovider
+
+lint: install
+	$(PY) -m ruff check shardprep pipelines trainer tests
+
+demo: install
+	$(PY) -m trainer.demo
+
+clean:
+	rm -rf $(VENV) demo build dist *.egg-info

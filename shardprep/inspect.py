@@ -1,0 +1,80 @@
+"""``python -m shardprep.inspect DIR``: what a data set holds and how it divides among workers."""
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import itertools
+import json
+import sys
+from typing import Sequence
+
+from shardprep import cli, codec, fs, manifest, naming, planning
+from shardprep.summary import human_bytes, split_stats, table
+
+__all__ = ["main", "sample_records"]
+
+
+def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> list[dict]:
+    """The first ``count`` records of the split's first shard, decoded."""
+    shards = m.splits[split].shards
+    if not shards or count < 1:
+        return []
+    data = fs.read_bytes(naming.join(root, shards[0].path))
+    if m.compression == "gzip":
+        data = gzip.decompress(data)
+    records = itertools.islice(codec.read_records(io.BytesIO(data), check_crc=True), count)
+    return [codec.decode_example(r) for r in records]
+
+
+def _show(value: list) -> str:
+    shown = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value[:8]]
+    text = json.dumps(shown if len(shown) != 1 else shown[0], ensure_ascii=False)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return text + (f" (+{len(value) - 8})" if len(value) > 8 else "")
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    p = argparse.ArgumentParser(prog="python -m shardprep.inspect", description=__doc__.split(": ", 1)[1])
+    p.add_argument("dir", metavar="DIR", help="data set folder (local, NFS or gs://)")
+    p.add_argument("--samples", type=int, default=3, help="decoded records to show per split (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    args = p.parse_args(argv)
+    m = manifest.load(args.dir)
+    stats = {name: split_stats(s) for name, s in m.splits.items()}
+    workers = {name: planning.valid_worker_counts(len(s.shards)) for name, s in m.splits.items()}
+    if args.json:
+        print(json.dumps({"splits": stats, "file_mode_workers": workers, "features": m.features,
+                          "accounting": m.to_json()["accounting"]}, indent=2))
+        return 0
+    print(f"{args.dir}: {sum(s['records'] for s in stats.values()):,} records, compression {m.compression}, "
+          f"seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {m.created}")
+    print(table(
+        ["split", "shards", "records", "bytes", "records/shard min/median/max", "bytes/shard min/median/max"],
+        [[n, s["shards"], f"{s['records']:,}", human_bytes(s["bytes"]),
+          f"{s['min_records']:,} / {s['median_records']:,.0f} / {s['max_records']:,}",
+          f"{human_bytes(s['min_bytes'])} / {human_bytes(s['median_bytes'])} / {human_bytes(s['max_bytes'])}"]
+         for n, s in stats.items()]))
+    print()
+    print(table(["feature", "dtype", "shape"], [[k, v["dtype"], v["shape"]] for k, v in m.features.items()]))
+    for name in m.splits:
+        print(f"\nworker counts that read whole shards of {name!r} (file mode): "
+              f"{', '.join(map(str, workers[name]))}; any other count reads exact record ranges (range mode)")
+    acc = m.accounting
+    print(f"\naccounting: read {acc.read:,} = written {acc.written:,} + rejected {acc.rejected:,}"
+          + (f"; rejected by reason: {m.rejected.by_reason}" if acc.rejected else ""))
+    for name in m.splits:
+        samples = sample_records(args.dir, m, name, args.samples)
+        if samples:
+            print(f"\nfirst {len(samples)} records of {name!r}:")
+            keys = sorted(m.features)
+            print(table(keys, [[_show(r.get(k, [])) for k in keys] for r in samples]))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main("shardprep.inspect", _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Every file name of a data set, formatted and parsed in one place.
+
+Writers, the manifest and readers never build names by hand (as TFDS ``naming.py``).
+Layout (DESIGN.md section 4)::
+
+    DIR/manifest.json
+    DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
+    DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
+    DIR/<run-id>/report.json              (only when a run refused to commit)
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import secrets
+
+__all__ = [
+    "MANIFEST",
+    "REJECTED",
+    "ShardName",
+    "is_run_id",
+    "join",
+    "new_run_id",
+    "parse_shard_name",
+    "rejected_path",
+    "report_path",
+    "shard_path",
+    "split_of",
+    "validate_split_name",
+]
+
+MANIFEST = "manifest.json"
+REJECTED = "rejected"
+REPORT = "report.json"
+_SPLIT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_RUN_RE = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
+_SHARD_RE = re.compile(
+    r"^(?P<prefix>[a-z][a-z0-9_]*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})\.(?P<ext>tfrecord|jsonl)(?P<gz>\.gz)?$"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardName:
+    """A parsed shard file name."""
+
+    prefix: str
+    index: int
+    count: int
+    extension: str
+    gzip: bool
+
+
+def validate_split_name(name: str) -> str:
+    """Returns ``name`` if it can be a split name (lower case, digits, underscore)."""
+    if not _SPLIT_RE.match(name) or name == REJECTED:
+        raise ValueError(
+            f"split name {name!r} is not valid: use lower-case letters, digits and '_', "
+            f"starting with a letter (and not {REJECTED!r}), e.g. train=0.9,eval=0.1"
+        )
+    return name
+
+
+def new_run_id(now: datetime.datetime | None = None) -> str:
+    """A fresh run folder name, sortable by time: ``run-20261129T153000Z-1a2b3c4d``."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return f"run-{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+
+
+def is_run_id(name: str) -> bool:
+    return bool(_RUN_RE.match(name))
+
+
+def _file_name(prefix: str, index: int, count: int, ext: str, gzip: bool) -> str:
+    if not 0 <= index < count:
+        raise ValueError(f"shard index {index} is outside [0, {count})")
+    return f"{prefix}-{index:05d}-of-{count:05d}.{ext}" + (".gz" if gzip else "")
+
+
+def shard_path(run_id: str, split: str, index: int, count: int, *, gzip: bool = False) -> str:
+    """Path of a shard relative to the data set folder."""
+    return f"{run_id}/{split}/{_file_name(split, index, count, 'tfrecord', gzip)}"
+
+
+def rejected_path(run_id: str, index: int, count: int) -> str:
+    """Path of a dead-letter file relative to the data set folder."""
+    return f"{run_id}/{REJECTED}/{_file_name(REJECTED, index, count, 'jsonl', False)}"
+
+
+def report_path(run_id: str) -> str:
+    return f"{run_id}/{REPORT}"
+
+
+def parse_shard_name(path: str) -> ShardName:
+    """Parses the last component of a shard or dead-letter path; ValueError if it is not one."""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    m = _SHARD_RE.match(base)
+    if not m:
+        raise ValueError(f"{path!r} is not a shard file name (expected e.g. train-00000-of-00064.tfrecord)")
+    index, count = int(m["index"]), int(m["count"])
+    if index >= count:
+        raise ValueError(f"{path!r}: shard index {index} is not below the count {count}")
+    return ShardName(m["prefix"], index, count, m["ext"], bool(m["gz"]))
+
+
+def split_of(path: str) -> str:
+    return parse_shard_name(path).prefix
+
+
+def join(root: str, relative: str) -> str:
+    """Joins a data set folder (local path or URL) and a relative path with '/'."""
+    return root.rstrip("/") + "/" + relative.lstrip("/")

@@ -1,0 +1,171 @@
+"""``python -m shardprep.run``: re-shard raw data into exactly balanced, shuffled TFRecord shards.
+
+Flags of this tool are parsed here; every other flag goes to Beam (``--temp_location``,
+``--project``, ``--direct_num_workers`` ...), as in Beam's own examples.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from shardprep import cli, config, fs, manifest, naming, planning, schema, sources
+from shardprep.summary import print_summary
+
+log = logging.getLogger("shardprep")
+
+EPILOG = """\
+examples:
+  python -m shardprep.run --input 'raw/*.csv' --output ds --workers 4 --split train=0.9,eval=0.1
+  python -m shardprep.run --input gs://b/raw/*.jsonl --output gs://b/ds --num-shards 256 --compression gzip
+  python -m shardprep.run ... --runner dataflow --project P --region R --temp_location gs://b/tmp --setup_file ./setup.py
+
+Unknown flags are passed to Apache Beam. The data set is committed by DIR/manifest.json, written last.
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m shardprep.run",
+        description="Re-shard CSV, JSON Lines, Parquet or TFRecord files into exactly balanced, globally "
+        "shuffled TFRecord shards of tf.train.Example, with a manifest written last as the commit marker.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    io = p.add_argument_group("input and output")
+    io.add_argument("--input", action="append", required=True, metavar="GLOB",
+                    help="input files: a path, glob or URL (gs://, file://); repeat to combine several")
+    io.add_argument("--output", required=True, metavar="DIR", help="data set folder (local, NFS or gs://)")
+    io.add_argument("--format", default="auto", choices=("auto", *sources.FORMATS),
+                    help="input format; auto picks it from each file's extension (.csv .jsonl .parquet .tfrecord, "
+                    "each optionally .gz) (default: %(default)s)")
+    io.add_argument("--schema", metavar="FILE.json",
+                    help="features as in the manifest ({name: {dtype, shape}}); default: inferred from the first "
+                    "records of the first files. Fields not in a given schema are dropped")
+    io.add_argument("--overwrite", action="store_true",
+                    help="replace a finished data set in DIR (default: refuse before reading any input)")
+    io.add_argument("--compression", default="none", choices=config.COMPRESSIONS, help="shard compression (default: none)")
+    sh = p.add_argument_group("sharding")
+    sh.add_argument("--num-shards", type=int, metavar="N", help="shards per split")
+    sh.add_argument("--workers", type=int, metavar="W",
+                    help="training workers: picks a shard count that is a multiple of W with shards near "
+                    "--target-shard-mb (with --num-shards: W must divide N)")
+    sh.add_argument("--shards-per-worker", type=int, metavar="K", help="with --workers: exactly W*K shards per split")
+    sh.add_argument("--target-shard-mb", type=float, default=128.0, metavar="MB",
+                    help="shard size --workers aims for (default: %(default)s)")
+    sh.add_argument("--split", default="train", metavar="SPEC",
+                    help="splits and their shares, e.g. train=0.9,eval=0.1; membership is a keyed hash of each "
+                    "record, stable across runs and runners (default: %(default)s)")
+    sh.add_argument("--seed", type=int, default=42, help="seed of the split hash and of the shuffle (default: %(default)s)")
+    sh.add_argument("--no-shuffle", action="store_true", help="keep input order, dealt round-robin to shards")
+    bad = p.add_argument_group("bad records")
+    bad.add_argument("--max-bad-records", type=int, default=0, metavar="N",
+                     help="accept up to N bad records (kept in DIR/<run>/rejected/); above N nothing is "
+                     "committed (default: %(default)s)")
+    run = p.add_argument_group("execution")
+    run.add_argument("--runner", default="direct", choices=("direct", "dask", "dataflow"),
+                     help="direct: in this process; dask: a local Dask cluster (or --dask-address); "
+                     "dataflow: Google Cloud Dataflow (default: %(default)s)")
+    run.add_argument("--dask-address", metavar="HOST:PORT", help="join this Dask scheduler instead of starting one")
+    run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
+    run.add_argument("--unit-mb", type=float, default=64.0, metavar="MB",
+                     help="large line-based files are cut into work units of about this size (default: %(default)s)")
+    run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
+    return p
+
+
+def _check_output(output: str, files: Sequence[sources.InputFile], overwrite: bool) -> None:
+    if manifest.exists(output) and not overwrite:
+        raise cli.UsageError(
+            f"{naming.join(output, naming.MANIFEST)} exists: {output} already holds a finished data set; "
+            f"pass --overwrite to replace it or choose another --output"
+        )
+    root = output.rstrip("/") + "/"
+    inside = [f.url for f in files if f.url.startswith(root) or f.url.startswith(root.lstrip("./"))]
+    if inside:
+        raise cli.UsageError(
+            f"--output {output} is inside the input: {inside[0]} matches --input; write the data set elsewhere "
+            f"or narrow the --input glob"
+        )
+
+
+def _schema(args: argparse.Namespace, files: Sequence[sources.InputFile]) -> tuple[schema.Schema, str]:
+    if args.schema:
+        return schema.load_schema(args.schema), "ignore"
+    rows = sources.sample_rows(files)
+    if not rows:
+        raise sources.InputError(
+            "found no records to infer a schema from in the first input files; check --input, or give --schema"
+        )
+    return schema.infer_schema(rows), "reject"
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args, beam_args = parser().parse_known_args(argv)
+    cli.configure_logging(args.verbose)
+    for flag in beam_args:
+        if flag.startswith("--") and "-" in flag[2:].split("=")[0]:
+            raise cli.UsageError(f"unknown flag {flag} (Beam flags use underscores, e.g. --direct_num_workers); see --help")
+    splits = planning.parse_splits(args.split)
+    if args.num_shards is not None:
+        planning.check_num_shards(args.num_shards, args.workers)
+    if manifest.exists(args.output) and not args.overwrite:
+        _check_output(args.output, (), False)
+    files = sources.expand_inputs(args.input, args.format)
+    _check_output(args.output, files, args.overwrite)
+    units = sources.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024))
+    features, extra = _schema(args, files)
+    cfg = config.ReshardConfig(
+        output=args.output.rstrip("/") if args.output != "/" else args.output,
+        run_id=naming.new_run_id(),
+        features=schema.schema_to_json(features),
+        sources=tuple((f.url, f.size) for f in files),
+        splits=splits,
+        seed=args.seed,
+        shuffle=not args.no_shuffle,
+        compression=args.compression,
+        num_shards=args.num_shards,
+        workers=args.workers,
+        shards_per_worker=args.shards_per_worker,
+        target_shard_bytes=int(args.target_shard_mb * 1024 * 1024),
+        max_bad_records=args.max_bad_records,
+        overwrite=args.overwrite,
+        extra_fields=extra,
+    )
+    log.info("%d input files, %d work units, %d features; run %s -> %s",
+             len(files), len(units), len(features), cfg.run_id, cfg.output)
+    from pipelines import reshard
+
+    reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
+                dask_address=args.dask_address, dask_workers=args.dask_workers)
+    return _finish(cfg)
+
+
+def _finish(cfg: config.ReshardConfig) -> int:
+    """Reads back what the commit step wrote: the manifest of this run, or its report."""
+    import json
+
+    report_url = naming.join(cfg.output, naming.report_path(cfg.run_id))
+    if fs.exists(report_url):
+        report = json.loads(fs.read_bytes(report_url))
+        errors = report.get("errors") or ["unknown failure"]
+        print(f"shardprep.run: error: {errors[0]} (report: {report_url})", file=sys.stderr)
+        return 1
+    if not manifest.exists(cfg.output):
+        print(f"shardprep.run: error: the pipeline finished but wrote no manifest to {cfg.output}", file=sys.stderr)
+        return 1
+    result = manifest.load(cfg.output)
+    if cfg.run_id not in result.run_ids:
+        print(f"shardprep.run: error: {cfg.output}/manifest.json belongs to another run", file=sys.stderr)
+        return 1
+    print_summary(cfg.output, result)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main("shardprep.run", _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

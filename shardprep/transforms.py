@@ -1,0 +1,261 @@
+"""The re-shard as Beam transforms: work units in, committed data set out.
+
+Graph (every step has a stable label)::
+
+    Units -> Distribute -> Parse --records--> Assign(side input: Count) -> GroupByShard -> WriteShards --+
+                             |--rejected--> GroupRejected -> WriteRejected ------------------------------+
+                             '--facts-------------------------------------------------------------------+-> Gather -> Commit
+
+One element carries a batch of records, never a single record. Positions come from prefix sums of
+per-unit counts (a side input keyed by unit, de-duplicated and cross-checked at commit) and a keyed
+bijection, so the output depends only on the input and the seed. Every branch ends in ``Commit``:
+runners that evaluate only the last step (Beam's Dask runner) still run all of them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+import numpy as np
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from shardprep import codec, naming, planning, schema, sources, writer
+from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, UnitFact, commit
+from shardprep.config import ReshardConfig
+from shardprep.permutation import Permutation
+
+__all__ = ["Reshard"]
+
+log = logging.getLogger("shardprep")
+_REJECTED, _FACTS = "rejected", "facts"
+
+
+class _Parse(beam.DoFn):
+    """Reads one work unit, encodes its records, assigns splits; bad records become dead letters.
+
+    Emits ``(split, unit_key, part, [records])`` batches, dead-letter batches and one UnitFact.
+    """
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+        self._records = Metrics.counter("shardprep", "records_read")
+        self._rejects = Metrics.counter("shardprep", "records_rejected")
+        self._bytes = Metrics.counter("shardprep", "bytes_encoded")
+
+    def setup(self) -> None:
+        cfg = self._config
+        self._encode = codec.example_encoder(schema.schema_from_json(cfg.features), extra_fields=cfg.extra_fields)
+        self._thresholds = planning.split_thresholds(cfg.splits)
+        self._started = time.monotonic()
+        self._total = 0
+
+    def process(self, unit: sources.WorkUnit) -> Iterator[Any]:
+        cfg, encode = self._config, self._encode
+        n_splits = len(cfg.splits)
+        batches: list[list[bytes]] = [[] for _ in range(n_splits)]
+        parts = [0] * n_splits
+        kept = [0] * n_splits
+        dead: list[bytes] = []
+        reasons: dict[str, int] = {}
+        read = 0
+        unit_name = f"{unit.file.index}:{unit.index}"
+        seed, thresholds, split_index = cfg.seed, self._thresholds, planning.split_index
+
+        def reject(position: int, reason: str, detail: str, raw: Any) -> None:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            dead.append(writer.dead_letter_line(source=unit.file.url, position=position, unit=unit_name,
+                                                reason=reason, detail=detail, raw=raw))
+
+        for position, row in sources.read_unit(unit):
+            read += 1
+            if isinstance(row, sources.Bad):
+                reject(position, row.reason, row.detail, row.raw)
+                continue
+            try:
+                record = encode(row)
+            except codec.RecordError as e:
+                reject(position, e.reason, e.detail, _raw_of(row))
+                continue
+            s = split_index(record, seed, thresholds) if n_splits > 1 else 0
+            batch = batches[s]
+            batch.append(record)
+            if len(batch) >= cfg.batch_records:
+                yield (s, unit.key, parts[s], batch)
+                kept[s] += len(batch)
+                parts[s] += 1
+                batches[s] = []
+        for s, batch in enumerate(batches):
+            if batch:
+                yield (s, unit.key, parts[s], batch)
+                kept[s] += len(batch)
+        if dead:
+            yield pvalue.TaggedOutput(_REJECTED, (unit.key, dead))
+        yield pvalue.TaggedOutput(_FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
+                                                   tuple(sorted(reasons.items()))))
+        self._records.inc(read)
+        self._rejects.inc(len(dead))
+        self._total += read
+        log.info("parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
+                 unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
+                 self._total / max(time.monotonic() - self._started, 1e-9))
+
+
+def _raw_of(row: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(row, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(row)
+
+
+def _count(batch: tuple) -> tuple:
+    split, unit, part, records = batch
+    return split, unit, part, len(records), sum(map(len, records))
+
+
+class _Assign(beam.DoFn):
+    """Gives every record its global position and deals positions round-robin to shards.
+
+    The counts side input is keyed by (split, unit, part); duplicates that runners sometimes
+    deliver are dropped, conflicting ones fail the run. Emits ``((split, shard, num_shards), (orders, records))``.
+    """
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+        self._plans: dict[int, tuple] | None = None
+
+    def _plan(self, counts: Iterable[tuple]) -> dict[int, tuple]:
+        by_key: dict[tuple, tuple[int, int]] = {}
+        for split, unit, part, n, size in counts:
+            key = (split, tuple(unit), part)
+            if by_key.setdefault(key, (n, size)) != (n, size):
+                raise RuntimeError(f"side input holds two different counts for {key}: refusing to shuffle")
+        plans = {}
+        for s, split in enumerate(self._config.splits):
+            keys = sorted(k for k in by_key if k[0] == s)
+            offsets, total, size = {}, 0, 0
+            for k in keys:
+                offsets[k] = total
+                total += by_key[k][0]
+                size += by_key[k][1]
+            if not total:
+                continue
+            try:
+                num_shards = self._config.num_shards_for(split.name, total, size)
+            except planning.PlanError as e:
+                plans[s] = (None, None, None, str(e))
+                continue
+            perm = Permutation(total, self._config.seed + s) if self._config.shuffle else None
+            plans[s] = (offsets, num_shards, perm, PlanFact(s, total, size, num_shards))
+        return plans
+
+    def process(self, batch: tuple, counts: list) -> Iterator[Any]:
+        if self._plans is None:
+            self._plans = self._plan(counts)
+            for plan in self._plans.values():
+                fact = plan[3]
+                yield pvalue.TaggedOutput(_FACTS, fact if isinstance(fact, PlanFact) else ErrorFact(fact))
+        split, unit, part, records = batch
+        offsets, num_shards, perm, _ = self._plans[split]
+        if offsets is None:
+            return
+        start = offsets[(split, tuple(unit), part)]
+        index = np.arange(start, start + len(records), dtype=np.uint64)
+        position = perm(index) if perm is not None else index
+        shard = position % np.uint64(num_shards)
+        order = position // np.uint64(num_shards)
+        by_shard = np.argsort(shard, kind="stable")
+        sorted_shards = shard[by_shard]
+        cuts = np.flatnonzero(np.diff(sorted_shards)) + 1
+        for idx in np.split(by_shard, cuts):
+            key = (split, int(shard[idx[0]]), num_shards)
+            yield key, (order[idx].astype("<u8").tobytes(), [records[i] for i in idx])
+
+
+class _WriteShard(beam.DoFn):
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+        self._shards = Metrics.counter("shardprep", "shards_written")
+
+    def process(self, item: tuple) -> Iterator[ShardFact]:
+        (split, shard, num_shards), pieces = item
+        orders, records = [], []
+        for order_bytes, recs in pieces:
+            orders.append(np.frombuffer(order_bytes, dtype="<u8"))
+            records.extend(recs)
+        order = np.argsort(np.concatenate(orders), kind="stable")
+        name = self._config.splits[split].name
+        path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
+        info = writer.write_shard(self._config.output, path, [records[i] for i in order], compress=self._config.gzip)
+        self._shards.inc()
+        log.info("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
+        yield ShardFact(split, shard, num_shards, info)
+
+
+class _WriteRejected(beam.DoFn):
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+
+    def process(self, item: tuple) -> Iterator[RejectFact]:
+        _, batches = item
+        lines = [line for _, dead in sorted(batches, key=lambda b: tuple(b[0])) for line in dead]
+        path = naming.rejected_path(self._config.run_id, 0, 1)
+        count = writer.write_rejected(self._config.output, path, lines)
+        log.info("wrote %d dead letters to %s", count, path)
+        yield RejectFact(path, count)
+
+
+class _Commit(beam.DoFn):
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+
+    def process(self, item: tuple) -> Iterator[str]:
+        _, facts = item
+        yield commit(self._config, list(facts))
+
+
+class Reshard(beam.PTransform):
+    """Work units in; shards, dead letters and the manifest (or a failure report) out.
+
+    Returns a PCollection holding the URL of the manifest or of the report.
+    """
+
+    def __init__(self, config: ReshardConfig, units: list[sources.WorkUnit]) -> None:
+        super().__init__()
+        self._config = config
+        self._units = units
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        cfg = self._config
+        parsed = (
+            pbegin
+            | "Units" >> beam.Create(self._units)
+            | "Distribute" >> beam.Reshuffle()
+            | "Parse" >> beam.ParDo(_Parse(cfg)).with_outputs(_REJECTED, _FACTS, main="records")
+        )
+        counts = parsed.records | "Count" >> beam.Map(_count)
+        assigned = parsed.records | "Assign" >> beam.ParDo(_Assign(cfg), counts=beam.pvalue.AsList(counts)).with_outputs(
+            _FACTS, main="pieces"
+        )
+        shard_facts = (
+            assigned.pieces
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShards" >> beam.ParDo(_WriteShard(cfg))
+        )
+        reject_facts = (
+            parsed[_REJECTED]
+            | "KeyRejected" >> beam.Map(lambda batch: (0, batch))
+            | "GroupRejected" >> beam.GroupByKey()
+            | "WriteRejected" >> beam.ParDo(_WriteRejected(cfg))
+        )
+        return (
+            (parsed[_FACTS], assigned[_FACTS], shard_facts, reject_facts)
+            | "AllFacts" >> beam.Flatten()
+            | "KeyFacts" >> beam.Map(lambda fact: (None, fact))
+            | "Gather" >> beam.GroupByKey()
+            | "Commit" >> beam.ParDo(_Commit(cfg))
+        )

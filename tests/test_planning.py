@@ -1,0 +1,138 @@
+"""Pure planning: splits, shard counts, balance, worker plans, the permutation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardprep import planning
+from shardprep.permutation import Permutation
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("train", (("train", 1.0),)),
+        ("train=0.9,eval=0.1", (("train", 0.9), ("eval", 0.1))),
+        ("a=0.5,b=0.25,c=0.25", (("a", 0.5), ("b", 0.25), ("c", 0.25))),
+    ],
+)
+def test_parse_splits(text, expected):
+    assert tuple((s.name, s.fraction) for s in planning.parse_splits(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("train=0.9,eval=0.2", "add up to 1.1"),
+        ("train=0.9,train=0.1", "twice"),
+        ("train=x,eval=0.1", "is not NAME=FRACTION"),
+        ("Train=1", "not valid"),
+        ("train=0,eval=1", "fraction 0"),
+        ("rejected=1", "not valid"),
+    ],
+)
+def test_parse_splits_refuses(text, message):
+    with pytest.raises(ValueError, match=message):
+        planning.parse_splits(text)
+
+
+def test_split_index_is_stable_and_follows_fractions():
+    splits = planning.parse_splits("train=0.8,eval=0.2")
+    bounds = planning.split_thresholds(splits)
+    picks = [planning.split_index(f"record {i}".encode(), 7, bounds) for i in range(20000)]
+    assert picks == [planning.split_index(f"record {i}".encode(), 7, bounds) for i in range(20000)]
+    assert 0.78 < picks.count(0) / len(picks) < 0.82
+    other_seed = [planning.split_index(f"record {i}".encode(), 8, bounds) for i in range(20000)]
+    assert picks != other_seed
+
+
+@pytest.mark.parametrize(
+    "num_shards, workers, message",
+    [(10, 4, "use --num-shards 8 or 12"), (3, 4, "use --num-shards 4"), (7, 2, "use --num-shards 6 or 8")],
+)
+def test_check_num_shards_names_the_nearest_valid(num_shards, workers, message):
+    with pytest.raises(planning.PlanError, match=message):
+        planning.check_num_shards(num_shards, workers)
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(num_records=1000, num_bytes=10**6, num_shards=16), 16),
+        (dict(num_records=1000, num_bytes=10**6, num_shards=16, workers=4), 16),
+        (dict(num_records=1000, num_bytes=10**6, workers=4), 4),  # small data: one shard per worker
+        (dict(num_records=10**6, num_bytes=10 * 2**30, workers=4), 80),  # 10 GiB / 128 MiB, rounded up to 4x
+        (dict(num_records=10**6, num_bytes=10 * 2**30, workers=3), 81),
+        (dict(num_records=1000, num_bytes=10**6, workers=4, shards_per_worker=8), 32),
+        (dict(num_records=10, num_bytes=10 * 2**30, workers=4), 8),  # never more shards than records allow
+    ],
+)
+def test_choose_num_shards(kwargs, expected):
+    assert planning.choose_num_shards(**kwargs) == expected
+
+
+def test_choose_num_shards_refuses_empty_shards():
+    with pytest.raises(planning.PlanError, match="split 'eval' has 3 records, fewer than its 4 shards"):
+        planning.choose_num_shards(num_records=3, num_bytes=100, workers=4, split="eval")
+
+
+@given(st.integers(0, 5000), st.integers(1, 300))
+def test_shard_sizes_are_floor_or_ceil(n, num_shards):
+    sizes = planning.shard_sizes(n, num_shards)
+    assert sum(sizes) == n and max(sizes) - min(sizes) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3000), st.integers(-(2**63), 2**63 - 1))
+def test_permutation_is_a_bijection(n, seed):
+    positions = Permutation(n, seed)(np.arange(n))
+    assert sorted(positions.tolist()) == list(range(n))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 64), st.integers(0, 2**32))
+def test_dealing_permuted_positions_balances_every_shard(n, num_shards, seed):
+    positions = Permutation(n, seed)(np.arange(n))
+    counts = np.bincount(positions % num_shards, minlength=num_shards)
+    assert counts.tolist() == planning.shard_sizes(n, num_shards)
+
+
+def test_permutation_depends_on_seed_and_shuffles():
+    a = Permutation(1000, 1)(np.arange(1000))
+    b = Permutation(1000, 2)(np.arange(1000))
+    assert (a != b).mean() > 0.9
+    assert (a != np.arange(1000)).mean() > 0.9
+    assert np.array_equal(a, Permutation(1000, 1)(np.arange(1000)))
+
+
+def test_permutation_of_a_batch_equals_the_whole():
+    whole = Permutation(10**6, 5)(np.arange(10**6))
+    part = Permutation(10**6, 5)(np.arange(123456, 123999))
+    assert np.array_equal(whole[123456:123999], part)
+
+
+@pytest.mark.parametrize("workers", range(1, 17))
+@pytest.mark.parametrize("shard_records", [[5] * 8, [7, 7, 6, 6, 6], [100] * 12 + [99] * 4, [3]])
+def test_plan_workers_equal_steps_and_disjoint(shard_records, workers):
+    if sum(shard_records) < workers:
+        pytest.skip("fewer records than workers")
+    plan = planning.plan_workers(shard_records, workers)
+    assert plan.mode == ("file" if len(shard_records) % workers == 0 else "range")
+    seen = set()
+    for w in range(workers):
+        for piece in plan.pieces[w]:
+            assert 0 <= piece.skip and piece.skip + piece.take <= shard_records[piece.shard]
+            ids = {(piece.shard, i) for i in range(piece.skip, piece.skip + piece.take)}
+            assert not ids & seen
+            seen |= ids
+    totals = [plan.records(w) for w in range(workers)]
+    if plan.mode == "range":
+        assert len(seen) == sum(shard_records) and max(totals) - min(totals) <= 1
+    steps = plan.steps_per_epoch(2)
+    assert all(t // 2 >= steps for t in totals)
+
+
+def test_valid_worker_counts():
+    assert planning.valid_worker_counts(12) == [1, 2, 3, 4, 6, 12]
