@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["UsageError", "configure_logging", "main"]
 

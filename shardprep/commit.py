@@ -11,7 +11,8 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from shardprep import fs, manifest, naming, planning
 from shardprep.config import ReshardConfig

@@ -7,7 +7,7 @@ import io
 import itertools
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from shardprep import cli, codec, fs, manifest, naming, planning
 from shardprep.summary import human_bytes, split_stats, table

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from shardprep import cli, config, fs, manifest, naming, planning, schema, sources
 from shardprep.summary import print_summary
@@ -98,7 +98,7 @@ def _schema(args: argparse.Namespace, files: Sequence[sources.InputFile]) -> tup
         raise sources.InputError(
             "found no records to infer a schema from in the first input files; check --input, or give --schema"
         )
-    return schema.infer_schema(rows), "reject"
+    return schema.infer_schema(rows, text=all(f.format == "csv" for f in files)), "reject"
 
 
 def _main(argv: Sequence[str] | None) -> int:

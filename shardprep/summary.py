@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Iterable
+from collections.abc import Iterable
 
 from shardprep import naming
 from shardprep.manifest import Manifest, SplitInfo

@@ -12,7 +12,7 @@ import concurrent.futures
 import gzip
 import io
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import google_crc32c
 

@@ -3,29 +3,29 @@ from __future__ import annotations
 
 import gzip
 import json
-from typing import Iterable, Sequence
+from collections.abc import Iterable
 
 import google_crc32c
 
-from shardprep import codec, fs, naming
+from shardprep import fs, naming
 from shardprep.manifest import ShardInfo
 
 __all__ = ["dead_letter_line", "write_rejected", "write_shard"]
 
 
-def write_shard(root: str, path: str, records: Sequence[bytes], *, compress: bool) -> ShardInfo:
-    """Frames ``records`` (already in shard order) as TFRecords and writes ``root/path``.
+def write_shard(root: str, path: str, framed: bytes, num_records: int, *, compress: bool) -> ShardInfo:
+    """Writes ``framed`` (``num_records`` TFRecords, already in shard order) to ``root/path``.
 
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
     same records always give the same bytes.
     """
-    data = codec.frame_all(records)
+    data = framed
     if compress:
         data = gzip.compress(data, compresslevel=6, mtime=0)
     with fs.write_atomic(naming.join(root, path)) as f:
         f.write(data)
-    return ShardInfo(path, len(records), len(data), f"{google_crc32c.value(data):08x}")
+    return ShardInfo(path, num_records, len(data), f"{google_crc32c.value(data):08x}")
 
 
 def dead_letter_line(*, source: str, position: int, unit: str, reason: str, detail: str, raw: str | bytes) -> bytes:

@@ -1,0 +1,258 @@
+"""Feature schemas: the dtype and shape of every tf.train.Example feature, in the manifest's format.
+
+A schema is a ``dict`` of feature name -> ``FeatureSpec``, sorted by name, written as the manifest's
+``"features"`` object (``{"x": {"dtype": "float32", "shape": []}}``). It comes from ``--schema FILE``
+or from ``infer_schema`` over a sample of rows. Inference rules:
+
+- Text rows (CSV: every value is a ``str``): a column is ``int64`` if every non-empty value parses as
+  an int within int64; ``string`` if they all parse as ints but some do not fit int64 (ids: keep
+  every digit); else ``float32`` if every non-empty value parses as a float; else ``string``. An
+  all-empty column is ``string``. Text columns are always scalars.
+- Typed rows (JSON, Parquet, TFRecord): bool/int -> ``int64``, float -> ``float32`` (int mixed with
+  float -> ``float32``), str/bytes -> ``string``; a field that is a string in some rows and a number
+  in others -> ``string``. Lists take the element dtype by the same rule and shape ``(n,)`` when
+  every sampled list has length ``n``, else ``(-1,)``. Lists that all have length 1 are scalars,
+  since a tf.train.Example holds every value as a list. A field that is a scalar in some rows and a
+  list in others -> ``(-1,)``. ``None`` is ignored; a field that is only ever ``None`` or empty lists
+  is ``string`` of shape ``(-1,)``. A field present in only some rows is still in the schema.
+- Nested objects and lists of lists raise ``SchemaError``: tf.train.Example features are flat.
+- Rows are text rows when every value of every row is a ``str``; pass ``text=`` to say so instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shardprep import fs
+
+__all__ = [
+    "DTYPES",
+    "INT64_MAX",
+    "INT64_MIN",
+    "FeatureSpec",
+    "Schema",
+    "SchemaError",
+    "infer_schema",
+    "load_schema",
+    "schema_from_json",
+    "schema_to_json",
+]
+
+DTYPES = ("int64", "float32", "string")
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+_MANIFEST_FORMAT = "shardprep.manifest"
+
+
+class SchemaError(ValueError):
+    """A schema that is malformed, or one that cannot be inferred from the data."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One feature: its dtype and shape (``()`` scalar, ``(n,)`` fixed length, ``(-1,)`` any length)."""
+
+    dtype: str
+    shape: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise SchemaError(f"dtype {self.dtype!r} is not supported: expected one of {', '.join(DTYPES)}")
+        shape = self.shape
+        if isinstance(shape, list):
+            shape = tuple(shape)
+            object.__setattr__(self, "shape", shape)
+        valid = isinstance(shape, tuple) and all(type(d) is int for d in shape) and (
+            shape == () or (len(shape) == 1 and (shape[0] >= 1 or shape[0] == -1))
+        )
+        if not valid:
+            raise SchemaError(
+                f"shape {list(shape) if isinstance(shape, tuple) else shape!r} is not supported: expected [] (scalar), "
+                "[n] with n >= 1 (fixed length) or [-1] (any length)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> FeatureSpec:
+        """Parses ``{"dtype": ..., "shape": [...]}``; unknown keys are refused so typos do not pass."""
+        if not isinstance(doc, Mapping):
+            raise SchemaError(f'feature spec {doc!r} is not an object: expected {{"dtype": "int64", "shape": []}}')
+        missing = [k for k in ("dtype", "shape") if k not in doc]
+        unknown = sorted(set(doc) - {"dtype", "shape"})
+        if missing or unknown:
+            raise SchemaError(
+                f"feature spec {dict(doc)!r} has {'missing key(s) ' + ', '.join(missing) if missing else ''}"
+                f"{' and ' if missing and unknown else ''}{'unknown key(s) ' + ', '.join(unknown) if unknown else ''}: "
+                'expected exactly {"dtype": "int64"|"float32"|"string", "shape": [] | [n] | [-1]}'
+            )
+        shape = doc["shape"]
+        if not isinstance(shape, (list, tuple)):
+            raise SchemaError(f"shape {shape!r} is not a list: expected [] (scalar), [n] or [-1]")
+        return cls(doc["dtype"], tuple(shape))
+
+
+Schema = dict[str, FeatureSpec]
+
+
+def schema_to_json(schema: Schema) -> dict[str, dict]:
+    """The manifest's ``"features"`` object, sorted by name."""
+    return {name: schema[name].to_json() for name in sorted(schema)}
+
+
+def schema_from_json(doc: Any) -> Schema:
+    """Parses and validates a ``"features"`` object; the result is sorted by feature name."""
+    if not isinstance(doc, Mapping):
+        raise SchemaError(f"a schema must be a JSON object of feature name -> spec, got {type(doc).__name__}")
+    if not doc:
+        raise SchemaError("the schema defines no features: expected at least one feature")
+    schema: Schema = {}
+    for name in sorted(doc, key=str):
+        if not isinstance(name, str) or not name:
+            raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string")
+        try:
+            schema[name] = FeatureSpec.from_json(doc[name])
+        except SchemaError as e:
+            raise SchemaError(f"feature {name!r}: {e}") from None
+    return schema
+
+
+def load_schema(url: str) -> Schema:
+    """Reads ``--schema FILE.json``: a ``"features"`` object, or a whole manifest whose features to reuse."""
+    try:
+        with fs.open_file(url, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise SchemaError(f"schema file {url!r} does not exist: give --schema the path of a JSON file") from None
+    except (OSError, ValueError) as e:
+        raise SchemaError(f"schema file {url!r} cannot be read: {e}") from None
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SchemaError(f"schema file {url!r} is not valid JSON: {e}") from None
+    if isinstance(doc, dict) and doc.get("format") == _MANIFEST_FORMAT:
+        doc = doc.get("features")
+    try:
+        return schema_from_json(doc)
+    except SchemaError as e:
+        raise SchemaError(
+            f'schema file {url!r}: {e} (the format is {{"name": {{"dtype": "int64", "shape": []}}, ...}})'
+        ) from None
+
+
+# --- inference -------------------------------------------------------------------------------------
+
+
+def _text_kind(value: str) -> str | None:
+    """``"int"``, ``"bigint"``, ``"float"``, ``"string"`` or ``None`` (empty) for one CSV value."""
+    s = value.strip()
+    if not s:
+        return None
+    try:
+        n = int(s)
+    except ValueError:
+        pass
+    else:
+        return "int" if INT64_MIN <= n <= INT64_MAX else "bigint"
+    try:
+        float(s)
+    except ValueError:
+        return "string"
+    return "float"
+
+
+def _infer_text(name: str, values: list[Any]) -> FeatureSpec:
+    kinds = {_text_kind(v) for v in values if isinstance(v, str)} - {None}
+    if not kinds or "string" in kinds:
+        return FeatureSpec("string", ())
+    if kinds == {"int"}:
+        return FeatureSpec("int64", ())
+    if kinds == {"bigint"} or kinds == {"int", "bigint"}:
+        return FeatureSpec("string", ())
+    return FeatureSpec("float32", ())
+
+
+def _value_kind(name: str, value: Any) -> str:
+    """``"int"``, ``"float"`` or ``"string"`` for one typed, non-list value."""
+    if isinstance(value, (str, bytes)):
+        return "string"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    if isinstance(value, Mapping):
+        raise SchemaError(f"field {name!r} holds nested objects: flatten it, or give --schema without it")
+    text = repr(value)
+    raise SchemaError(
+        f"field {name!r} holds {text[:60]} of type {type(value).__name__}: expected numbers, strings, bytes or flat "
+        "lists of them; convert it, or give --schema without it"
+    )
+
+
+def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:
+    kinds: set[str] = set()
+    lengths: set[int] = set()
+    scalars = 0
+    for value in values:
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            lengths.add(len(value))
+            for item in value:
+                if item is None:
+                    continue
+                if isinstance(item, (list, tuple)):
+                    raise SchemaError(
+                        f"field {name!r} holds nested lists: tf.train.Example features are flat lists; "
+                        "flatten it, or give --schema without it"
+                    )
+                kinds.add(_value_kind(name, item))
+        else:
+            scalars += 1
+            kinds.add(_value_kind(name, value))
+    if "string" in kinds or not kinds:
+        dtype = "string"
+    elif "float" in kinds:
+        dtype = "float32"
+    else:
+        dtype = "int64"
+    if not scalars and not lengths:  # only ever None
+        return FeatureSpec(dtype, (-1,))
+    if not lengths:
+        return FeatureSpec(dtype, ())
+    if scalars or len(lengths) > 1 or lengths == {0}:
+        return FeatureSpec(dtype, (-1,))
+    (n,) = lengths
+    return FeatureSpec(dtype, () if n == 1 else (n,))
+
+
+def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None) -> Schema:
+    """Infers a schema from sample rows by the rules in the module docstring.
+
+    ``text``: True for CSV rows (values are strings to parse), False for typed rows; None decides by
+    the values (text when every value is a ``str``).
+    """
+    columns: dict[str, list[Any]] = {}
+    count = 0
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise SchemaError(f"cannot infer a schema from a {type(row).__name__} row: expected a mapping")
+        count += 1
+        for name, value in row.items():
+            columns.setdefault(name, []).append(value)
+    if not columns:
+        raise SchemaError(
+            f"nothing to infer a schema from ({count} sample rows, no fields): the input has no valid records "
+            "at its start; check the input, or give --schema FILE.json"
+        )
+    for name in columns:
+        if not isinstance(name, str) or not name:
+            raise SchemaError(f"field name {name!r} is not valid: feature names must be non-empty strings")
+    if text is None:
+        text = all(isinstance(v, str) for values in columns.values() for v in values)
+    infer = _infer_text if text else _infer_typed
+    return {name: infer(name, columns[name]) for name in sorted(columns)}
