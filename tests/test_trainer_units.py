@@ -1,0 +1,143 @@
+"""In-process checks: one-line CLI refusals before any collective, models, metrics, helpers."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import trainer_fixtures as fx
+from trainer import train
+from trainer.features import ModelError, input_features
+from trainer.metrics import Meter
+from trainer.models import build_model
+from trainer.strategy import heartbeat, resolve_communication
+
+
+@pytest.fixture(scope="module")
+def small_ds(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = str(tmp_path_factory.mktemp("small") / "ds")
+    fx.make_dataset(root, rows=300, num_shards=3)
+    return root
+
+
+def _cli(monkeypatch, capsys, args: list[str], tf_config: dict | str | None = None) -> tuple[int, str]:
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config if isinstance(tf_config, str) else json.dumps(tf_config))
+    code = train.main(args)
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _args(data: str, tmp_path, *extra: str) -> list[str]:
+    return ["--data", data, "--model", "mlp", "--label", "label", "--epochs", "1", "--model-dir", str(tmp_path / "m"), *extra]
+
+
+THREE = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}, "task": {"type": "worker", "index": 2}}
+
+
+@pytest.mark.parametrize(
+    "extra, tf_config, message",
+    [
+        (["--per-replica-batch", "8"], "{oops", "TF_CONFIG is not valid JSON"),
+        (["--global-batch", "100"], THREE, "--global-batch 100 does not divide among 3 replicas; every replica needs the same batch; use --global-batch 99 or 102"),
+        (["--per-replica-batch", "100"], THREE, "the worker with the fewest gets 90, fewer than one per-worker batch of 100 (global batch 300 over 3 workers)"),
+        (["--per-replica-batch", "8", "--label", "nope"], None, "--label 'nope' is not a feature of the data set"),
+        (["--per-replica-batch", "8", "--features", "x0,zz"], None, "--features names 'zz', not a feature"),
+        (["--per-replica-batch", "8", "--features", "text"], None, "--model mlp takes fixed-shape numeric features; text are not"),
+        (["--per-replica-batch", "8", "--model", "resnet"], None, "--model 'resnet' is unknown"),
+        (["--per-replica-batch", "8", "--model", "no_such_mod:fn"], None, "cannot load 'fn' from module 'no_such_mod'"),
+        (["--per-replica-batch", "8", "--split", "test"], None, "--split 'test' is not in the data set"),
+        (["--per-replica-batch", "8", "--epochs", "0"], None, "--epochs 0: expected at least 1"),
+    ],
+)
+def test_refusals_are_one_line_before_any_collective(monkeypatch, capsys, tmp_path, small_ds, extra, tf_config, message) -> None:
+    code, err = _cli(monkeypatch, capsys, _args(small_ds, tmp_path, *extra), tf_config)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("trainer.train: error: ") and message.replace(";", ":") in err.replace(";", ":")
+
+
+def test_no_manifest_is_one_line(monkeypatch, capsys, tmp_path) -> None:
+    code, err = _cli(monkeypatch, capsys, _args(str(tmp_path / "empty"), tmp_path, "--per-replica-batch", "8"))
+    assert code == 2 and err.count("\n") == 1 and "no manifest at" in err and "shardprep.run" in err
+
+
+@pytest.mark.parametrize(
+    "model, requested, expected",
+    [
+        ("mlp", (), ("x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7")),
+        ("mlp", ("x3", "x1"), ("x3", "x1")),
+        ("text", (), ("text",)),
+        ("trainer_fixtures:small_model", ("x0",), ("x0",)),
+    ],
+)
+def test_input_features(model: str, requested: tuple[str, ...], expected: tuple[str, ...]) -> None:
+    assert input_features(model, fx.FEATURES, label="label", requested=requested) == expected
+
+
+def test_input_features_refusals() -> None:
+    with pytest.raises(ModelError, match="--model text takes scalar string features; x0 are not"):
+        input_features("text", fx.FEATURES, label="label", requested=("x0",))
+    with pytest.raises(ModelError, match="no feature it can use"):
+        input_features("text", {"label": fx.FEATURES["label"], "x0": fx.FEATURES["x0"]}, label="label")
+
+
+def test_text_model_hashes_ngrams_and_saves(tmp_path) -> None:
+    model = build_model("text", features={"text": fx.FEATURES["text"]}, label="label", num_classes=3)
+    out = model({"text": tf.constant(["dark rainy day", "", "Bright sunny"])})
+    assert out.shape == (3, 3) and out.dtype == tf.float32
+    path = str(tmp_path / "t.keras")
+    model.save(path)
+    again = keras.saving.load_model(path)
+    np.testing.assert_allclose(again({"text": tf.constant(["dark rainy day"])}), out[:1], rtol=1e-6)
+
+
+def test_mlp_regression_takes_int_and_vector_features() -> None:
+    features = {"a": {"dtype": "int64", "shape": []}, "v": {"dtype": "float32", "shape": [3]}}
+    model = build_model("mlp", features=features, label="y", num_classes=None)
+    out = model({"a": tf.constant([1, 2], tf.int64), "v": tf.ones([2, 3])})
+    assert out.shape == (2, 1)
+
+
+def test_meter_counts_what_reached_the_step() -> None:
+    meter = Meter()
+    meter.record(wait_s=5.0, step_s=9.0, loss=2.0, replica_examples=[4, 4], correct=1)  # warm-up: untimed
+    meter.record(wait_s=0.1, step_s=0.4, loss=1.5, replica_examples=[4, 0], correct=3)
+    meter.record(wait_s=0.1, step_s=0.6, loss=1.0, replica_examples=[0, 0], correct=0)
+    s = meter.summary(allreduce_s=0.1)
+    assert (s["steps"], s["examples"], s["empty_replica_steps"], s["replica_steps"]) == (3, 12, 3, 6)
+    assert s["input_wait_fraction"] == 0.2 and s["step_time_mean_s"] == 0.5 and s["allreduce_fraction"] == 0.2
+    assert (s["first_loss"], s["final_loss"], s["accuracy"]) == (2.0, 1.0, round(4 / 12, 4))
+    assert math.isclose(s["examples_per_second"], 12 / 10.0)
+
+
+def test_allreduce_warning(caplog) -> None:
+    meter = Meter()
+    for _ in range(2):
+        meter.record(wait_s=0.0, step_s=0.01, loss=1.0, replica_examples=[1])
+    with caplog.at_level(logging.WARNING):
+        assert meter.summary(allreduce_s=0.005)["allreduce_fraction"] == 0.5
+    assert "all-reduce of the gradients takes 50% of a step" in caplog.text
+
+
+def test_communication_choice(caplog) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert resolve_communication("nccl", gpus=0) == "ring"
+    assert "--communication nccl asked for, but this worker has no GPU" in caplog.text
+    assert [resolve_communication(c, gpus=g) for c, g in (("auto", 0), ("auto", 2), ("ring", 2), ("nccl", 1))] == [
+        "ring", "nccl", "ring", "nccl"]
+
+
+def test_heartbeat_logs_while_waiting(caplog) -> None:
+    with caplog.at_level(logging.INFO), heartbeat("joining", every_s=0.05):
+        time.sleep(0.3)
+    beats = [r.message for r in caplog.records if "still waiting" in r.message]
+    assert len(beats) >= 2 and beats[0].startswith("joining: still waiting after")
+    assert caplog.records[-1].message.startswith("joining: done in")

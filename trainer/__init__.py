@@ -1,0 +1,27 @@
+"""TensorFlow side of shardprep: manifest-driven multi-worker training.
+
+Entry points: ``python -m trainer.train`` (one worker), ``python -m trainer.launch`` (W local
+workers on loopback), ``python -m trainer.demo`` (the whole product on sample data). Modules:
+``cluster`` (TF_CONFIG), ``config`` (settings), ``preflight`` (what each worker reads, checked),
+``staging``, ``data`` (tf.data), ``strategy`` (MWMS), ``models``, ``loop`` / ``fit`` (training),
+``checkpoints``, ``metrics``, ``job`` (one worker's run). Importing this package, and the names
+below, does not import TensorFlow.
+"""
+from __future__ import annotations
+
+from trainer.cluster import ClusterError, ClusterInfo, parse_tf_config
+from trainer.config import ConfigError, TrainConfig
+from trainer.errors import TrainerError
+from trainer.preflight import InputError, InputPlan, plan_input
+
+__all__ = [
+    "ClusterError",
+    "ClusterInfo",
+    "ConfigError",
+    "InputError",
+    "InputPlan",
+    "TrainConfig",
+    "TrainerError",
+    "parse_tf_config",
+    "plan_input",
+]

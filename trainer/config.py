@@ -1,0 +1,94 @@
+"""The trainer's settings: one frozen dataclass that refuses bad values before any worker starts."""
+from __future__ import annotations
+
+import dataclasses
+
+from trainer.errors import TrainerError
+
+__all__ = ["ConfigError", "TrainConfig", "global_batch_size"]
+
+LOOPS = ("custom", "fit")
+COMMUNICATIONS = ("auto", "nccl", "ring")
+PRECISIONS = ("off", "auto", "float16", "bfloat16")
+INPUT_MODES = ("manifest", "naive-files")
+EXPORTS = ("keras", "savedmodel", "none")
+
+
+class ConfigError(TrainerError):
+    """A setting that cannot work, named with what to use instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything ``trainer.train`` needs; flags map one to one (``--per-replica-batch`` ...)."""
+
+    data: str
+    model: str
+    label: str
+    model_dir: str
+    epochs: int
+    per_replica_batch: int | None = None
+    global_batch: int | None = None
+    split: str = "train"
+    features: tuple[str, ...] = ()
+    num_classes: int = 2
+    loop: str = "custom"
+    communication: str = "auto"
+    learning_rate: float = 1e-3
+    scale_lr: bool = False
+    mixed_precision: str = "off"
+    steps_per_epoch: int | None = None
+    checkpoint_every: int = 0
+    shuffle_buffer: int = 0
+    seed: int = 0
+    stage_dir: str | None = None
+    input_mode: str = "manifest"
+    log_every: int = 50
+    export: str = "keras"
+
+    def __post_init__(self) -> None:
+        if (self.per_replica_batch is None) == (self.global_batch is None):
+            raise ConfigError("give exactly one of --per-replica-batch B or --global-batch G")
+        for name in ("per_replica_batch", "global_batch", "steps_per_epoch"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {value}: expected at least 1")
+        if self.epochs < 1:
+            raise ConfigError(f"--epochs {self.epochs}: expected at least 1")
+        for name in ("checkpoint_every", "shuffle_buffer", "log_every"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 0 or more")
+        if self.num_classes < 2:
+            raise ConfigError(f"--num-classes {self.num_classes}: a classifier needs at least 2 classes")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"--learning-rate {self.learning_rate}: expected a positive number")
+        for name, allowed in (
+            ("loop", LOOPS),
+            ("communication", COMMUNICATIONS),
+            ("mixed_precision", PRECISIONS),
+            ("input_mode", INPUT_MODES),
+            ("export", EXPORTS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        if self.label in self.features:
+            raise ConfigError(f"--features names the label {self.label!r}: a model cannot take its own label as input")
+        if self.input_mode == "naive-files" and self.loop != "custom":
+            raise ConfigError("--input-mode naive-files runs only with --loop custom (it measures every replica step)")
+        if not self.data or not self.model_dir:
+            raise ConfigError("--data and --model-dir must not be empty")
+
+
+def global_batch_size(config: TrainConfig, *, num_replicas: int) -> int:
+    """The global batch, refusing one that the replicas cannot share equally."""
+    if config.per_replica_batch is not None:
+        return config.per_replica_batch * num_replicas
+    assert config.global_batch is not None
+    if config.global_batch % num_replicas:
+        lower = config.global_batch // num_replicas * num_replicas
+        options = " or ".join(str(g) for g in (lower, lower + num_replicas) if g > 0)
+        raise ConfigError(
+            f"--global-batch {config.global_batch} does not divide among {num_replicas} replicas: every "
+            f"replica needs the same batch; use --global-batch {options}, or --per-replica-batch"
+        )
+    return config.global_batch

@@ -1,0 +1,181 @@
+"""tf.data input from an ``InputPlan``: each worker reads only its own pieces, exactly
+``steps_per_epoch`` full batches per epoch, through ``distribute_datasets_from_function``.
+
+The per-worker stream is deterministic (ordered interleave, shuffle seeded by epoch), so a resumed
+job can skip the batches of the current epoch it already trained on and see no example twice.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from trainer.preflight import InputPlan
+
+__all__ = ["batch_spec", "distribute", "naive_shards", "naive_steps_per_epoch", "parse_spec", "worker_batches", "worker_records"]
+
+_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+_MAX_CYCLE = 8
+
+
+def parse_spec(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``tf.io.parse_example`` spec from the manifest's features: fixed shapes dense, [-1] ragged."""
+    spec: dict[str, Any] = {}
+    for name, info in features.items():
+        dtype, shape = _DTYPES[info["dtype"]], list(info["shape"])
+        if shape == [-1]:
+            spec[name] = tf.io.RaggedFeature(dtype)
+        else:
+            spec[name] = tf.io.FixedLenFeature(shape, dtype)
+    return spec
+
+
+def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.TensorSpec]:
+    """The (features, label) spec of one parsed batch of ``batch_size``."""
+    spec = {
+        name: tf.TensorSpec([batch_size, *info["shape"]], _DTYPES[info["dtype"]])
+        if info["shape"] != [-1]
+        else tf.RaggedTensorSpec([batch_size, None], _DTYPES[info["dtype"]])
+        for name, info in plan.feature_spec.items()
+    }
+    return spec, spec.pop(plan.label)
+
+
+def _compression(plan: InputPlan) -> str:
+    return "GZIP" if plan.compression == "gzip" else ""
+
+
+def worker_records(plan: InputPlan, worker: int) -> tf.data.Dataset:
+    """Serialized records of ``worker``'s (shard, skip, take) pieces, in a fixed interleaved order."""
+    pieces = plan.pieces(worker)
+    paths = tf.constant([plan.shard_urls[p.shard] for p in pieces], tf.string)
+    skips = tf.constant([p.skip for p in pieces], tf.int64)
+    takes = tf.constant([p.take for p in pieces], tf.int64)
+    compression = _compression(plan)
+
+    def read(path: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.TFRecordDataset(path, compression_type=compression).skip(skip).take(take)
+
+    return tf.data.Dataset.from_tensor_slices((paths, skips, takes)).interleave(
+        read,
+        cycle_length=min(len(pieces), _MAX_CYCLE),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _parser(plan: InputPlan) -> Callable[[tf.Tensor], tuple[dict[str, tf.Tensor], tf.Tensor]]:
+    spec = parse_spec(plan.feature_spec)
+
+    def parse(serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        # One vectorized parse per batch, not one per record.
+        features = tf.io.parse_example(serialized, spec)
+        label = features.pop(plan.label)
+        return features, label
+
+    return parse
+
+
+def _options() -> tf.data.Options:
+    options = tf.data.Options()
+    # The plan already gave this worker its own records: TF must not shard them again.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return options
+
+
+def worker_batches(
+    plan: InputPlan,
+    *,
+    worker: int,
+    batch_size: int,
+    batches_per_epoch: int,
+    start_epoch: int = 0,
+    skip_batches: int = 0,
+    shuffle_buffer: int = 0,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """Endless stream of parsed ``(features, label)`` batches, ``batches_per_epoch`` per epoch.
+
+    Starts at ``start_epoch``, ``skip_batches`` into it. Infinite on purpose: the loop counts its
+    steps, and TF then needs no per-step cross-worker check for exhausted inputs.
+    """
+    records = worker_records(plan, worker)
+
+    def epoch(index: tf.Tensor) -> tf.data.Dataset:
+        ds = records
+        if shuffle_buffer:
+            # Seeded by epoch so that a resumed job replays the same order.
+            ds = ds.shuffle(shuffle_buffer, seed=index * 1_000_003 + seed, reshuffle_each_iteration=False)
+        ds = ds.batch(batch_size, drop_remainder=True).take(batches_per_epoch)
+        return ds.skip(tf.where(index == start_epoch, tf.constant(skip_batches, tf.int64), 0))
+
+    ds = tf.data.Dataset.counter(start_epoch).flat_map(epoch)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    ds = ds.map(_parser(plan), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+
+
+def naive_shards(plan: InputPlan, worker: int) -> list[int]:
+    """Shards a naive per-file split gives ``worker``: w, w+W, ... whether or not W divides N."""
+    return list(range(worker, len(plan.shard_urls), plan.num_workers))
+
+
+def naive_steps_per_epoch(plan: InputPlan, *, local_replicas: int) -> int:
+    """Steps of one naive epoch: TF steps every worker until the one with the most data runs dry."""
+    per_replica = plan.per_worker_batch // local_replicas
+    batches = [
+        -(-sum(plan.shards[s].num_records for s in naive_shards(plan, w)) // per_replica) for w in range(plan.num_workers)
+    ]
+    return -(-max(batches) // local_replicas)
+
+
+def _naive_batches(plan: InputPlan, *, worker: int, batch_size: int) -> tf.data.Dataset:
+    """One epoch of the naive case: this worker's whole files, plain batches, no equalisation."""
+    files = [plan.shard_urls[s] for s in naive_shards(plan, worker)]
+    ds = tf.data.TFRecordDataset(tf.constant(files, tf.string), compression_type=_compression(plan))
+    ds = ds.batch(batch_size).map(_parser(plan), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+
+
+def distribute(
+    strategy: tf.distribute.Strategy,
+    plan: InputPlan,
+    *,
+    start_step: int = 0,
+    shuffle_buffer: int = 0,
+    seed: int = 0,
+    naive: bool = False,
+) -> tf.distribute.DistributedDataset:
+    """The distributed input of ``plan`` from global step ``start_step`` on.
+
+    Each local replica receives its own per-replica batches in turn, so an epoch is
+    ``steps_per_epoch * local replicas`` per-replica batches on every worker. ``naive`` gives the
+    uneven per-file baseline instead (finite: one epoch per iterator).
+    """
+    per_replica = plan.global_batch // strategy.num_replicas_in_sync
+    local_replicas = strategy.num_replicas_in_sync // plan.num_workers
+    start_epoch, done = divmod(start_step, plan.steps_per_epoch)
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if context.num_input_pipelines != plan.num_workers:
+            raise ValueError(
+                f"the strategy has {context.num_input_pipelines} input pipelines, the plan {plan.num_workers} workers"
+            )
+        worker = context.input_pipeline_id
+        if naive:
+            return _naive_batches(plan, worker=worker, batch_size=per_replica)
+        return worker_batches(
+            plan,
+            worker=worker,
+            batch_size=per_replica,
+            batches_per_epoch=plan.steps_per_epoch * local_replicas,
+            start_epoch=start_epoch,
+            skip_batches=done * local_replicas,
+            shuffle_buffer=shuffle_buffer,
+            seed=seed,
+        )
+
+    return strategy.distribute_datasets_from_function(
+        dataset_fn, options=tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    )

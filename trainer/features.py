@@ -1,0 +1,59 @@
+"""Which manifest features a built-in model reads (TF-free, so pre-flight needs no TensorFlow)."""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trainer.errors import TrainerError
+
+__all__ = ["ModelError", "input_features", "user_model_fn"]
+
+Features = Mapping[str, Mapping[str, Any]]
+NUMERIC = ("int64", "float32")
+
+
+class ModelError(TrainerError):
+    """A model that cannot be built from this data set."""
+
+
+def _is_numeric(info: Mapping[str, Any]) -> bool:
+    return info["dtype"] in NUMERIC and -1 not in info["shape"]
+
+
+def user_model_fn(spec: str) -> Callable[..., Any]:
+    """The function named by ``--model module:function``."""
+    module_name, _, fn_name = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), fn_name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ModelError(f"--model {spec}: cannot load {fn_name!r} from module {module_name!r} ({e})") from None
+    if not callable(fn):
+        raise ModelError(f"--model {spec}: {fn_name!r} is not a function")
+    return fn
+
+
+def input_features(name: str, features: Features, *, label: str, requested: Sequence[str] = ()) -> tuple[str, ...]:
+    """The features the model reads: ``requested``, or all that model ``name`` can use."""
+    for f in requested:
+        if f not in features:
+            raise ModelError(f"--features names {f!r}, not a feature of the data set ({', '.join(sorted(features))})")
+    candidates = [f for f in (requested or sorted(features)) if f != label]
+    if name == "mlp":
+        bad = [f for f in requested if not _is_numeric(features[f])]
+        if bad:
+            raise ModelError(f"--model mlp takes fixed-shape numeric features; {', '.join(bad)} are not")
+        chosen = [f for f in candidates if _is_numeric(features[f])]
+    elif name == "text":
+        chosen = [f for f in candidates if features[f]["dtype"] == "string"][: None if requested else 1]
+        bad = [f for f in requested if features[f]["dtype"] != "string" or features[f]["shape"] != []]
+        if bad:
+            raise ModelError(f"--model text takes scalar string features; {', '.join(bad)} are not")
+    elif ":" in name:
+        user_model_fn(name)
+        chosen = candidates
+    else:
+        raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")
+    if not chosen:
+        raise ModelError(f"--model {name}: the data set has no feature it can use (features: {', '.join(sorted(features))})")
+    return tuple(chosen)

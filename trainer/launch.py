@@ -1,0 +1,183 @@
+"""``python -m trainer.launch --workers W -- <trainer.train args>``: W real workers on loopback.
+
+Picks free loopback ports, gives each worker its TF_CONFIG, prefixes every output line with the
+worker's index, forwards Ctrl-C, and when one worker fails, stops the others and exits non-zero
+naming the worker and showing its last lines. TF-free.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO
+
+from trainer.cluster import make_tf_config
+
+__all__ = ["Launcher", "free_ports", "main"]
+
+PROG = "trainer.launch"
+_TAIL_LINES = 20
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that were free a moment ago (the OS picks them)."""
+    sockets, ports = [], []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Launcher:
+    """Runs ``workers`` copies of ``command`` with per-worker TF_CONFIG, and watches them."""
+
+    def __init__(self, *, workers: int, command: Sequence[str], env: dict[str, str] | None = None,
+                 out: IO[str] = sys.stdout, grace_s: float = 10.0) -> None:
+        if workers < 1:
+            raise ValueError(f"--workers {workers}: expected at least 1")
+        self.workers, self.command, self.out, self.grace_s = workers, list(command), out, grace_s
+        self.env = dict(os.environ if env is None else env)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.tails = [collections.deque(maxlen=_TAIL_LINES) for _ in range(workers)]
+        self._lock = threading.Lock()
+        self._readers: list[threading.Thread] = []
+        self.interrupted = False
+
+    def _print(self, line: str) -> None:
+        with self._lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def _pump(self, index: int, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.tails[index].append(line)
+            self._print(f"[worker {index}] {line}")
+
+    def start(self) -> None:
+        addresses = [f"127.0.0.1:{p}" for p in free_ports(self.workers)]
+        self._print(f"[launch] {self.workers} worker(s) on {', '.join(addresses)}")
+        for i in range(self.workers):
+            env = dict(self.env, TF_CONFIG=make_tf_config(addresses=addresses, index=i), PYTHONUNBUFFERED="1")
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            proc = subprocess.Popen(
+                self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            self.procs.append(proc)
+            self._print(f"[launch] worker {i}: pid {proc.pid}")
+            reader = threading.Thread(target=self._pump, args=(i, proc.stdout), daemon=True)
+            reader.start()
+            self._readers.append(reader)
+
+    def signal_all(self, sig: int) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def stop_all(self) -> None:
+        """SIGTERM to the workers still running, SIGKILL after the grace period."""
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        while any(p.poll() is None for p in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.signal_all(signal.SIGKILL)
+        for p in self.procs:
+            p.wait()
+
+    def wait(self) -> int:
+        """Waits for all workers. Returns 0; or 1 after a failure (naming the worker that failed
+        first and stopping the others); or 130 after an interrupt was forwarded."""
+        exits: queue.Queue[tuple[int, int]] = queue.Queue()
+        for i, proc in enumerate(self.procs):
+            threading.Thread(target=lambda i=i, p=proc: exits.put((i, p.wait())), daemon=True).start()
+        finished = 0
+        while finished < len(self.procs):
+            try:
+                index, code = exits.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            finished += 1
+            if code == 0:
+                continue
+            if self.interrupted:
+                self.stop_all()
+                self._drain()
+                self._print("[launch] interrupted: all workers stopped")
+                return 130
+            self.stop_all()
+            self._drain()
+            tail = "\n".join(f"    {line}" for line in self.tails[index])
+            self._print(
+                f"[launch] error: worker {index} failed ({_describe_exit(code)}); stopped the other "
+                f"workers. Last lines of worker {index}:\n{tail}"
+            )
+            return 1
+        self._drain()
+        if self.interrupted:
+            return 130
+        self._print(f"[launch] all {self.workers} worker(s) finished")
+        return 0
+
+    def _drain(self) -> None:
+        for reader in self._readers:
+            reader.join(timeout=5)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        own, rest = argv[:cut], argv[cut + 1:]
+    else:
+        own, rest = argv, []
+    p = argparse.ArgumentParser(prog=PROG, usage=f"python -m {PROG} --workers W -- <trainer.train args>", description=__doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, required=True, help="local worker processes")
+    p.add_argument("--module", default="trainer.train", help=argparse.SUPPRESS)
+    args = p.parse_args(own)
+    if args.workers < 1:
+        print(f"{PROG}: error: --workers {args.workers}: expected at least 1", file=sys.stderr)
+        return 2
+    if not rest:
+        print(f"{PROG}: error: give the trainer's arguments after '--'", file=sys.stderr)
+        return 2
+    launcher = Launcher(workers=args.workers, command=[sys.executable, "-m", args.module, *rest])
+
+    def forward(signum: int, frame: object) -> None:
+        launcher.interrupted = True
+        launcher._print(f"[launch] {signal.Signals(signum).name}: forwarding to the workers")
+        launcher.signal_all(signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    launcher.start()
+    return launcher.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

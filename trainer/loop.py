@@ -1,0 +1,185 @@
+"""The custom training loop: a replica step under ``strategy.run`` and the outer loop around it.
+
+The replica step only computes and applies gradients; the outer loop owns input timing, metrics,
+checkpoints and progress (as Orbit separates its runner from its controller).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from trainer.checkpoints import Checkpoints
+from trainer.metrics import Meter, Progress
+
+__all__ = ["LoopSettings", "make_train_step", "per_example_loss", "run_custom", "run_naive"]
+
+log = logging.getLogger(__name__)
+StepFn = Callable[[Any], tuple[tf.Tensor, Any, Any]]
+
+
+def per_example_loss(labels: tf.Tensor, outputs: tf.Tensor, *, classification: bool) -> tf.Tensor:
+    outputs = tf.cast(outputs, tf.float32)
+    if classification:
+        return keras.losses.sparse_categorical_crossentropy(labels, outputs, from_logits=True)
+    return tf.square(tf.cast(labels, tf.float32) - tf.squeeze(outputs, axis=-1))
+
+
+def _agree_on_overflow(grads: list[tf.Tensor], num_replicas: int) -> list[tf.Tensor]:
+    """Makes every replica see non-finite gradients if any replica does.
+
+    The loss-scale optimizer decides from its *local* gradients whether to skip a step; replicas
+    that disagreed would enter different collectives and hang. One scalar all-reduce settles it.
+    """
+    finite = tf.cast(tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None]), tf.float32)
+    all_finite = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, finite) >= num_replicas
+    return [g if g is None else tf.where(all_finite, g, tf.fill(tf.shape(g), tf.constant(float("nan"), g.dtype))) for g in grads]
+
+
+def make_train_step(
+    *,
+    strategy: tf.distribute.Strategy,
+    model: keras.Model,
+    optimizer: keras.optimizers.Optimizer,
+    global_batch: int,
+    classification: bool,
+    loss_scale: bool,
+) -> StepFn:
+    """A ``tf.function`` taking one distributed batch; returns (global mean loss, per-replica
+    example counts, per-replica correct predictions)."""
+    num_replicas = strategy.num_replicas_in_sync
+
+    def replica_step(features: dict[str, tf.Tensor], labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            per_example = per_example_loss(labels, outputs, classification=classification)
+            # The optimizer all-reduces gradients with SUM over the R replicas. Replica r holds
+            # B = G / R examples; dividing the *sum* of its per-example losses by the *global*
+            # batch G makes that sum  sum_r grad(sum_{i in r} l_i / G) = grad((1/G) sum_i l_i),
+            # the gradient of the mean loss over the global batch. (Dividing by the local B would
+            # scale every update by R.) A replica that got fewer examples simply contributes less.
+            loss = tf.reduce_sum(per_example) / global_batch
+            if model.losses:
+                # Regularization belongs to the model, not to examples: 1/R of it on each replica.
+                loss += tf.add_n(model.losses) / num_replicas
+            scaled = optimizer.scale_loss(loss) if loss_scale else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if loss_scale:
+            grads = _agree_on_overflow(grads, num_replicas)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        examples = tf.shape(labels)[0]
+        if classification:
+            predicted = tf.argmax(outputs, axis=-1, output_type=labels.dtype)
+            correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int32))
+        else:
+            correct = tf.constant(0, tf.int32)
+        return loss, examples, correct
+
+    @tf.function
+    def train_step(batch: Any) -> tuple[tf.Tensor, Any, Any]:
+        features, labels = batch
+        loss, examples, correct = strategy.run(replica_step, args=(features, labels))
+        # Each replica's loss is its share of the global mean, so their sum is the global mean loss.
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), examples, correct
+
+    return train_step
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """What the outer loop runs: ``total_steps`` from ``start_step``, ``steps_per_epoch`` each."""
+
+    start_step: int
+    total_steps: int
+    steps_per_epoch: int
+    checkpoint_every: int = 0
+    classification: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start_step <= self.total_steps:
+            raise ValueError(f"start step {self.start_step} outside [0, {self.total_steps}]")
+        if self.steps_per_epoch < 1 or self.checkpoint_every < 0:
+            raise ValueError("steps_per_epoch must be >= 1 and checkpoint_every >= 0")
+
+
+def _timed_step(
+    strategy: tf.distribute.Strategy, step_fn: StepFn, iterator: Iterator[Any], meter: Meter, classification: bool
+) -> float | None:
+    """Runs one step; returns its loss, or None when the iterator is exhausted (naive input only)."""
+    start = time.perf_counter()
+    try:
+        batch = next(iterator)
+    except (StopIteration, tf.errors.OutOfRangeError):
+        return None
+    got = time.perf_counter()
+    loss_t, examples, correct = step_fn(batch)
+    loss = float(loss_t)  # waits for the step (and its all-reduce) to finish
+    done = time.perf_counter()
+    counts = [int(n) for n in strategy.experimental_local_results(examples)]
+    right = sum(int(c) for c in strategy.experimental_local_results(correct)) if classification else None
+    meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, correct=right)
+    return loss
+
+
+def run_custom(
+    *,
+    strategy: tf.distribute.Strategy,
+    step_fn: StepFn,
+    batches: Callable[[int], Any],
+    settings: LoopSettings,
+    meter: Meter,
+    progress: Progress,
+    checkpoints: Checkpoints | None,
+) -> int:
+    """Trains from ``settings.start_step`` to ``settings.total_steps``; returns the final step.
+
+    ``batches(start_step)`` is the distributed input from that step on (endless).
+    """
+    s = settings
+    iterator = iter(batches(s.start_step))
+    step = s.start_step
+    while step < s.total_steps:
+        epoch = step // s.steps_per_epoch
+        if step % s.steps_per_epoch == 0:
+            meter.reset_accuracy()  # accuracy is reported over the last epoch
+        loss = _timed_step(strategy, step_fn, iterator, meter, s.classification)
+        if loss is None:
+            raise RuntimeError(f"input ended at step {step} before the planned {s.total_steps}")
+        step += 1
+        progress.update(step=step, epoch=epoch, loss=loss, force=step % s.steps_per_epoch == 0)
+        if checkpoints is not None and s.checkpoint_every and step % s.checkpoint_every == 0:
+            checkpoints.save(step)
+    if checkpoints is not None:
+        checkpoints.save(step)
+    return step
+
+
+def run_naive(
+    *,
+    strategy: tf.distribute.Strategy,
+    step_fn: StepFn,
+    epoch_batches: Callable[[], Any],
+    epochs: int,
+    meter: Meter,
+    progress: Progress,
+    classification: bool,
+) -> int:
+    """The uneven baseline: each epoch runs until every worker's own files are exhausted.
+
+    TF keeps all workers stepping until the last one runs dry, feeding empty batches to the
+    others; ``meter`` counts those replica-steps.
+    """
+    step = 0
+    for epoch in range(epochs):
+        meter.reset_accuracy()
+        iterator = iter(epoch_batches())
+        while (loss := _timed_step(strategy, step_fn, iterator, meter, classification)) is not None:
+            step += 1
+            progress.update(step=step, epoch=epoch, loss=loss)
+        log.info("naive input: epoch %d ended after %d steps in all", epoch + 1, step)
+    return step

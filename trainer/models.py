@@ -1,0 +1,96 @@
+"""Models built from the manifest's features: ``mlp``, ``text``, or the user's ``module:function``.
+
+Every model takes the parsed feature dict and returns logits (classification, ``num_classes``
+outputs) or one value (regression), in float32 even under mixed precision so the loss is stable.
+A user function is called as ``fn(features=..., label=..., num_classes=...)`` with ``features``
+the manifest's ``{name: {"dtype", "shape"}}`` of the inputs and must return a ``keras.Model``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from trainer.features import ModelError, user_model_fn
+
+__all__ = ["HashedNgramBag", "ModelError", "build_model"]
+
+Features = Mapping[str, Mapping[str, Any]]
+
+
+def _inputs(features: Features) -> dict[str, keras.KerasTensor]:
+    return {
+        name: keras.Input(shape=tuple(info["shape"]), dtype=info["dtype"], name=name)
+        for name, info in features.items()
+    }
+
+
+def _head(x: Any, num_classes: int | None) -> Any:
+    return keras.layers.Dense(num_classes or 1, dtype="float32", name="logits")(x)
+
+
+def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (64, 64)) -> keras.Model:
+    inputs = _inputs(features)
+    columns = []
+    for name, t in inputs.items():
+        t = keras.ops.cast(t, "float32") if features[name]["dtype"] != "float32" else t
+        columns.append(keras.layers.Reshape((1,))(t) if not features[name]["shape"] else t)
+    x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
+    for i, width in enumerate(hidden):
+        x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)
+    return keras.Model(inputs, _head(x, num_classes), name="mlp")
+
+
+@keras.saving.register_keras_serializable(package="trainer")
+class HashedNgramBag(keras.layers.Layer):
+    """Mean embedding of a string's hashed word n-grams: no vocabulary to build or download."""
+
+    def __init__(self, *, buckets: int = 1 << 15, dim: int = 32, max_n: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.buckets, self.dim, self.max_n = buckets, dim, max_n
+
+    def build(self, input_shape: Any) -> None:
+        self.table = self.add_weight(shape=(self.buckets, self.dim), initializer="uniform", name="table")
+
+    def call(self, text: tf.Tensor) -> tf.Tensor:
+        words = tf.strings.split(tf.strings.lower(text))
+        grams = tf.concat([tf.strings.ngrams(words, n) for n in range(1, self.max_n + 1)], axis=1)
+        ids = tf.strings.to_hash_bucket_fast(grams, self.buckets)
+        # A text with no words gets the zero vector instead of a division by zero.
+        return tf.nn.safe_embedding_lookup_sparse(
+            tf.convert_to_tensor(self.table), ids.to_sparse(), combiner="mean"
+        )
+
+    def compute_output_shape(self, input_shape: Any) -> tuple[Any, ...]:
+        return (input_shape[0], self.dim)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "buckets": self.buckets, "dim": self.dim, "max_n": self.max_n}
+
+
+def _text(features: Features, num_classes: int | None) -> keras.Model:
+    inputs = _inputs(features)
+    bags = [HashedNgramBag(name=f"bag_{name}")(t) for name, t in inputs.items()]
+    x = keras.layers.Concatenate()(bags) if len(bags) > 1 else bags[0]
+    x = keras.layers.Dense(32, activation="relu", name="hidden")(x)
+    return keras.Model(inputs, _head(x, num_classes), name="text")
+
+
+def _user(spec: str, features: Features, *, label: str, num_classes: int | None) -> keras.Model:
+    model = user_model_fn(spec)(features={k: dict(v) for k, v in features.items()}, label=label, num_classes=num_classes)
+    if not isinstance(model, keras.Model):
+        raise ModelError(f"--model {spec} returned {type(model).__name__}, expected a keras.Model")
+    return model
+
+
+def build_model(name: str, *, features: Features, label: str, num_classes: int | None) -> keras.Model:
+    """Builds model ``name`` over ``features`` (inputs only); ``num_classes`` None means regression."""
+    if name == "mlp":
+        return _mlp(features, num_classes)
+    if name == "text":
+        return _text(features, num_classes)
+    if ":" in name:
+        return _user(name, features, label=label, num_classes=num_classes)
+    raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")

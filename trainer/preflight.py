@@ -1,0 +1,175 @@
+"""Pre-flight: what every worker reads and for how many steps, decided from the manifest alone.
+
+TF-free and collective-free, so every worker reaches the same verdict (and the same refusal) before
+the strategy connects the workers. The arithmetic is ``shardprep.planning``'s; this module adds the
+checks a training job needs: label and features exist, every shard is present at its recorded size,
+and every worker gets at least one full batch.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shardprep import fs, manifest, naming, planning
+from trainer.errors import TrainerError
+
+__all__ = ["InputError", "InputPlan", "check_shards", "plan_input"]
+
+
+class InputError(TrainerError):
+    """The data set cannot feed this job; the message says why and what to change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputPlan:
+    """One split read by ``num_workers`` workers, ``steps_per_epoch`` full batches each."""
+
+    root: str
+    split: str
+    compression: str
+    shards: tuple[manifest.ShardInfo, ...]
+    shard_urls: tuple[str, ...]
+    worker_plan: planning.WorkerPlan
+    feature_spec: Mapping[str, Mapping[str, Any]]
+    inputs: tuple[str, ...]
+    label: str
+    per_worker_batch: int
+    steps_per_epoch: int
+    full_steps_per_epoch: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.steps_per_epoch <= self.full_steps_per_epoch:
+            raise InputError(f"steps per epoch {self.steps_per_epoch} outside [1, {self.full_steps_per_epoch}]")
+        if len(self.shard_urls) != len(self.shards):
+            raise InputError("shard_urls and shards differ in length")
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.worker_plan.pieces)
+
+    @property
+    def mode(self) -> str:
+        return self.worker_plan.mode
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_worker_batch * self.num_workers
+
+    @property
+    def num_records(self) -> int:
+        return sum(s.num_records for s in self.shards)
+
+    @property
+    def dropped_records(self) -> int:
+        """Records of the split no worker reads in an epoch (the tail, plus any --steps-per-epoch cap)."""
+        return self.num_records - self.steps_per_epoch * self.global_batch
+
+    def pieces(self, worker: int) -> tuple[planning.Piece, ...]:
+        return self.worker_plan.pieces[worker]
+
+    def describe(self) -> str:
+        counts = sorted({self.worker_plan.records(w) for w in range(self.num_workers)})
+        return (
+            f"split {self.split!r}: {self.num_records} records in {len(self.shard_urls)} shards, "
+            f"{self.num_workers} worker(s) in {self.mode} mode ({'/'.join(map(str, counts))} records each); "
+            f"{self.steps_per_epoch} steps per epoch of {self.per_worker_batch} per worker "
+            f"(global batch {self.global_batch}); {self.dropped_records} records dropped per epoch"
+        )
+
+
+def plan_input(
+    *,
+    root: str,
+    split: str,
+    label: str,
+    inputs: Sequence[str],
+    num_workers: int,
+    per_worker_batch: int,
+    steps_cap: int | None = None,
+    data_manifest: manifest.Manifest | None = None,
+    check_files: bool = True,
+) -> InputPlan:
+    """Plans the input of every worker, refusing a data set that cannot feed the job."""
+    m = data_manifest if data_manifest is not None else manifest.load(root)
+    problems = manifest.problems(m)
+    if problems:
+        raise InputError(
+            f"manifest at {root} is unsound ({'; '.join(problems)}): re-create the data set with shardprep.run"
+        )
+    if split not in m.splits:
+        raise InputError(f"--split {split!r} is not in the data set at {root} (it has {', '.join(sorted(m.splits))})")
+    known = ", ".join(sorted(m.features))
+    if label not in m.features:
+        raise InputError(f"--label {label!r} is not a feature of the data set at {root} (features: {known})")
+    label_spec = m.features[label]
+    if label_spec.get("shape") != [] or label_spec.get("dtype") not in ("int64", "float32"):
+        raise InputError(
+            f"--label {label!r} is {label_spec.get('dtype')} of shape {label_spec.get('shape')}: "
+            f"expected a scalar int64 (class id) or float32 (regression target)"
+        )
+    missing = [f for f in inputs if f not in m.features]
+    if missing:
+        raise InputError(f"feature(s) {', '.join(map(repr, missing))} not in the data set at {root} (features: {known})")
+    if not inputs:
+        raise InputError("the model takes no input features: name some with --features")
+    shards = m.splits[split].shards
+    records = tuple(s.num_records for s in shards)
+    try:
+        worker_plan = planning.plan_workers(records, num_workers)
+        full_steps = worker_plan.steps_per_epoch(per_worker_batch)
+    except planning.PlanError as e:
+        raise InputError(str(e)) from None
+    if full_steps == 0:
+        fewest = min(worker_plan.records(w) for w in range(num_workers))
+        raise InputError(
+            f"split {split!r} has {sum(records)} records: the worker with the fewest gets {fewest}, fewer "
+            f"than one per-worker batch of {per_worker_batch} (global batch {per_worker_batch * num_workers} "
+            f"over {num_workers} workers), so no worker could take a full step; use a smaller batch, "
+            f"fewer workers, or more data"
+        )
+    if check_files:
+        check_shards(root, shards)
+    return InputPlan(
+        root=root,
+        split=split,
+        compression=m.compression,
+        shards=tuple(shards),
+        shard_urls=tuple(naming.join(root, s.path) for s in shards),
+        worker_plan=worker_plan,
+        feature_spec={name: dict(m.features[name]) for name in (*inputs, label)},
+        inputs=tuple(inputs),
+        label=label,
+        per_worker_batch=per_worker_batch,
+        steps_per_epoch=min(full_steps, steps_cap) if steps_cap else full_steps,
+        full_steps_per_epoch=full_steps,
+    )
+
+
+def check_shards(root: str, shards: Sequence[manifest.ShardInfo]) -> None:
+    """Refuses a missing shard or one whose size differs from the manifest (one listing per folder)."""
+    by_folder: dict[str, list[manifest.ShardInfo]] = collections.defaultdict(list)
+    for shard in shards:
+        by_folder[posixpath.dirname(shard.path)].append(shard)
+    for folder, members in by_folder.items():
+        filesystem, path = fs.filesystem(naming.join(root, folder))
+        try:
+            listing = filesystem.ls(path, detail=True)
+        except FileNotFoundError:
+            listing = []
+        sizes = {posixpath.basename(str(e["name"]).rstrip("/")): e.get("size") for e in listing}
+        for shard in members:
+            size = sizes.get(posixpath.basename(shard.path))
+            if size is None:
+                raise InputError(
+                    f"shard {naming.join(root, shard.path)} listed in the manifest is missing: the data set "
+                    f"is incomplete; run `python -m shardprep.verify {root}` or re-create it"
+                )
+            if int(size) != shard.num_bytes:
+                raise InputError(
+                    f"shard {naming.join(root, shard.path)} is {size} bytes, the manifest says "
+                    f"{shard.num_bytes}: the file was changed or copied incompletely; run "
+                    f"`python -m shardprep.verify {root}`"
+                )

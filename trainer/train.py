@@ -1,0 +1,120 @@
+"""``python -m trainer.train``: train on a shardprep data set on this worker of a MWMS cluster.
+
+Run the same command on every machine of the cluster, with TF_CONFIG set for each (or through
+``python -m trainer.launch`` on one machine). Without TF_CONFIG it trains in a single process.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from shardprep.manifest import ManifestError
+from shardprep.planning import PlanError
+from trainer.cluster import parse_tf_config
+from trainer.config import EXPORTS, PRECISIONS, TrainConfig
+from trainer.errors import TrainerError
+
+__all__ = ["main", "parse_args"]
+
+PROG = "trainer.train"
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
+    p.add_argument("--split", default="train", help="split to train on (default: train)")
+    p.add_argument("--model", required=True, help="mlp, text, or module:function returning a keras.Model")
+    p.add_argument("--label", required=True, help="feature to predict: int64 = class id, float32 = regression")
+    p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use)")
+    p.add_argument("--num-classes", type=int, default=2, help="classes of an int64 label (default: 2)")
+    batch = p.add_mutually_exclusive_group(required=True)
+    batch.add_argument("--per-replica-batch", type=int, help="examples per replica per step")
+    batch.add_argument("--global-batch", type=int, help="examples per step over all replicas (must divide by them)")
+    p.add_argument("--epochs", type=int, required=True)
+    p.add_argument("--model-dir", required=True, help="checkpoints, TensorBoard, summaries and the exported model")
+    p.add_argument("--loop", choices=("custom", "fit"), default="custom", help="custom loop or Keras fit")
+    p.add_argument("--communication", choices=("auto", "nccl", "ring"), default="auto")
+    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the replica count")
+    p.add_argument(
+        "--mixed-precision", nargs="?", const="auto", default="off", choices=PRECISIONS,
+        help="mixed precision: float16 (with loss scaling), bfloat16, or auto (float16 on GPU, bfloat16 on CPU)",
+    )
+    p.add_argument("--steps-per-epoch", type=int, help="cap on steps per epoch (never more than the data gives)")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end only)")
+    p.add_argument("--shuffle-buffer", type=int, default=0, help="records in the per-worker shuffle buffer")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stage-dir", help="copy this worker's shards to this local folder first")
+    p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
+    p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
+    p.add_argument("--input-mode", choices=("manifest", "naive-files"), default="manifest", help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
+    args = _build_parser().parse_args(argv)
+    return TrainConfig(
+        data=args.data,
+        split=args.split,
+        model=args.model,
+        label=args.label,
+        features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
+        num_classes=args.num_classes,
+        per_replica_batch=args.per_replica_batch,
+        global_batch=args.global_batch,
+        epochs=args.epochs,
+        model_dir=args.model_dir,
+        loop=args.loop,
+        communication=args.communication,
+        learning_rate=args.learning_rate,
+        scale_lr=args.scale_lr,
+        mixed_precision=args.mixed_precision,
+        steps_per_epoch=args.steps_per_epoch,
+        checkpoint_every=args.checkpoint_every,
+        shuffle_buffer=args.shuffle_buffer,
+        seed=args.seed,
+        stage_dir=args.stage_dir,
+        input_mode=args.input_mode,
+        log_every=args.log_every,
+        export=args.export,
+    )
+
+
+def _tf_error_line(error: Exception) -> str:
+    """The line of a TensorFlow error that says what happened (not the traceback of the graph)."""
+    lines = [line.strip() for line in str(getattr(error, "message", error)).splitlines()]
+    lines = [x for x in lines if x and not x.startswith(("Graph execution error", "Detected at node", "File ", "[["))]
+    cause = next((x for x in lines if "aborted by" in x or "Connection" in x), lines[0] if lines else "")
+    return cause + (" (another worker failed or lost its connection)" if "Collective" in cause else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout, force=True)
+    for noisy in ("tensorflow", "absl"):  # the trainer logs the cluster and checkpoints itself
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        config = parse_args(argv)
+        cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+        # Imports TensorFlow: only once the settings are sound.
+        from trainer.job import run_job
+
+        run_job(config, cluster=cluster)
+    except (TrainerError, ManifestError, PlanError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if type(e).__module__.startswith("tensorflow"):  # a peer failed or a collective broke
+            print(f"{PROG}: error: {type(e).__name__}: {_tf_error_line(e)}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
