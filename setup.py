@@ -12,7 +12,6 @@ EXTRAS = {
     "train": ["tensorflow==2.21.*"],
     "gcp": [
         "apache-beam[gcp]==2.77.*",
-        "gcsfs>=2024.2",
         "google-cloud-storage>=2.14",
     ],
     "dask": ["apache-beam[dask]==2.77.*"],
@@ -38,6 +37,7 @@ setuptools.setup(
     install_requires=[
         BEAM,
         "fsspec>=2023.1",
+        "gcsfs>=2024.2",  # Dataflow workers install the sdist without extras and must reach gs://
         "protobuf>=4.21",
         "google-crc32c>=1.5",
         "tfrecord-lite>=0.0.8",

@@ -9,7 +9,8 @@ import contextlib
 import os
 import posixpath
 import uuid
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 import fsspec
 
@@ -27,10 +28,32 @@ __all__ = [
 ]
 
 
+def _is_gcs(url: str) -> bool:
+    return url.startswith(("gs://", "gcs://"))
+
+
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec file system of ``url`` and the path inside it."""
-    fs, path = fsspec.core.url_to_fs(url)
-    return fs, path
+    """The fsspec file system of ``url`` and the path inside it.
+
+    GCS: no listings cache, so a folder listed before another process wrote to it is never
+    answered from memory (the commit step lists and checks what workers wrote). Transient errors
+    (408, 429, 5xx, dropped connections) are retried by gcsfs on every request: 6 attempts, with
+    exponential backoff from 1 s to 32 s. Against an emulator (``STORAGE_EMULATOR_HOST``): no
+    credentials, as google-cloud-storage does, and gcsfs's JSON-API class, because its default
+    class first asks the gRPC Storage Control API for the bucket layout, which emulators do not
+    serve (a 60 s timeout, repeated on every operation).
+    """
+    if not _is_gcs(url):
+        return fsspec.core.url_to_fs(url)
+    options: dict = {"use_listings_cache": False}
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from gcsfs.core import GCSFileSystem
+
+        if "token" not in fsspec.config.conf.get("gs", {}):
+            options["token"] = "anon"
+        fs = GCSFileSystem(**options)
+        return fs, fs._strip_protocol(url)
+    return fsspec.core.url_to_fs(url, **options)
 
 
 def is_local(url: str) -> bool:
@@ -100,5 +123,27 @@ def write_atomic(url: str) -> Iterator[IO[bytes]]:
             if os.path.exists(tmp):
                 os.remove(tmp)
     else:
-        with fs.open(path, "wb") as f:
-            yield f
+        # One upload once the writer is done: a writer that fails leaves nothing behind (an open
+        # object-store file uploads what it holds when closed, even on an error), and a retry after
+        # a lost answer repeats the same request (gcsfs: one multipart request up to 50 MB, a
+        # resumable upload above).
+        buffer = _Buffer()
+        yield buffer
+        fs.pipe_file(path, buffer.value())
+
+
+class _Buffer:
+    """A write-only binary file in memory; one ``write`` of bytes is kept without a copy."""
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._chunks.append(data if type(data) is bytes else bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def value(self) -> bytes:
+        return b"".join(self._chunks)  # returns the single chunk itself when there is one

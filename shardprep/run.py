@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pipelines import reshard
 from shardprep import cli, config, fs, manifest, naming, planning, schema, sources
 from shardprep.summary import print_summary
 
@@ -64,9 +65,10 @@ def parser() -> argparse.ArgumentParser:
                      help="accept up to N bad records (kept in DIR/<run>/rejected/); above N nothing is "
                      "committed (default: %(default)s)")
     run = p.add_argument_group("execution")
-    run.add_argument("--runner", default="direct", choices=("direct", "dask", "dataflow"),
+    run.add_argument("--runner", default="direct", choices=reshard.RUNNERS,
                      help="direct: in this process; dask: a local Dask cluster (or --dask-address); "
-                     "dataflow: Google Cloud Dataflow (default: %(default)s)")
+                     "dataflow: Google Cloud Dataflow; flink|spark|portable: Beam's portable runners "
+                     "(default: %(default)s)")
     run.add_argument("--dask-address", metavar="HOST:PORT", help="join this Dask scheduler instead of starting one")
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
     run.add_argument("--unit-mb", type=float, default=64.0, metavar="MB",
@@ -96,7 +98,8 @@ def _schema(args: argparse.Namespace, files: Sequence[sources.InputFile]) -> tup
     rows = sources.sample_rows(files)
     if not rows:
         raise sources.InputError(
-            "found no records to infer a schema from in the first input files; check --input, or give --schema"
+            "found no valid records to infer a schema from in the first input files (they are empty, hold only a "
+            "header, or every record is bad); check --input, or give --schema to send bad records to the dead letters"
         )
     return schema.infer_schema(rows, text=all(f.format == "csv" for f in files)), "reject"
 
@@ -135,10 +138,11 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
-    from pipelines import reshard
-
-    reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
-                dask_address=args.dask_address, dask_workers=args.dask_workers)
+    ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
+                      dask_address=args.dask_address, dask_workers=args.dask_workers)
+    if not ran:
+        print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
+        return 0
     return _finish(cfg)
 
 

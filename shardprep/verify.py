@@ -21,10 +21,9 @@ from shardprep import cli, codec, fs, manifest, naming
 __all__ = ["main", "shard_problems", "verify"]
 
 
-def _stored_crc32c(url: str) -> str | None:
-    """The object store's own crc32c of ``url`` as hex, when it keeps one (GCS does)."""
-    filesystem, path = fs.filesystem(url)
-    value = filesystem.info(path).get("crc32c")
+def _stored_crc32c(info: dict) -> str | None:
+    """The object store's own crc32c (GCS keeps one for every object, base64) as hex, if any."""
+    value = info.get("crc32c")
     if not value:
         return None
     return base64.b64decode(value).hex() if not all(c in "0123456789abcdef" for c in str(value)) else str(value)
@@ -33,15 +32,25 @@ def _stored_crc32c(url: str) -> str | None:
 def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, deep: bool) -> list[str]:
     """Everything wrong with one shard, one line each; empty when it is sound."""
     url = naming.join(root, shard.path)
-    if not fs.exists(url):
-        return [f"{shard.path}: missing"]
-    size = fs.size(url)
+    if fs.is_local(url):
+        if not fs.exists(url):
+            return [f"{shard.path}: missing"]
+        size = fs.size(url)
+    else:  # one metadata request: size and the store's checksum, nothing downloaded
+        filesystem, path = fs.filesystem(url)
+        try:
+            info = filesystem.info(path)
+        except FileNotFoundError:
+            return [f"{shard.path}: missing"]
+        size = int(info.get("size", -1))
     if size != shard.num_bytes:
         return [f"{shard.path}: {size} bytes, the manifest says {shard.num_bytes} (truncated or replaced)"]
-    if not fs.is_local(url) and not deep:
-        stored = _stored_crc32c(url)
-        if stored is not None:
-            return [] if stored == shard.crc32c else [f"{shard.path}: crc32c {stored} (stored), the manifest says {shard.crc32c}"]
+    if not fs.is_local(url):
+        stored = _stored_crc32c(info)
+        if stored is not None and stored != shard.crc32c:
+            return [f"{shard.path}: crc32c {stored} (stored), the manifest says {shard.crc32c}"]
+        if stored is not None and not deep:
+            return []
     data = fs.read_bytes(url)
     crc = f"{google_crc32c.value(data):08x}"
     if crc != shard.crc32c:
