@@ -1,4 +1,4 @@
-"""tf.train.Example encoding and decoding and TFRecord framing, in pure Python (no TensorFlow).
+"""tf.train.Example encoding and decoding in pure Python (no TensorFlow).
 
 Dataflow workers do not carry TensorFlow, so the protobuf wire format is written by hand. This is
 the pipeline's hot path: per-feature byte prefixes are built once per schema, floats are packed a
@@ -10,27 +10,18 @@ with packed numeric lists, so equal rows always give equal bytes. Wire layout::
 
 ``decode_example`` accepts packed and unpacked lists (any valid encoding TF reads) and refuses
 anything else, including fields an Example does not have (a SequenceExample, a foreign proto).
+TFRecord framing lives in ``shardprep.tfrecord``.
 """
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, Any
-
-import google_crc32c
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from shardprep.schema import INT64_MAX, INT64_MIN, FeatureSpec, Schema
 
-__all__ = [
-    "CorruptRecordError",
-    "RecordError",
-    "decode_example",
-    "example_encoder",
-    "frame",
-    "frame_all",
-    "masked_crc",
-    "read_records",
-]
+__all__ = ["RecordError", "decode_example", "example_encoder"]
+
 
 _EXTRA_FIELDS = ("reject", "ignore")
 _U64 = 1 << 64
@@ -47,25 +38,6 @@ class RecordError(ValueError):
 
     def __reduce__(self):  # picklable across Beam workers
         return (type(self), (self.reason, self.detail))
-
-
-class CorruptRecordError(ValueError):
-    """A TFRecord stream whose framing is broken at record ``index`` (0-based), ``offset`` bytes in.
-
-    ``reason`` is ``tfrecord_length_crc``, ``tfrecord_data_crc`` or ``tfrecord_truncated``; ``raw``
-    holds the bytes read for that record. Nothing after it can be trusted.
-    """
-
-    def __init__(self, index: int, offset: int, reason: str, detail: str, raw: bytes = b"") -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.index = index
-        self.offset = offset
-        self.reason = reason
-        self.detail = detail
-        self.raw = raw
-
-    def __reduce__(self):
-        return (type(self), (self.index, self.offset, self.reason, self.detail, self.raw))
 
 
 # --- varints ---------------------------------------------------------------------------------------
@@ -151,7 +123,7 @@ def _bytes_of(name: str, v: Any) -> bytes:
         try:
             return v.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise RecordError("invalid_utf8", f"field {name!r} holds {_show(v)}: it cannot be UTF-8 encoded ({e.reason})")
+            raise RecordError("invalid_utf8", f"field {name!r} holds {_show(v)}: it cannot be UTF-8 encoded ({e.reason})") from None
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v)
     if isinstance(v, bool):  # numbers in a string feature keep their JSON spelling
@@ -513,82 +485,3 @@ def decode_example(data: bytes) -> dict[str, list]:
             raise _unexpected("Example", tag, start)
         _features(data, start, pos, out)
     return out
-
-
-# --- TFRecord framing ------------------------------------------------------------------------------
-
-_U64_LE = struct.Struct("<Q")
-_U32_LE = struct.Struct("<I")
-_MAX_READ = 1 << 24
-
-
-def masked_crc(data: bytes) -> int:
-    """The TFRecord masked CRC-32C of ``data``."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(record: bytes) -> bytes:
-    """One TFRecord: uint64 length, masked crc of the length, the data, masked crc of the data."""
-    length = _U64_LE.pack(len(record))
-    return b"".join((length, _U32_LE.pack(masked_crc(length)), record, _U32_LE.pack(masked_crc(record))))
-
-
-def frame_all(records: Iterable[bytes]) -> bytes:
-    """The TFRecord file bytes of ``records``."""
-    return b"".join(map(frame, records))
-
-
-def _read_exact(read: Callable[[int], bytes], n: int) -> bytes:
-    """Up to ``n`` bytes (fewer only at the end of the stream), read in bounded pieces."""
-    data = read(min(n, _MAX_READ))
-    if len(data) == n or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < n:
-        chunk = read(min(n - got, _MAX_READ))
-        if not chunk:
-            break
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
-def read_records(stream: IO[bytes], *, check_crc: bool = True) -> Iterator[bytes]:
-    """The records of a TFRecord stream; raises ``CorruptRecordError`` at the first broken one."""
-    read = stream.read
-    index = offset = 0
-    while True:
-        header = _read_exact(read, 12)
-        if not header:
-            return
-        if len(header) < 12:
-            raise CorruptRecordError(
-                index, offset, "tfrecord_truncated",
-                f"record {index + 1} at byte {offset}: the file ends inside its 12-byte header", header,
-            )
-        (length,) = _U64_LE.unpack_from(header)
-        if check_crc and masked_crc(header[:8]) != _U32_LE.unpack_from(header, 8)[0]:
-            raise CorruptRecordError(
-                index, offset, "tfrecord_length_crc",
-                f"record {index + 1} at byte {offset}: the length field fails its CRC (the file is corrupt "
-                "or not a TFRecord file)", header,
-            )
-        data = _read_exact(read, length)
-        footer = _read_exact(read, 4) if len(data) == length else b""
-        if len(footer) < 4:
-            raise CorruptRecordError(
-                index, offset, "tfrecord_truncated",
-                f"record {index + 1} at byte {offset}: the file ends inside a record of {length} bytes",
-                header + data + footer,
-            )
-        if check_crc and masked_crc(data) != _U32_LE.unpack(footer)[0]:
-            raise CorruptRecordError(
-                index, offset, "tfrecord_data_crc",
-                f"record {index + 1} at byte {offset}: its {length} data bytes fail their CRC (the file is corrupt)",
-                data,
-            )
-        yield data
-        index += 1
-        offset += length + 16

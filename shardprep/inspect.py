@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, codec, fs, manifest, naming, planning
+from shardprep import cli, codec, fs, manifest, naming, planning, tfrecord
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
@@ -23,7 +23,7 @@ def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> l
     data = fs.read_bytes(naming.join(root, shards[0].path))
     if m.compression == "gzip":
         data = gzip.decompress(data)
-    records = itertools.islice(codec.read_records(io.BytesIO(data), check_crc=True), count)
+    records = itertools.islice(tfrecord.read_records(io.BytesIO(data), check_crc=True), count)
     return [codec.decode_example(r) for r in records]
 
 

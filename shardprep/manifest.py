@@ -130,7 +130,7 @@ class Manifest:
     def from_json(cls, doc: dict[str, Any]) -> Manifest:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ManifestError(f"not a shardprep manifest (format is {doc.get('format') if isinstance(doc, dict) else None!r})")
-        if doc.get("version") != VERSION:
+        if type(doc.get("version")) is not int or doc["version"] != VERSION:  # JSON true == 1 in Python
             raise ManifestError(
                 f"manifest version {doc.get('version')!r} is not supported (this tool reads version "
                 f"{VERSION}): upgrade shardprep or re-create the data set"

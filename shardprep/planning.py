@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from shardprep import naming
 

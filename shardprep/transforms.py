@@ -23,7 +23,7 @@ import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from shardprep import codec, naming, planning, schema, sources, writer
+from shardprep import codec, naming, planning, schema, sources, tfrecord, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, UnitFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.permutation import Permutation
@@ -65,7 +65,7 @@ class _Parse(beam.DoFn):
         reasons: dict[str, int] = {}
         read = 0
         unit_name = f"{unit.file.index}:{unit.index}"
-        seed, thresholds, split_index, frame = cfg.seed, self._thresholds, planning.split_index, codec.frame
+        seed, thresholds, split_index, frame = cfg.seed, self._thresholds, planning.split_index, tfrecord.frame
 
         def reject(position: int, reason: str, detail: str, raw: Any) -> None:
             reasons[reason] = reasons.get(reason, 0) + 1

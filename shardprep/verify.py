@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import google_crc32c
 
-from shardprep import cli, codec, fs, manifest, naming
+from shardprep import cli, fs, manifest, naming, tfrecord
 
 __all__ = ["main", "shard_problems", "verify"]
 
@@ -58,8 +58,8 @@ def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, de
     try:
         if compression == "gzip":
             data = gzip.decompress(data)
-        count = sum(1 for _ in codec.read_records(io.BytesIO(data), check_crc=True))
-    except (codec.CorruptRecordError, OSError, EOFError) as e:
+        count = sum(1 for _ in tfrecord.read_records(io.BytesIO(data), check_crc=True))
+    except (tfrecord.CorruptRecordError, OSError, EOFError) as e:
         return [f"{shard.path}: {e}"]
     if count != shard.num_records:
         return [f"{shard.path}: {count} records, the manifest says {shard.num_records}"]

@@ -10,34 +10,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep.codec import (
-    CorruptRecordError,
-    RecordError,
-    decode_example,
-    example_encoder,
-    frame,
-    frame_all,
-    masked_crc,
-    read_records,
-)
+from shardprep.codec import RecordError, decode_example, example_encoder
 from shardprep.schema import FeatureSpec
+from shardprep.tfrecord import CorruptRecordError, frame, frame_all, masked_crc, read_records
 
 tf = pytest.importorskip("tensorflow")
 
-I, F, S = "int64", "float32", "string"
+I64, F, S = "int64", "float32", "string"
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 SCHEMA = {
     "f": FeatureSpec(F, ()),
     "fv": FeatureSpec(F, (3,)),
     "fr": FeatureSpec(F, (-1,)),
-    "i": FeatureSpec(I, ()),
-    "iv": FeatureSpec(I, (2,)),
-    "ir": FeatureSpec(I, (-1,)),
+    "i": FeatureSpec(I64, ()),
+    "iv": FeatureSpec(I64, (2,)),
+    "ir": FeatureSpec(I64, (-1,)),
     "s": FeatureSpec(S, ()),
     "sv": FeatureSpec(S, (2,)),
     "sr": FeatureSpec(S, (-1,)),
-    "naïve key": FeatureSpec(I, ()),
+    "naïve key": FeatureSpec(I64, ()),
 }
 ROWS = [
     {"f": 1.5, "fv": [1, 2.25, -3], "fr": [], "i": 0, "iv": [I64_MIN, I64_MAX], "ir": [1, -1, 300, 2**40],
@@ -50,7 +42,7 @@ ROWS = [
 
 
 def tf_spec(schema):
-    dtypes = {I: tf.int64, F: tf.float32, S: tf.string}
+    dtypes = {I64: tf.int64, F: tf.float32, S: tf.string}
     return {name: tf.io.RaggedFeature(dtypes[s.dtype]) if s.shape == (-1,) else tf.io.FixedLenFeature(s.shape,
             dtypes[s.dtype]) for name, s in schema.items()}
 
@@ -93,11 +85,11 @@ def test_bytes_are_deterministic_in_sorted_name_order_and_as_compact_as_protobuf
 @pytest.mark.parametrize(
     "spec, value, expected",
     [
-        (FeatureSpec(I, ()), "42", [42]),
-        (FeatureSpec(I, ()), True, [1]),
-        (FeatureSpec(I, ()), [5], [5]),  # a 1-list is one value (what a decoded Example holds)
-        (FeatureSpec(I, (-1,)), "", []),  # an empty CSV value in a list feature: no values
-        (FeatureSpec(I, (-1,)), None, []),
+        (FeatureSpec(I64, ()), "42", [42]),
+        (FeatureSpec(I64, ()), True, [1]),
+        (FeatureSpec(I64, ()), [5], [5]),  # a 1-list is one value (what a decoded Example holds)
+        (FeatureSpec(I64, (-1,)), "", []),  # an empty CSV value in a list feature: no values
+        (FeatureSpec(I64, (-1,)), None, []),
         (FeatureSpec(F, ()), "1e3", [1000.0]),
         (FeatureSpec(F, ()), 0.1, [f32(0.1)]),
         (FeatureSpec(F, (-1,)), [1, "2", True], [1.0, 2.0, 1.0]),
@@ -116,23 +108,23 @@ def test_values_are_converted(spec, value, expected):
 @pytest.mark.parametrize(
     "spec, row, reason, message",
     [
-        (FeatureSpec(I, ()), {}, "missing_value", "field 'x' is missing: expected one int64 value"),
-        (FeatureSpec(I, ()), {"x": None}, "missing_value", "field 'x' is missing"),
-        (FeatureSpec(I, ()), {"x": " "}, "missing_value", "field 'x' is empty: expected an int64"),
+        (FeatureSpec(I64, ()), {}, "missing_value", "field 'x' is missing: expected one int64 value"),
+        (FeatureSpec(I64, ()), {"x": None}, "missing_value", "field 'x' is missing"),
+        (FeatureSpec(I64, ()), {"x": " "}, "missing_value", "field 'x' is empty: expected an int64"),
         (FeatureSpec(F, ()), {"x": ""}, "missing_value", "field 'x' is empty: expected a float32"),
         (FeatureSpec(F, (2,)), {"x": None}, "missing_value", "expected exactly 2 float32 values"),
-        (FeatureSpec(I, ()), {"x": "1.5"}, "type_mismatch", "field 'x' holds '1.5': expected an int64"),
-        (FeatureSpec(I, ()), {"x": 2.0}, "type_mismatch", "field 'x' holds 2.0 (float): expected an int64"),
-        (FeatureSpec(I, (-1,)), {"x": [1, 2.5]}, "type_mismatch", "holds 2.5 (float)"),
-        (FeatureSpec(I, ()), {"x": b"1"}, "type_mismatch", "holds b'1' (bytes)"),
+        (FeatureSpec(I64, ()), {"x": "1.5"}, "type_mismatch", "field 'x' holds '1.5': expected an int64"),
+        (FeatureSpec(I64, ()), {"x": 2.0}, "type_mismatch", "field 'x' holds 2.0 (float): expected an int64"),
+        (FeatureSpec(I64, (-1,)), {"x": [1, 2.5]}, "type_mismatch", "holds 2.5 (float)"),
+        (FeatureSpec(I64, ()), {"x": b"1"}, "type_mismatch", "holds b'1' (bytes)"),
         (FeatureSpec(F, ()), {"x": "abc"}, "type_mismatch", "field 'x' holds 'abc': expected a float32"),
         (FeatureSpec(F, (-1,)), {"x": [1.0, None]}, "type_mismatch", "holds None (NoneType)"),
         (FeatureSpec(S, ()), {"x": [["a"]]}, "type_mismatch", "holds a nested list"),
         (FeatureSpec(S, ()), {"x": {"a": 1}}, "nested_object", "field 'x' holds a nested object {'a': 1}"),
         (FeatureSpec(F, (-1,)), {"x": [{"a": 1}]}, "nested_object", "field 'x' holds a nested object"),
-        (FeatureSpec(I, ()), {"x": 2**63}, "out_of_range", "outside the int64 range"),
-        (FeatureSpec(I, (-1,)), {"x": [0, -(2**63) - 1]}, "out_of_range", "outside the int64 range"),
-        (FeatureSpec(I, ()), {"x": "99999999999999999999"}, "out_of_range", "outside the int64 range"),
+        (FeatureSpec(I64, ()), {"x": 2**63}, "out_of_range", "outside the int64 range"),
+        (FeatureSpec(I64, (-1,)), {"x": [0, -(2**63) - 1]}, "out_of_range", "outside the int64 range"),
+        (FeatureSpec(I64, ()), {"x": "99999999999999999999"}, "out_of_range", "outside the int64 range"),
         (FeatureSpec(F, ()), {"x": 1e39}, "out_of_range", "outside the float32 range"),
         (FeatureSpec(F, (-1,)), {"x": [10**400]}, "out_of_range", "outside the float32 range"),
         (FeatureSpec(F, ()), {"x": [1.0, 2.0]}, "shape_mismatch", "field 'x' holds 2 values [1.0, 2.0]: expected one"),
@@ -149,10 +141,10 @@ def test_values_that_do_not_fit_raise_record_errors(spec, row, reason, message):
 
 
 def test_extra_fields_can_be_ignored_and_bad_arguments_are_refused():
-    assert decode_example(example_encoder({"x": FeatureSpec(I, ())}, extra_fields="ignore")({"x": 1, "y": {}})) == {
+    assert decode_example(example_encoder({"x": FeatureSpec(I64, ())}, extra_fields="ignore")({"x": 1, "y": {}})) == {
         "x": [1]}
     with pytest.raises(ValueError, match="extra_fields='drop': expected one of reject, ignore"):
-        example_encoder({"x": FeatureSpec(I, ())}, extra_fields="drop")
+        example_encoder({"x": FeatureSpec(I64, ())}, extra_fields="drop")
     with pytest.raises(ValueError, match="no features"):
         example_encoder({})
 
@@ -229,7 +221,7 @@ def test_anything_else_is_not_an_example(data, message):
 
 
 VALUES = {
-    I: st.integers(I64_MIN, I64_MAX),
+    I64: st.integers(I64_MIN, I64_MAX),
     F: st.floats(width=32, allow_nan=False),
     S: st.one_of(st.text(max_size=40), st.binary(max_size=40)),
 }
@@ -238,7 +230,7 @@ VALUES = {
 @st.composite
 def schema_and_rows(draw):
     names = draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=6, unique=True))
-    specs = {n: FeatureSpec(draw(st.sampled_from([I, F, S])), draw(st.sampled_from([(), (2,), (-1,)]))) for n in names}
+    specs = {n: FeatureSpec(draw(st.sampled_from([I64, F, S])), draw(st.sampled_from([(), (2,), (-1,)]))) for n in names}
     rows = []
     for _ in range(draw(st.integers(1, 4))):
         row = {}

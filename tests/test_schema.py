@@ -7,10 +7,10 @@ import pytest
 
 from shardprep.schema import FeatureSpec, SchemaError, infer_schema, load_schema, schema_from_json, schema_to_json
 
-I, F, S = "int64", "float32", "string"
+I64, F, S = "int64", "float32", "string"
 
 
-@pytest.mark.parametrize("dtype, shape", [(I, ()), (F, (3,)), (S, (-1,)), (I, (1,))])
+@pytest.mark.parametrize("dtype, shape", [(I64, ()), (F, (3,)), (S, (-1,)), (I64, (1,))])
 def test_valid_specs_round_trip_through_json(dtype, shape):
     spec = FeatureSpec(dtype, shape)
     assert spec.to_json() == {"dtype": dtype, "shape": list(shape)}
@@ -54,12 +54,12 @@ def test_schema_json_is_sorted_and_errors_name_the_feature():
 
 def test_load_schema_reads_the_features_format_or_a_whole_manifest(tmp_path):
     path = tmp_path / "schema.json"
-    path.write_text(json.dumps({"y": {"dtype": I, "shape": []}, "x": {"dtype": F, "shape": [4]}}))
-    assert load_schema(str(path)) == {"x": FeatureSpec(F, (4,)), "y": FeatureSpec(I, ())}
+    path.write_text(json.dumps({"y": {"dtype": I64, "shape": []}, "x": {"dtype": F, "shape": [4]}}))
+    assert load_schema(str(path)) == {"x": FeatureSpec(F, (4,)), "y": FeatureSpec(I64, ())}
     manifest = tmp_path / "manifest.json"
-    manifest.write_text(json.dumps({"format": "shardprep.manifest", "version": 1, "features": {"y": {"dtype": I,
+    manifest.write_text(json.dumps({"format": "shardprep.manifest", "version": 1, "features": {"y": {"dtype": I64,
                                                                                                     "shape": []}}}))
-    assert load_schema(str(manifest)) == {"y": FeatureSpec(I, ())}
+    assert load_schema(str(manifest)) == {"y": FeatureSpec(I64, ())}
 
 
 @pytest.mark.parametrize(
@@ -84,12 +84,12 @@ def test_load_schema_errors_name_the_file(tmp_path, content, message):
 @pytest.mark.parametrize(
     "values, expected",
     [
-        (["1", " -2 ", "", "300"], FeatureSpec(I, ())),
+        (["1", " -2 ", "", "300"], FeatureSpec(I64, ())),
         (["1", "2.5", "1e3", ""], FeatureSpec(F, ())),
         (["1", "nan", "inf"], FeatureSpec(F, ())),
         (["1", "x"], FeatureSpec(S, ())),
         (["", "  "], FeatureSpec(S, ())),
-        (["9223372036854775807", "-9223372036854775808"], FeatureSpec(I, ())),
+        (["9223372036854775807", "-9223372036854775808"], FeatureSpec(I64, ())),
         (["12345678901234567890123", "1"], FeatureSpec(S, ())),  # ids too long for int64: keep every digit
         (["12345678901234567890123", "0.5"], FeatureSpec(F, ())),
         (["true", "false"], FeatureSpec(S, ())),
@@ -102,20 +102,20 @@ def test_text_rows_are_parsed_by_the_csv_rules(values, expected):
 @pytest.mark.parametrize(
     "values, expected",
     [
-        ([1, 2, None], FeatureSpec(I, ())),
-        ([True, False], FeatureSpec(I, ())),
+        ([1, 2, None], FeatureSpec(I64, ())),
+        ([True, False], FeatureSpec(I64, ())),
         ([1, 2.5], FeatureSpec(F, ())),
         ([True, 0.5], FeatureSpec(F, ())),
         (["a", b"b"], FeatureSpec(S, ())),
         (["1", 2], FeatureSpec(S, ())),  # a string in some rows and a number in others
-        ([[1, 2], [3, 4]], FeatureSpec(I, (2,))),
+        ([[1, 2], [3, 4]], FeatureSpec(I64, (2,))),
         ([[1.5, 2], [3, 4, 5]], FeatureSpec(F, (-1,))),
-        ([[1], [2], None], FeatureSpec(I, ())),  # 1-lists everywhere: how a tf.train.Example holds a scalar
+        ([[1], [2], None], FeatureSpec(I64, ())),  # 1-lists everywhere: how a tf.train.Example holds a scalar
         ([[b"x"], [b"y"]], FeatureSpec(S, ())),
-        ([1, [2, 3]], FeatureSpec(I, (-1,))),  # scalar in some rows, list in others
-        ([1, [2]], FeatureSpec(I, (-1,))),
+        ([1, [2, 3]], FeatureSpec(I64, (-1,))),  # scalar in some rows, list in others
+        ([1, [2]], FeatureSpec(I64, (-1,))),
         ([[], []], FeatureSpec(S, (-1,))),
-        ([[], [1]], FeatureSpec(I, (-1,))),
+        ([[], [1]], FeatureSpec(I64, (-1,))),
         ([None, None], FeatureSpec(S, (-1,))),
         ([["a", None], ["b", "c"]], FeatureSpec(S, (2,))),
     ],
@@ -128,14 +128,14 @@ def test_typed_rows_follow_the_python_types(values, expected):
 def test_fields_missing_from_some_rows_are_kept_and_the_result_is_sorted():
     schema = infer_schema([{"b": 1}, {"a": 2.5}, {"b": 3, "c": "x"}])
     assert list(schema) == ["a", "b", "c"]
-    assert schema == {"a": FeatureSpec(F, ()), "b": FeatureSpec(I, ()), "c": FeatureSpec(S, ())}
+    assert schema == {"a": FeatureSpec(F, ()), "b": FeatureSpec(I64, ()), "c": FeatureSpec(S, ())}
 
 
 def test_text_can_be_forced_either_way():
     rows = [{"zip": "02139"}, {"zip": "10001"}]
-    assert infer_schema(rows)["zip"] == FeatureSpec(I, ())  # all strings: read as CSV text
+    assert infer_schema(rows)["zip"] == FeatureSpec(I64, ())  # all strings: read as CSV text
     assert infer_schema(rows, text=False)["zip"] == FeatureSpec(S, ())
-    assert infer_schema([{"x": "1"}, {"x": None}], text=True)["x"] == FeatureSpec(I, ())
+    assert infer_schema([{"x": "1"}, {"x": None}], text=True)["x"] == FeatureSpec(I64, ())
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep.codec import example_encoder, frame_all
+from shardprep.codec import example_encoder
 from shardprep.schema import FeatureSpec, infer_schema
 from shardprep.sources import (
     Bad,
@@ -26,6 +26,7 @@ from shardprep.sources import (
     read_unit,
     sample_rows,
 )
+from shardprep.tfrecord import frame_all
 
 
 def read(path, *, unit_bytes=64 << 20, fmt="auto"):
@@ -251,18 +252,43 @@ LEN2 = len(frame_all(RECORDS[:2]))  # offset of record 3
 
 
 @pytest.mark.parametrize(
-    "change, last",
+    "change, last, positions",
     [
-        (lambda d: flip(d, LEN2 + 3), (3, "tfrecord_length_crc")),
-        (lambda d: flip(d, LEN2 + 14), (3, "tfrecord_data_crc")),
-        (lambda d: d[:LEN2 + 14], (3, "tfrecord_truncated")),
-        (lambda d: d[:LEN2 + 4], (3, "tfrecord_truncated")),
+        # a bad length CRC: reading resumes at record 4, the next offset where a whole record checks
+        (lambda d: flip(d, LEN2 + 3), (3, "tfrecord_length_crc"), [1, 2, 3, 4, 5, 6]),
+        # a bad data CRC: the length was sound, so only record 3 is lost
+        (lambda d: flip(d, LEN2 + 14), (3, "tfrecord_data_crc"), [1, 2, 3, 4, 5, 6]),
+        (lambda d: d[:LEN2 + 14], (3, "tfrecord_truncated"), [1, 2, 3]),
+        (lambda d: d[:LEN2 + 4], (3, "tfrecord_truncated"), [1, 2, 3]),
     ],
 )
-def test_broken_tfrecord_framing_is_one_bad_for_the_rest_of_the_file(tmp_path, change, last):
+def test_broken_tfrecord_framing_costs_only_the_broken_record(tmp_path, change, last, positions):
     items = read(write(tmp_path / "a.tfrecord", change(frame_all(RECORDS))))
-    assert [pos for pos, _ in items] == [1, 2, 3] and bads_of(items) == [last]
-    assert "the rest of the file cannot be read" in items[-1][1].detail
+    assert [pos for pos, _ in items] == positions and bads_of(items) == [last]
+    good = [row for _, row in items if not isinstance(row, Bad)]
+    assert len(good) == len(positions) - 1
+
+
+def test_a_broken_length_with_no_sound_record_after_it_ends_the_file(tmp_path):
+    last = len(frame_all(RECORDS[:5]))
+    items = read(write(tmp_path / "a.tfrecord", flip(frame_all(RECORDS), last + 1)))
+    assert bads_of(items) == [(6, "tfrecord_length_crc")]
+    assert "no sound record follows" in items[-1][1].detail
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_resync_skips_exactly_the_damaged_bytes(compressed):
+    from shardprep.tfrecord import scan_records
+
+    records = [bytes([i % 7]) * (1 + (i * 131) % 3000) for i in range(200)]  # zero bytes: many candidates
+    framed = [frame_all([r]) for r in records]
+    start = sum(map(len, framed[:50]))
+    damaged = flip(b"".join(framed), start + 5) + bytes(3 << 20)  # and a zero tail past the last record
+    stream = gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(damaged))) if compressed else io.BytesIO(damaged)
+    out = list(scan_records(stream))[:-1]  # the zero tail is one more broken stretch
+    assert [r for r in out if isinstance(r, bytes)] == records[:50] + records[51:]
+    (error,) = [r for r in out if not isinstance(r, bytes)]
+    assert error.index == 50 and f"bytes {start} to {start + len(framed[50])} skipped" in error.detail
 
 
 def test_a_record_that_is_not_an_example_is_skipped(tmp_path):
@@ -361,7 +387,7 @@ def test_the_library_imports_without_tensorflow_beam_or_pyarrow():
             "        if name.split('.')[0] in ('tensorflow', 'apache_beam'):\n"
             "            raise ImportError(name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import shardprep.schema, shardprep.codec, shardprep.sources\n"
+            "import shardprep.schema, shardprep.codec, shardprep.tfrecord, shardprep.sources\n"
             "assert not {'tensorflow', 'apache_beam', 'pyarrow'} & {m.split('.')[0] for m in sys.modules}\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 

@@ -1,0 +1,192 @@
+"""CSV: cutting a large file into work units at record boundaries, and reading a unit into rows.
+
+Cuts: the planner reads the file once with C-speed ``bytes.count``/``find`` and moves each nominal
+cut (every ``unit_bytes``) to just after the first newline at or after it that is outside quotes,
+recording the cut's byte offset and 1-based line number, so every unit starts exactly at a record.
+
+Quotes: RFC 4180 writes a quote inside a quoted field as two quotes, so the parity of the number of
+``"`` characters before a byte says whether it is inside a quoted field. That is exact for RFC 4180
+CSV. A stray quote in an unquoted field (``5" screen``) flips the parity for the rest of the file:
+if the file's total count of quotes is odd the planner notices and reads that file as one unit; if
+two stray quotes bracket quoted fields that hold newlines, a cut can land inside a record, which the
+reader of the unit before it detects (its last record runs past the cut) and reports as a fatal
+``InputError``, never as silently wrong rows. Lines end with ``\\n`` (``\\r\\n`` works too).
+
+Bad records: ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the file, or a record
+the csv module refuses), ``invalid_utf8``, ``gzip_truncated`` and ``gzip_invalid``.
+"""
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from typing import IO
+
+from shardprep import fs
+from shardprep.source_io import Bad, InputError, InputFile, StreamError, WorkUnit, open_input, read_lines
+
+__all__ = ["find_cuts", "read_csv", "read_header"]
+
+_SCAN_BLOCK = 8 << 20
+csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a single field may hold megabytes
+
+
+def find_cuts(url: str, unit_bytes: int, *, quotes: bool) -> tuple[list[tuple[int, int]], bool]:
+    """(offset, 1-based line) of each unit start after the first, and whether the file's quote count is odd.
+
+    Each cut is just after the first newline at or after a multiple of ``unit_bytes`` whose quote
+    parity is even (outside quotes); it is found with C-speed ``count``/``find`` calls only.
+    """
+    cuts: list[tuple[int, int]] = []
+    target = unit_bytes
+    base, parity, line = 0, 0, 1  # file offset, quote parity and line number at the block's start
+    with fs.open_file(url, "rb") as f:
+        while block := f.read(_SCAN_BLOCK):
+            pos, par, ln = 0, parity, line  # the same, at block[pos]
+            while target < base + len(block):
+                rel = max(target - base, pos)
+                if quotes:
+                    par ^= block.count(b'"', pos, rel) & 1
+                ln += block.count(b"\n", pos, rel)
+                pos = rel
+                newline = _newline_outside_quotes(block, pos, par) if quotes else block.find(b"\n", pos)
+                if newline < 0:
+                    break  # look on in the next block, with the parity at its start
+                ln += block.count(b"\n", pos, newline + 1)
+                par = 0
+                pos = newline + 1
+                cuts.append((base + pos, ln))
+                target = -(-(base + pos) // unit_bytes) * unit_bytes
+            if quotes:
+                parity ^= block.count(b'"') & 1
+            line += block.count(b"\n")
+            base += len(block)
+    return [cut for cut in cuts if cut[0] < base], bool(parity)
+
+
+def _newline_outside_quotes(block: bytes, pos: int, par: int) -> int:
+    """Index of the first ``\\n`` at or after ``pos`` with even quote parity, or -1 in this block."""
+    while True:
+        if par:
+            quote = block.find(b'"', pos)
+            if quote < 0:
+                return -1
+            par, pos = 0, quote + 1
+        newline = block.find(b"\n", pos)
+        if newline < 0:
+            return -1
+        quote = block.find(b'"', pos, newline)
+        if quote < 0:
+            return newline
+        par, pos = 1, quote + 1
+
+
+def read_header(file: InputFile) -> tuple[str, ...]:
+    """The column names: the first record of the file (a UTF-8 BOM stripped); () when there is none."""
+    with open_input(file, 0) as stream:
+        for _line, lines, row, error in _csv_records(stream, 0, 1):
+            if error or not all(ok for _, _, ok in lines):
+                problem = error[1] if error else "it is not valid UTF-8"
+                raise InputError(f"{file.url!r}: the CSV header cannot be read: {problem}")
+            empty = [str(i + 1) for i, name in enumerate(row) if not name.strip()]
+            if empty:
+                raise InputError(f"{file.url!r}: the CSV header {row!r} has no name for column(s) "
+                                 f"{', '.join(empty)}: every column needs a name (the first line is the header)")
+            repeated = sorted({name for name in row if row.count(name) > 1})
+            if repeated:
+                raise InputError(f"{file.url!r}: the CSV header repeats column name(s) {', '.join(map(repr, repeated))}: "
+                                 "every column needs its own name; rename them")
+            return tuple(row)
+    return ()
+
+
+class _CsvLines:
+    """Feeds decoded lines to the csv module and keeps (offset, raw, valid UTF-8) of those it took."""
+
+    EOF = "\n"  # fed after the last line: a record that takes it was inside quotes at the end of the file
+
+    def __init__(self, stream: IO[bytes], offset: int) -> None:
+        self.taken: list[tuple[int, bytes, bool | None]] = []
+        self._start = offset
+        self._lines = read_lines(stream, offset)
+
+    def __iter__(self) -> Iterator[str]:
+        end = self._start
+        for offset, raw in self._lines:
+            try:
+                text, ok = raw.decode("utf-8"), True
+            except UnicodeDecodeError:
+                text, ok = raw.decode("utf-8", "surrogateescape"), False
+            if offset == 0 and text.startswith("\ufeff"):
+                text = text[1:]
+            self.taken.append((offset, raw, ok))
+            end = offset + len(raw)
+            yield text
+        self.taken.append((end, b"", None))
+        yield self.EOF
+
+
+def _csv_records(stream: IO[bytes], offset: int, line: int) -> Iterator[tuple[int, list, list | None, tuple | None]]:
+    """(line, taken lines, fields, error) per CSV record; blank lines are skipped, not records."""
+    feed = _CsvLines(stream, offset)
+    reader = csv.reader(feed)
+    while True:
+        error = None
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            text = str(e)
+            if "new-line character seen in unquoted field" in text:
+                text = "it holds a carriage return (\\r) in an unquoted field; quote that field"
+            row, error = None, ("csv_parse", f"the csv module refuses it: {text}")
+        except StreamError as e:
+            lines = feed.taken + [(e.offset, e.partial, True)]
+            yield line, lines, None, (e.reason, e.detail)
+            return
+        lines, feed.taken = feed.taken, []
+        if lines[-1][2] is None:
+            lines.pop()
+            if not lines:
+                return
+            error = ("csv_parse", "a quoted field opened in it is never closed: the file ends inside it")
+        position, line = line, line + len(lines)
+        if row == [] and error is None:
+            continue
+        yield position, lines, row, error
+
+
+def _text(lines: list) -> str:
+    return b"".join(raw for _, raw, _ in lines).decode("utf-8", "replace").rstrip("\r\n")
+
+
+def read_csv(unit: WorkUnit) -> Iterator[tuple[int, dict | Bad]]:
+    columns = unit.columns
+    limit = None if unit.file.gzip else unit.end
+    header = unit.start == 0
+    with open_input(unit.file, unit.start) as stream:
+        for position, lines, row, error in _csv_records(stream, unit.start, unit.first_position):
+            if limit is not None:
+                if lines[0][0] >= limit:
+                    return
+                end = lines[-1][0] + len(lines[-1][1])
+                if end > limit:
+                    raise InputError(
+                        f"{unit.file.url!r}: the record at line {position} runs past the planned cut at byte {limit}: "
+                        "a stray '\"' in an unquoted field breaks the quote-parity rule that cuts large CSV files (or "
+                        "the file changed after planning); fix the quoting, or gzip the file so it is read in one piece"
+                    )
+            if header:
+                header = False
+                continue
+            if error:
+                raw = b"".join(r for _, r, _ in lines) if error[0].startswith("gzip") else _text(lines)
+                yield position, Bad(position, error[0], f"line {position}: {error[1]}", raw)
+            elif not all(ok for _, _, ok in lines):
+                yield position, Bad(position, "invalid_utf8", f"line {position} is not valid UTF-8",
+                                    b"".join(r for _, r, _ in lines).rstrip(b"\r\n"))
+            elif len(row) != len(columns):
+                yield position, Bad(position, "csv_columns", f"line {position} has {len(row)} fields, expected {len(columns)} "
+                                    f"({', '.join(columns[:10])}{', ...' if len(columns) > 10 else ''})", _text(lines))
+            else:
+                yield position, dict(zip(columns, row))
