@@ -14,8 +14,10 @@ import tensorflow as tf
 import trainer_fixtures as fx
 from trainer import train
 from trainer.features import ModelError, input_features
+from trainer.idlog import IdLog, log_path, read_log
 from trainer.metrics import Meter
 from trainer.models import build_model
+from trainer.resume import plan_changes
 from trainer.strategy import heartbeat, resolve_communication
 
 
@@ -56,12 +58,22 @@ THREE = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}, "
         (["--per-replica-batch", "8", "--model", "no_such_mod:fn"], None, "cannot load 'fn' from module 'no_such_mod'"),
         (["--per-replica-batch", "8", "--split", "test"], None, "--split 'test' is not in the data set"),
         (["--per-replica-batch", "8", "--epochs", "0"], None, "--epochs 0: expected at least 1"),
+        (["--per-replica-batch", "8", "--eval-split", "test"], None, "--eval-split 'test' is not in the data set"),
+        (["--per-replica-batch", "8", "--debug-record-ids", "--loop", "fit"], None, "--debug-record-ids runs only with --loop custom"),
     ],
 )
 def test_refusals_are_one_line_before_any_collective(monkeypatch, capsys, tmp_path, small_ds, extra, tf_config, message) -> None:
     code, err = _cli(monkeypatch, capsys, _args(small_ds, tmp_path, *extra), tf_config)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("trainer.train: error: ") and message.replace(";", ":") in err.replace(";", ":")
+
+
+def test_eval_split_smaller_than_the_cluster_is_one_line(monkeypatch, capsys, tmp_path) -> None:
+    root = str(tmp_path / "tiny")
+    fx.make_dataset(root, rows=40, num_shards=3, eval_fraction=0.05)  # 2 eval records
+    code, err = _cli(monkeypatch, capsys, _args(root, tmp_path, "--per-replica-batch", "1", "--eval-split", "eval"), THREE)
+    assert code == 2 and err.count("\n") == 1
+    assert "--eval-split 'eval' has 2 records, fewer than the 3 workers" in err
 
 
 def test_no_manifest_is_one_line(monkeypatch, capsys, tmp_path) -> None:
@@ -116,6 +128,51 @@ def test_meter_counts_what_reached_the_step() -> None:
     assert s["input_wait_fraction"] == 0.2 and s["step_time_mean_s"] == 0.5 and s["allreduce_fraction"] == 0.2
     assert (s["first_loss"], s["final_loss"], s["accuracy"]) == (2.0, 1.0, round(4 / 12, 4))
     assert math.isclose(s["examples_per_second"], 12 / 10.0)
+
+
+def test_meter_floor_probes_are_kept_out_of_the_wait() -> None:
+    meter = Meter()
+    meter.record(wait_s=1.0, step_s=2.0, loss=1.0, replica_examples=[2])  # warm-up: untimed
+    meter.record(wait_s=0.2, step_s=1.0, loss=1.0, replica_examples=[2])
+    meter.record(wait_s=0.0, step_s=1.0, loss=1.0, replica_examples=[2], floor_s=0.1)  # warm after the probe
+    meter.record(wait_s=0.4, step_s=1.0, loss=1.0, replica_examples=[2])
+    s = meter.summary(allreduce_s=None)
+    assert (s["input_wait_fraction"], s["input_wait_s"]) == (0.3, 0.3)
+    assert (s["input_wait_floor_fraction"], s["input_wait_floor_s"]) == (0.1, 0.1) and s["step_time_mean_s"] == 1.0
+    assert Meter().summary(allreduce_s=None)["input_wait_floor_fraction"] is None
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"num_workers": 3}, "workers 2 -> 3"),
+        ({"per_worker_batch": 8, "steps_per_epoch": 60},
+         "per-worker batch (--per-replica-batch / --global-batch) 16 -> 8; steps per epoch (--steps-per-epoch) 30 -> 60"),
+        ({"data": "created B run r2"}, "data set (--data) created A run r1 -> created B run r2"),
+        ({"seed": 1, "split": "eval"}, "split (--split) train -> eval; --seed 0 -> 1"),
+        ({"new_field": 1}, "new_field ? -> 1"),
+    ],
+)
+def test_plan_changes_name_what_changed(change: dict, message: str) -> None:
+    saved = {"data": "created A run r1", "split": "train", "split_records": 960, "num_workers": 2, "per_worker_batch": 16,
+             "steps_per_epoch": 30, "shuffle_buffer": 0, "seed": 0}
+    assert plan_changes(saved, saved) == []
+    assert "; ".join(plan_changes(saved, {**saved, **change})) == message
+
+
+def test_id_log_cuts_a_half_written_line(tmp_path) -> None:
+    log = IdLog(str(tmp_path), 1)
+    log.write(step=0, epoch=0, ids=[5, 6])
+    log.close()
+    path = log_path(str(tmp_path), 1, 0)
+    with open(path, "a") as f:
+        f.write("1 7 8")  # a kill mid-line
+    assert read_log(path) == [(0, [5, 6])]
+    again = IdLog(str(tmp_path), 1)
+    again.write(step=1, epoch=0, ids=[7, 9])
+    again.write(step=2, epoch=1, ids=[1, 2])
+    again.close()
+    assert read_log(path) == [(0, [5, 6]), (1, [7, 9])] and read_log(log_path(str(tmp_path), 1, 1)) == [(2, [1, 2])]
 
 
 def test_allreduce_warning(caplog) -> None:

@@ -47,13 +47,14 @@ def write_shards(
     *,
     features: Mapping[str, Mapping[str, Any]] = FEATURES,
     gzip: bool = False,
+    run_id: str = RUN_ID,
 ) -> manifest.SplitInfo:
     """Writes one TFRecord file per entry of ``shard_rows`` (any sizes); returns the split's info."""
     import tensorflow as tf
 
     infos = []
     for i, rows in enumerate(shard_rows):
-        rel = naming.shard_path(RUN_ID, split, i, len(shard_rows), gzip=gzip)
+        rel = naming.shard_path(run_id, split, i, len(shard_rows), gzip=gzip)
         path = naming.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with tf.io.TFRecordWriter(path, options="GZIP" if gzip else None) as writer:
@@ -71,9 +72,10 @@ def write_dataset(
     *,
     features: Mapping[str, Mapping[str, Any]] = FEATURES,
     gzip: bool = False,
+    run_id: str = RUN_ID,
 ) -> manifest.Manifest:
     """Writes shards (exactly as given, balanced or not) and the manifest, last."""
-    infos = {name: write_shards(root, name, shards, features=features, gzip=gzip) for name, shards in splits.items()}
+    infos = {name: write_shards(root, name, shards, features=features, gzip=gzip, run_id=run_id) for name, shards in splits.items()}
     total = sum(s.num_records for s in infos.values())
     m = manifest.Manifest(
         features={k: dict(v) for k, v in features.items()},
@@ -98,7 +100,8 @@ def deal(rows: Sequence[Mapping[str, Any]], num_shards: int) -> list[list[Mappin
 
 
 def make_dataset(
-    root: str, *, rows: int, num_shards: int, eval_fraction: float = 0.1, gzip: bool = False, seed: int = 0
+    root: str, *, rows: int, num_shards: int, eval_fraction: float = 0.1, gzip: bool = False, seed: int = 0,
+    run_id: str = RUN_ID,
 ) -> manifest.Manifest:
     """A learnable data set of ``rows`` demo rows, ``num_shards`` balanced train shards.
 
@@ -109,7 +112,7 @@ def make_dataset(
     splits = {"train": deal(data[:cut], num_shards)}
     if cut < rows:
         splits["eval"] = deal(data[cut:], 1)
-    return write_dataset(root, splits, gzip=gzip)
+    return write_dataset(root, splits, gzip=gzip, run_id=run_id)
 
 
 def reshard_with_cli(raw_glob: str, out: str, *, workers: int) -> None:

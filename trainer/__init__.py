@@ -4,8 +4,9 @@ Entry points: ``python -m trainer.train`` (one worker), ``python -m trainer.laun
 workers on loopback), ``python -m trainer.demo`` (the whole product on sample data). Modules:
 ``cluster`` (TF_CONFIG), ``config`` (settings), ``preflight`` (what each worker reads, checked),
 ``staging``, ``data`` (tf.data), ``strategy`` (MWMS), ``models``, ``loop`` / ``fit`` (training),
-``checkpoints``, ``metrics``, ``job`` (one worker's run). Importing this package, and the names
-below, does not import TensorFlow.
+``checkpoints``, ``resume`` (a resume must keep the input plan), ``evaluate`` (``--eval-split``),
+``metrics``, ``idlog`` (``--debug-record-ids``), ``job`` (one worker's run). Importing this package,
+and the names below, does not import TensorFlow.
 """
 from __future__ import annotations
 

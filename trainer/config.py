@@ -45,6 +45,8 @@ class TrainConfig:
     input_mode: str = "manifest"
     log_every: int = 50
     export: str = "keras"
+    eval_split: str | None = None
+    record_ids: bool = False  # --debug-record-ids (trainer.idlog)
 
     def __post_init__(self) -> None:
         if (self.per_replica_batch is None) == (self.global_batch is None):
@@ -77,6 +79,10 @@ class TrainConfig:
             raise ConfigError("--input-mode naive-files runs only with --loop custom (it measures every replica step)")
         if not self.data or not self.model_dir:
             raise ConfigError("--data and --model-dir must not be empty")
+        if self.eval_split is not None and not self.eval_split:
+            raise ConfigError("--eval-split must not be empty: name a split of the data set, or leave the flag out")
+        if self.record_ids and (self.loop != "custom" or self.input_mode != "manifest" or "://" in self.model_dir):
+            raise ConfigError("--debug-record-ids runs only with --loop custom, manifest input and a local --model-dir path")
 
 
 def global_batch_size(config: TrainConfig, *, num_replicas: int) -> int:

@@ -2,8 +2,9 @@
 
 1. Writes a learnable data set as 3 CSV files of very unequal size (70/25/5 %).
 2. Re-shards it with ``python -m shardprep.run ... --workers 2 --split train=0.9,eval=0.1``.
-3. Trains 2 local workers for 2 epochs with ``python -m trainer.launch``.
-4. Prints each worker's summary: equal steps, no empty replica-steps, falling loss, accuracy.
+3. Trains 2 local workers for 2 epochs with ``python -m trainer.launch``, then scores the eval split.
+4. Prints each worker's summary: equal steps, no empty replica-steps, falling loss, accuracy, the
+   input wait next to its floor (the distributed iterator's own cost), and the eval loss/accuracy.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ _SHARES = (0.70, 0.25, 0.05)
 _WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta")
 _COLUMNS = (
     ("first_loss", "first_loss"), ("final_loss", "final_loss"), ("accuracy", "accuracy"),
-    ("input_wait", "input_wait_fraction"), ("allreduce", "allreduce_fraction"),
+    ("input_wait", "input_wait_fraction"), ("wait_floor", "input_wait_floor_fraction"), ("allreduce", "allreduce_fraction"),
 )
 
 
@@ -79,7 +80,7 @@ def train(data_dir: str, model_dir: str, *, workers: int, epochs: int, extra: Se
         sys.executable, "-m", "trainer.launch", "--workers", str(workers), "--",
         "--data", data_dir, "--model", "mlp", "--label", "label", "--features", ",".join(FEATURES),
         "--per-replica-batch", "64", "--epochs", str(epochs), "--model-dir", model_dir,
-        "--learning-rate", "0.01", "--checkpoint-every", "100", "--shuffle-buffer", "1024", *extra,
+        "--learning-rate", "0.01", "--checkpoint-every", "100", "--shuffle-buffer", "1024", "--eval-split", "eval", *extra,
     ]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -123,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainer.demo: error: {' '.join(e.cmd[1:4])} ... exited with {e.returncode}", file=sys.stderr)
         return 1
     print_table(summaries)
+    chief = summaries[0]
+    print(f"eval split {chief['eval_split']!r}: {chief['eval_examples']} examples, loss {chief['eval_loss']:.4f}, "
+          f"accuracy {chief['eval_accuracy']:.4f}")
     steps = {s["steps"] for s in summaries}
     empty = sum(s["empty_replica_steps"] for s in summaries)
     print(f"equal steps on every worker: {len(steps) == 1}; empty replica-steps: {empty}")

@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from trainer.checkpoints import Checkpoints
+from trainer.idlog import IdLog
 from trainer.metrics import Meter, Progress
 
 __all__ = ["LoopSettings", "make_train_step", "per_example_loss", "run_custom", "run_naive"]
@@ -107,23 +108,52 @@ class LoopSettings:
             raise ValueError("steps_per_epoch must be >= 1 and checkpoint_every >= 0")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    loss: float
+    ids: list[int] | None  # the records' ids, when the batch carries them (--debug-record-ids)
+
+
 def _timed_step(
-    strategy: tf.distribute.Strategy, step_fn: StepFn, iterator: Iterator[Any], meter: Meter, classification: bool
-) -> float | None:
-    """Runs one step; returns its loss, or None when the iterator is exhausted (naive input only)."""
+    strategy: tf.distribute.Strategy,
+    step_fn: StepFn,
+    iterator: Iterator[Any],
+    meter: Meter,
+    classification: bool,
+    *,
+    probe: Iterator[Any] | None = None,
+    with_ids: bool = False,
+) -> _Step | None:
+    """Runs one step; returns its loss, or None when the iterator is exhausted (naive input only).
+
+    The timings are host wall time: ``float(loss)`` returns once the step function, all-reduce and
+    update included, has finished, so the next ``next()`` starts with nothing of this step pending.
+    ``probe``: time one ``next()`` of the in-memory floor probe first, as the real one would be.
+    """
+    floor = None
+    if probe is not None:
+        mark = time.perf_counter()
+        next(probe)
+        floor = time.perf_counter() - mark
     start = time.perf_counter()
     try:
         batch = next(iterator)
     except (StopIteration, tf.errors.OutOfRangeError):
         return None
     got = time.perf_counter()
+    ids = None
+    if with_ids:
+        features, labels, ids = batch
+        batch = (features, labels)
     loss_t, examples, correct = step_fn(batch)
     loss = float(loss_t)  # waits for the step (and its all-reduce) to finish
     done = time.perf_counter()
     counts = [int(n) for n in strategy.experimental_local_results(examples)]
     right = sum(int(c) for c in strategy.experimental_local_results(correct)) if classification else None
-    meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, correct=right)
-    return loss
+    meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, correct=right, floor_s=floor)
+    if ids is not None:
+        ids = [int(i) for t in strategy.experimental_local_results(ids) for i in t.numpy()]
+    return _Step(loss, ids)
 
 
 def run_custom(
@@ -135,10 +165,15 @@ def run_custom(
     meter: Meter,
     progress: Progress,
     checkpoints: Checkpoints | None,
+    probe: Iterator[Any] | None = None,
+    probe_every: int = 10,
+    id_log: IdLog | None = None,
 ) -> int:
     """Trains from ``settings.start_step`` to ``settings.total_steps``; returns the final step.
 
-    ``batches(start_step)`` is the distributed input from that step on (endless).
+    ``batches(start_step)`` is the distributed input from that step on (endless); with ``id_log``
+    its batches carry record ids as a third element. ``probe`` (``data.floor_probe``) is timed
+    before every ``probe_every``-th step of this process.
     """
     s = settings
     iterator = iter(batches(s.start_step))
@@ -147,11 +182,16 @@ def run_custom(
         epoch = step // s.steps_per_epoch
         if step % s.steps_per_epoch == 0:
             meter.reset_accuracy()  # accuracy is reported over the last epoch
-        loss = _timed_step(strategy, step_fn, iterator, meter, s.classification)
-        if loss is None:
+        due = probe is not None and meter.steps > 0 and meter.steps % probe_every == 0
+        result = _timed_step(
+            strategy, step_fn, iterator, meter, s.classification, probe=probe if due else None, with_ids=id_log is not None
+        )
+        if result is None:
             raise RuntimeError(f"input ended at step {step} before the planned {s.total_steps}")
+        if id_log is not None and result.ids is not None:
+            id_log.write(step=step, epoch=epoch, ids=result.ids)
         step += 1
-        progress.update(step=step, epoch=epoch, loss=loss, force=step % s.steps_per_epoch == 0)
+        progress.update(step=step, epoch=epoch, loss=result.loss, force=step % s.steps_per_epoch == 0)
         if checkpoints is not None and s.checkpoint_every and step % s.checkpoint_every == 0:
             checkpoints.save(step)
     if checkpoints is not None:
@@ -178,8 +218,8 @@ def run_naive(
     for epoch in range(epochs):
         meter.reset_accuracy()
         iterator = iter(epoch_batches())
-        while (loss := _timed_step(strategy, step_fn, iterator, meter, classification)) is not None:
+        while (result := _timed_step(strategy, step_fn, iterator, meter, classification)) is not None:
             step += 1
-            progress.update(step=step, epoch=epoch, loss=loss)
+            progress.update(step=step, epoch=epoch, loss=result.loss)
         log.info("naive input: epoch %d ended after %d steps in all", epoch + 1, step)
     return step

@@ -2,7 +2,11 @@
 
 Everything is measured from what reached the step: ``empty_replica_steps`` counts replica-steps
 whose batch held no example, ``input_wait_fraction`` is the time blocked on the next batch over the
-whole step time. The first step of a process (tracing, warm-up) is kept out of the timing means.
+whole step time. ``input_wait_floor_fraction`` is the same ``next()`` timed, every few steps, on an
+in-memory batch through the same distributed iterator (``data.floor_probe``): the iterator's own
+cost, which no input pipeline can hide. ``input_wait_fraction - input_wait_floor_fraction`` is what
+the input pipeline itself costs. The first step of a process (tracing, warm-up) is kept out of the
+timing means.
 """
 from __future__ import annotations
 
@@ -30,8 +34,12 @@ class Meter:
     empty_replica_steps: int = 0
     replica_steps: int = 0
     wait_s: float = 0.0
+    waited_steps: int = 0  # the steps whose wait is in wait_s, and their step time
+    waited_busy_s: float = 0.0
     busy_s: float = 0.0
     timed_steps: int = 0
+    floor_s: float = 0.0
+    floor_probes: int = 0
     first_step_s: float | None = None
     first_loss: float | None = None
     final_loss: float | None = None
@@ -47,9 +55,11 @@ class Meter:
         loss: float,
         replica_examples: Sequence[int] | None,
         correct: int | None = None,
+        floor_s: float | None = None,
     ) -> None:
         """One step: the time to get its batch and the whole step time (None: not measurable),
-        and the examples each local replica received (None: counted elsewhere)."""
+        and the examples each local replica received (None: counted elsewhere). ``floor_s``: the floor
+        probe's ``next()``, timed just before this step's; that one then came warm and is left out."""
         self.steps += 1
         if replica_examples is not None:
             self.add_counts(
@@ -68,8 +78,13 @@ class Meter:
             return
         self.timed_steps += 1
         self.busy_s += step_s
-        if wait_s is not None:
+        if floor_s is not None:
+            self.floor_s += floor_s
+            self.floor_probes += 1
+        elif wait_s is not None:
             self.wait_s += wait_s
+            self.waited_steps += 1
+            self.waited_busy_s += step_s
         else:
             self.wait_s = float("nan")
 
@@ -89,7 +104,8 @@ class Meter:
 
     def summary(self, *, allreduce_s: float | None) -> dict[str, Any]:
         mean = self.step_time_mean_s
-        wait = self.wait_s / self.busy_s if self.busy_s and self.wait_s == self.wait_s else None
+        wait = self.wait_s / self.waited_busy_s if self.waited_busy_s and self.wait_s == self.wait_s else None
+        floor = self.floor_s / self.floor_probes if self.floor_probes else None
         total_s = self.busy_s + (self.first_step_s or 0.0)
         fraction = allreduce_s / mean if allreduce_s is not None and mean else None
         out: dict[str, Any] = {
@@ -98,6 +114,9 @@ class Meter:
             "empty_replica_steps": self.empty_replica_steps,
             "replica_steps": self.replica_steps,
             "input_wait_fraction": _round(wait),
+            "input_wait_s": _round(self.wait_s / self.waited_steps if wait is not None else None, 6),
+            "input_wait_floor_fraction": _round(floor / mean if floor is not None and mean else None),
+            "input_wait_floor_s": _round(floor, 6),
             "step_time_mean_s": _round(mean, 6),
             "first_step_s": _round(self.first_step_s),
             "examples_per_second": _round(self.examples / total_s if total_s else None, 1),

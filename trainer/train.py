@@ -2,6 +2,8 @@
 
 Run the same command on every machine of the cluster, with TF_CONFIG set for each (or through
 ``python -m trainer.launch`` on one machine). Without TF_CONFIG it trains in a single process.
+Hidden flags, for tests and debugging: ``--input-mode naive-files`` (the uneven per-file baseline)
+and ``--debug-record-ids`` (each worker logs the ids of the records of every step, ``trainer.idlog``).
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-dir", help="copy this worker's shards to this local folder first")
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
+    p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval), every record once")
+    p.add_argument("--debug-record-ids", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--input-mode", choices=("manifest", "naive-files"), default="manifest", help=argparse.SUPPRESS)
     return p
 
@@ -80,6 +84,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         input_mode=args.input_mode,
         log_every=args.log_every,
         export=args.export,
+        eval_split=args.eval_split,
+        record_ids=args.debug_record_ids,
     )
 
 

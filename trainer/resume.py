@@ -1,0 +1,91 @@
+"""Resume safety: a checkpoint's step is a data position only under the input plan it was saved with.
+
+The loop maps global step S to epoch S // steps_per_epoch and that many batches into it, from the
+records the plan gives each worker, in an order set by the shuffle buffer and seed. A restart with
+another data set, split, worker count, per-worker batch, steps per epoch, shuffle buffer or seed
+would resume at the wrong records (some seen twice, some never). So the chief writes the plan's
+identity to ``model_dir/checkpoints/input_plan.json`` before its first checkpoint, and every worker
+refuses, before any collective, to resume from a checkpoint whose plan differs. TF-free.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from shardprep import fs, manifest, naming
+from trainer.errors import TrainerError
+from trainer.preflight import InputPlan
+
+__all__ = ["ResumeError", "check_resume", "plan_changes", "plan_identity", "plan_url"]
+
+log = logging.getLogger(__name__)
+
+# What each identity field is called in a message, and the setting that changes it.
+_NAMES = {
+    "data": "data set (--data)",
+    "split": "split (--split)",
+    "split_records": "records in the split",
+    "num_workers": "workers",
+    "per_worker_batch": "per-worker batch (--per-replica-batch / --global-batch)",
+    "steps_per_epoch": "steps per epoch (--steps-per-epoch)",
+    "shuffle_buffer": "--shuffle-buffer",
+    "seed": "--seed",
+}
+
+
+class ResumeError(TrainerError):
+    """A checkpoint that this job's input plan cannot resume from."""
+
+
+def plan_identity(plan: InputPlan, *, data_manifest: manifest.Manifest, shuffle_buffer: int, seed: int) -> dict[str, Any]:
+    """What fixes the records behind every global step: a flat dict of plain values."""
+    runs = ",".join(sorted(data_manifest.run_ids))
+    return {
+        "data": f"created {data_manifest.created or '?'} run {runs}",
+        "split": plan.split,
+        "split_records": plan.num_records,
+        "num_workers": plan.num_workers,
+        "per_worker_batch": plan.per_worker_batch,
+        "steps_per_epoch": plan.steps_per_epoch,
+        "shuffle_buffer": shuffle_buffer,
+        "seed": seed,
+    }
+
+
+def plan_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``name saved -> current`` for every field that differs (a field missing on one side counts)."""
+    return [
+        f"{_NAMES.get(key, key)} {saved.get(key, '?')} -> {current.get(key, '?')}"
+        for key in sorted(set(saved) | set(current), key=lambda k: list(_NAMES).index(k) if k in _NAMES else len(_NAMES))
+        if saved.get(key) != current.get(key)
+    ]
+
+
+def plan_url(model_dir: str) -> str:
+    return naming.join(model_dir, "checkpoints/input_plan.json")
+
+
+def check_resume(model_dir: str, identity: Mapping[str, Any], *, is_chief: bool) -> None:
+    """Refuses a resume under another plan; without a checkpoint, the chief records ``identity``.
+
+    Runs on every worker before the strategy connects them, so all of them refuse alike.
+    """
+    url = plan_url(model_dir)
+    has_checkpoint = fs.exists(naming.join(model_dir, "checkpoints/checkpoint"))
+    saved = json.loads(fs.read_bytes(url)) if fs.exists(url) else None
+    if has_checkpoint and saved is not None:
+        changes = plan_changes(saved, identity)
+        if changes:
+            raise ResumeError(
+                f"--model-dir {model_dir} holds checkpoints of another input plan ({'; '.join(changes)}): "
+                f"resuming would map the saved step to the wrong records; use a new --model-dir, or the "
+                f"settings the checkpoints were saved with"
+            )
+        return
+    if has_checkpoint:
+        log.warning("the checkpoints in %s record no input plan (an older trainer): resuming unchecked", model_dir)
+    if is_chief:
+        with fs.write_atomic(url) as f:
+            f.write(json.dumps(dict(identity), indent=2, sort_keys=True).encode() + b"\n")
