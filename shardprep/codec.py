@@ -220,9 +220,10 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
 
             def enc(v: Any) -> bytes:
                 try:
-                    if type(v) is str:
-                        v = float(v)
-                    return prefix + pack(v)
+                    t = type(v)
+                    # decoded TFRecords hold one-value lists; anything odd goes to the slow path whole
+                    x = float(v) if t is str else v[0] if t is list and len(v) == 1 else v
+                    return prefix + pack(x)
                 except (ValueError, TypeError, struct.error, OverflowError):
                     return slow(v)
         else:
@@ -242,9 +243,9 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
 
         def enc(v: Any) -> bytes:
             try:
-                if type(v) is str:
-                    v = int(v)
-                vb = table[v] if 0 <= v < 16384 else _int64_varint(v)
+                t = type(v)
+                x = int(v) if t is str else v[0] if t is list and len(v) == 1 else v
+                vb = table[x] if 0 <= x < 16384 else _int64_varint(x)
                 return prefixes[len(vb)] + vb
             except (ValueError, TypeError, IndexError, OverflowError):
                 return slow(v)
@@ -254,14 +255,15 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
         varint = _varint
 
         def enc(v: Any) -> bytes:
-            t = type(v)
+            x = v[0] if type(v) is list and len(v) == 1 else v
+            t = type(x)
             if t is str:
                 try:
-                    data = v.encode()
+                    data = x.encode()
                 except UnicodeEncodeError:
                     return slow(v)
             elif t is bytes:
-                data = v
+                data = x
             else:
                 return slow(v)
             vm = varint(len(data))

@@ -165,6 +165,7 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
 def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     """Writes the manifest (the commit point) or, when any check failed, a report. Returns the URL."""
     result, errors, report = assemble(config, facts)
+    fs.remove(naming.join(config.output, f"{config.run_id}/spill"), recursive=True)  # batches between stages
     if result is not None and not config.overwrite and manifest.exists(config.output):
         result, errors = None, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was working; pass --overwrite to replace it"]
         report.update(status="failed", errors=errors)

@@ -107,8 +107,11 @@ def remove(url: str, recursive: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def write_atomic(url: str) -> Iterator[IO[bytes]]:
-    """Opens ``url`` for writing so that readers see either nothing or the whole file."""
+def write_atomic(url: str, *, durable: bool = True) -> Iterator[IO[bytes]]:
+    """Opens ``url`` for writing so that readers see either nothing or the whole file.
+
+    ``durable=False`` skips the local fsync, for scratch files that a crash makes worthless anyway.
+    """
     fs, path = filesystem(url)
     if is_local(url):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -116,8 +119,9 @@ def write_atomic(url: str) -> Iterator[IO[bytes]]:
         try:
             with open(tmp, "wb") as f:
                 yield f
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

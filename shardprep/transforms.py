@@ -6,7 +6,10 @@ Graph (every step has a stable label)::
                              |--rejected--> GroupRejected -> WriteRejected ------------------------------+
                              '--facts-------------------------------------------------------------------+-> Gather -> Commit
 
-One element carries a batch of records, never a single record. Positions come from prefix sums of
+One element carries a batch of records, never a single record, and the record bytes themselves
+wait between stages in spill files under the run folder (removed at commit): the runner moves only
+(url, byte range, record ends), so its coders and memory carry small elements whatever the data
+size. Positions come from prefix sums of
 per-unit counts (a side input keyed by unit, de-duplicated and cross-checked at commit) and a keyed
 bijection, so the output depends only on the input and the seed. Every branch ends in ``Commit``:
 runners that evaluate only the last step (Beam's Dask runner) still run all of them.
@@ -23,7 +26,7 @@ import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from shardprep import codec, naming, planning, schema, sources, tfrecord, writer
+from shardprep import codec, fs, naming, planning, schema, sources, tfrecord, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, UnitFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.permutation import Permutation
@@ -37,9 +40,10 @@ _REJECTED, _FACTS = "rejected", "facts"
 class _Parse(beam.DoFn):
     """Reads one work unit, encodes its records, assigns splits; bad records become dead letters.
 
-    Emits ``(split, unit_key, part, blob, ends)`` batches (``blob``: the framed TFRecords back to
-    back, ``ends``: their end offsets as little-endian uint64), dead-letter batches and one UnitFact.
-    Few large byte strings cross stage boundaries, so runner coders cost next to nothing.
+    Emits ``(split, unit_key, part, (url, size), ends)`` batches (``url``: a spill file holding the
+    framed TFRecords back to back, ``ends``: their end offsets as little-endian uint64), dead-letter
+    batches and one UnitFact. The record bytes go through spill files, not through the runner: its
+    coders, buffers and memory then carry only small elements.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -86,13 +90,13 @@ class _Parse(beam.DoFn):
             batch = batches[s]
             batch.append(frame(record))
             if len(batch) >= cfg.batch_records:
-                yield _pack(s, unit.key, parts[s], batch)
+                yield _pack(cfg, s, unit.key, parts[s], batch)
                 kept[s] += len(batch)
                 parts[s] += 1
                 batches[s] = []
         for s, batch in enumerate(batches):
             if batch:
-                yield _pack(s, unit.key, parts[s], batch)
+                yield _pack(cfg, s, unit.key, parts[s], batch)
                 kept[s] += len(batch)
         if dead:
             yield pvalue.TaggedOutput(_REJECTED, (unit.key, dead))
@@ -115,14 +119,31 @@ def _raw_of(row: Any) -> str:
         return repr(row)
 
 
-def _pack(split: int, unit: tuple[int, int], part: int, framed: list[bytes]) -> tuple:
+def _spill_url(config: ReshardConfig, name: str) -> str:
+    """Where a batch's bytes wait between stages: under the run's own folder, so a crashed run's
+    spill goes with it, and on shared storage whenever the output is (Dataflow, remote Dask)."""
+    return naming.join(config.output, f"{config.run_id}/spill/{name}")
+
+
+def _spill(url: str, data: bytes) -> None:
+    """Writes a batch's bytes between stages. Names are deterministic, so a retried bundle rewrites
+    the same bytes; no fsync, since the shards, not the spill, are the durable output."""
+    with fs.write_atomic(url, durable=False) as f:
+        f.write(data)
+
+
+def _pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, framed: list[bytes]) -> tuple:
+    """Spills a batch; the element that crosses the runner is its (url, size) and record ends."""
     ends = np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8")
-    return split, unit, part, b"".join(framed), ends.tobytes()
+    url = _spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+    blob = b"".join(framed)
+    _spill(url, blob)
+    return split, unit, part, (url, len(blob)), ends.tobytes()
 
 
 def _count(batch: tuple) -> tuple:
-    split, unit, part, blob, ends = batch
-    return split, unit, part, len(ends) // 8, len(blob)
+    split, unit, part, (_, size), ends = batch
+    return split, unit, part, len(ends) // 8, size
 
 
 def _slices(blob: bytes, ends: np.ndarray) -> list[memoryview]:
@@ -139,7 +160,9 @@ class _Assign(beam.DoFn):
     """Gives every record its global position and deals positions round-robin to shards.
 
     The counts side input is keyed by (split, unit, part); duplicates that runners sometimes
-    deliver are dropped, conflicting ones fail the run. Emits ``((split, shard, num_shards), (orders, blob, ends))``, one piece per shard the batch touches.
+    deliver are dropped, conflicting ones fail the run. Emits ``((split, shard, num_shards),
+    (orders, (url, start, end), ends))``, one piece per shard the batch touches: a byte range of
+    the batch's reordered spill file.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -177,7 +200,7 @@ class _Assign(beam.DoFn):
             for plan in self._plans.values():
                 fact = plan[3]
                 yield pvalue.TaggedOutput(_FACTS, fact if isinstance(fact, PlanFact) else ErrorFact(fact))
-        split, unit, part, blob, ends_bytes = batch
+        split, unit, part, (url, _), ends_bytes = batch
         offsets, num_shards, perm, _ = self._plans[split]
         if offsets is None:
             return
@@ -187,10 +210,13 @@ class _Assign(beam.DoFn):
         position = perm(index) if perm is not None else index
         shard = position % np.uint64(num_shards)
         order = position // np.uint64(num_shards)
-        # Reorder the batch by (shard, order) once; each shard's piece is then one contiguous slice.
+        # Reorder the batch by (shard, order) once and spill it; each shard's piece is then one
+        # byte range of that file, and only (url, offset, length) crosses the GroupByKey.
         by_shard = np.lexsort((order, shard))
-        records = _slices(blob, ends)
-        reordered = b"".join([records[i] for i in by_shard.tolist()])
+        records = _slices(fs.read_bytes(url), ends)
+        out_url = _spill_url(self._config, f"sorted-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+        _spill(out_url, b"".join([records[i] for i in by_shard.tolist()]))
+        del records
         lengths = np.diff(ends, prepend=np.uint64(0))[by_shard]
         new_ends = np.cumsum(lengths, dtype="<u8")
         sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
@@ -199,7 +225,7 @@ class _Assign(beam.DoFn):
             first = int(new_ends[lo - 1]) if lo else 0
             key = (split, int(sorted_shard[lo]), num_shards)
             piece_ends = (new_ends[lo:hi] - np.uint64(first)).astype("<u8")
-            yield key, (sorted_order[lo:hi].tobytes(), reordered[first:int(new_ends[hi - 1])], piece_ends.tobytes())
+            yield key, (sorted_order[lo:hi].tobytes(), (out_url, first, int(new_ends[hi - 1])), piece_ends.tobytes())
 
 
 class _WriteShard(beam.DoFn):
@@ -210,9 +236,9 @@ class _WriteShard(beam.DoFn):
     def process(self, item: tuple) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
         orders, records = [], []
-        for order_bytes, blob, ends in pieces:
+        for order_bytes, (url, first, last), ends in pieces:
             orders.append(np.frombuffer(order_bytes, dtype="<u8"))
-            records.extend(_slices(blob, np.frombuffer(ends, dtype="<u8")))
+            records.extend(_slices(fs.read_bytes(url, first, last), np.frombuffer(ends, dtype="<u8")))
         order = np.argsort(np.concatenate(orders), kind="stable")
         name = self._config.splits[split].name
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)

@@ -59,8 +59,8 @@ elif point == "mid_shard":
     started = []
 
     @contextlib.contextmanager
-    def write_atomic(url):
-        with real(url) as f:
+    def write_atomic(url, **kwargs):
+        with real(url, **kwargs) as f:
             if "/train/" not in url:
                 yield f
                 return
