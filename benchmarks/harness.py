@@ -1,0 +1,170 @@
+"""Runs contenders as subprocesses, alternating, and measures each run's wall time, CPU and memory.
+
+Wall time is that of the whole process (imports included). CPU time and the largest single
+process's peak RSS come from ``wait4`` (the child and every descendant it waited for, so Dask
+workers count); the peak of the whole process tree's summed RSS comes from psutil, polled. On a
+shared machine CPU seconds move less than wall seconds, so both are kept.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psutil
+
+__all__ = ["Contender", "Run", "alternate", "run_process", "summarize"]
+
+PYTHON = sys.executable
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass
+class Run:
+    """One measured process."""
+
+    wall_s: float
+    cpu_s: float
+    max_rss_mb: float  # the largest single process (wait4)
+    tree_rss_mb: float  # the whole process tree, summed, at its peak (polled)
+    returncode: int
+    tail: str = ""
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
+        if not out["extra"]:
+            out.pop("extra")
+        if self.returncode == 0:
+            out.pop("tail")
+        return out
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+def _poll_tree(pid: int, stop: threading.Event, peak: list[float], interval: float = 0.05) -> None:
+    try:
+        root = psutil.Process(pid)
+    except psutil.Error:
+        return
+    while not stop.is_set():
+        total = 0
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            break
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                pass
+        peak[0] = max(peak[0], total / 2**20)
+        stop.wait(interval)
+
+
+def run_process(cmd: Sequence[str], *, cwd: str = REPO, timeout: float = 3600, shell: bool = False,
+                env: dict[str, str] | None = None) -> Run:
+    """Runs ``cmd`` to completion and measures it; output is kept (its tail) only on failure."""
+    start = time.perf_counter()
+    if shell:  # quote every word but the redirections
+        cmd = " ".join(c if c in (">", ">>", "<", "|") else shlex.quote(str(c)) for c in cmd)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env or _env(), shell=shell,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    stop, peak = threading.Event(), [0.0]
+    poller = threading.Thread(target=_poll_tree, args=(proc.pid, stop, peak), daemon=True)
+    poller.start()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read(65536), b"")), daemon=True)
+    reader.start()
+    deadline = start + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            proc.kill()
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.01)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stop.set()
+    reader.join(timeout=5)
+    poller.join(timeout=5)
+    output = b"".join(chunks).decode(errors="replace")
+    return Run(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        max_rss_mb=usage.ru_maxrss / 1024,
+        tree_rss_mb=peak[0],
+        returncode=proc.returncode,
+        tail=output[-3000:],
+        extra={"output": output},
+    )
+
+
+@dataclasses.dataclass
+class Contender:
+    """One program of a comparison: how to run it, what to do before (untimed) and how to check it."""
+
+    name: str
+    cmd: Sequence[str]
+    prepare: Callable[[], None] | None = None
+    check: Callable[[Run], dict[str, Any]] | None = None
+    shell: bool = False
+
+
+def alternate(contenders: Sequence[Contender], repeats: int, *, log: Callable[[str], None] = print,
+              timeout: float = 3600) -> dict[str, list[Run]]:
+    """Runs A, B, C, A, B, C, ... ``repeats`` rounds; every run is checked and fails loudly."""
+    runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
+    for r in range(repeats):
+        for c in contenders:
+            if c.prepare:
+                c.prepare()
+            run = run_process(c.cmd, shell=c.shell, timeout=timeout)
+            if run.returncode != 0:
+                raise RuntimeError(f"{c.name} failed (exit {run.returncode}): {' '.join(map(str, c.cmd))}\n{run.tail}")
+            if c.check:
+                run.extra.update(c.check(run))
+            run.extra.pop("output", None)
+            runs[c.name].append(run)
+            log(f"  round {r + 1}/{repeats} {c.name:>14s}: {run.wall_s:7.2f} s wall, {run.cpu_s:7.2f} s CPU, "
+                f"{run.tree_rss_mb:6.0f} MB peak RSS")
+    return runs
+
+
+def summarize(runs: Sequence[Run]) -> dict[str, Any]:
+    """Medians (and spread) of a contender's runs."""
+    walls = [r.wall_s for r in runs]
+    return {
+        "n": len(runs),
+        "wall_s": round(statistics.median(walls), 3),
+        "wall_min_s": round(min(walls), 3),
+        "wall_max_s": round(max(walls), 3),
+        "cpu_s": round(statistics.median(r.cpu_s for r in runs), 3),
+        "max_rss_mb": round(max(r.max_rss_mb for r in runs), 1),
+        "tree_rss_mb": round(max(r.tree_rss_mb for r in runs), 1),
+    }
+
+
+def paired_ratio(a: Sequence[Run], b: Sequence[Run], attr: str = "wall_s") -> float:
+    """Median over rounds of a_i / b_i: runs of one round saw the same machine load."""
+    return round(statistics.median(getattr(x, attr) / getattr(y, attr) for x, y in zip(a, b)), 3)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]

@@ -1,0 +1,61 @@
+"""Checks of the benchmark's own arithmetic and report (``python -m pytest benchmarks/tests``)."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+
+from benchmarks import balance, report
+from benchmarks.harness import run_process, summarize
+from benchmarks.tfrecords import count_records
+
+
+def test_spread_and_file_mode_idle_steps() -> None:
+    assert balance.spread([10, 12, 11])["max"] == 12
+    # 3 files for 2 workers: worker 0 reads files 0 and 2 (150 records), worker 1 file 1 (50)
+    row = balance._file_mode([100, 50, 50], 2, 10)
+    assert row["records"] == [150, 50] and row["steps"] == [15, 5]
+    assert row["empty_replica_steps"] == 10 and row["idle_fraction"] == pytest.approx(10 / 30, abs=1e-3)
+    assert "fails" in balance._file_mode([5, 5], 3, 2)
+
+
+def test_exact_plan_has_equal_steps() -> None:
+    row = balance._exact([101] * 64, 3, 64)
+    assert len(set(row["steps"])) == 1 and row["empty_replica_steps"] == 0
+
+
+def test_split_record_counts_and_round_robin(tmp_path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id,x\n" + b"".join(b"%05d,x\n" % i for i in range(1000)))  # 8 bytes a record
+    counts = balance._split_record_counts(str(path), 800)
+    assert counts == [100] * 10
+    rr = balance.beam_round_robin([str(path)], 8, split_bytes=800, seed=1)
+    assert sum(rr) == 1000 and max(rr) - min(rr) <= len(counts)
+    assert sum(balance.hashed([str(path)], 8)) == 1000
+    assert balance.raw_counts([str(path)]) == [1000]
+
+
+def test_count_records(tmp_path) -> None:
+    path = tmp_path / "r.tfrecord"
+    with open(path, "wb") as f:
+        for data in (b"a", b"bc", b""):
+            f.write(struct.pack("<Q", len(data)) + b"\0" * 4 + data + b"\0" * 4)
+    assert count_records(str(path)) == 3
+
+
+def test_run_process_measures_a_child() -> None:
+    run = run_process(["python3", "-c", "x = bytearray(50 << 20); print('ok')"])
+    assert run.returncode == 0 and run.max_rss_mb >= 50 and run.wall_s > 0
+    assert summarize([run, run])["n"] == 2
+
+
+def test_report_renders_from_results(tmp_path, monkeypatch) -> None:
+    results = os.path.join(os.path.dirname(report.__file__), "results", "latest.json")
+    if not os.path.exists(results):
+        pytest.skip("no results yet")
+    monkeypatch.setattr(report, "RESULTS", str(tmp_path))
+    with open(results) as f:
+        text = report.render(json.load(f))
+    assert text.startswith("# Benchmarks") and "Goals at a glance" in text
