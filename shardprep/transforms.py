@@ -16,6 +16,7 @@ runners that evaluate only the last step (Beam's Dask runner) still run all of t
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -111,8 +112,6 @@ class _Parse(beam.DoFn):
 
 
 def _raw_of(row: Any) -> str:
-    import json
-
     try:
         return json.dumps(row, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):

@@ -1,6 +1,7 @@
 """Writes one shard or one dead-letter file, atomically, and describes what it wrote."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 from collections.abc import Iterable
@@ -35,8 +36,6 @@ def dead_letter_line(*, source: str, position: int, unit: str, reason: str, deta
         try:
             entry["raw"] = raw.decode("utf-8")
         except UnicodeDecodeError:
-            import base64
-
             entry["raw_base64"] = base64.b64encode(raw).decode("ascii")
     else:
         entry["raw"] = raw
