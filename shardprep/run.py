@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -77,14 +78,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_output(output: str, files: Sequence[sources.InputFile], overwrite: bool) -> None:
-    if manifest.exists(output) and not overwrite:
+def _refuse_finished(output: str, overwrite: bool) -> None:
+    """Refuses to replace a finished data set, before any input is read."""
+    if not overwrite and manifest.exists(output):
         raise cli.UsageError(
             f"{naming.join(output, naming.MANIFEST)} exists: {output} already holds a finished data set; "
             f"pass --overwrite to replace it or choose another --output"
         )
-    root = output.rstrip("/") + "/"
-    inside = [f.url for f in files if f.url.startswith(root) or f.url.startswith(root.lstrip("./"))]
+
+
+def _refuse_output_in_input(output: str, files: Sequence[sources.InputFile]) -> None:
+    """Refuses an output folder that the input globs reach (a rerun would read its own shards)."""
+    root = (os.path.abspath(output) if fs.is_local(output) else output).rstrip("/") + "/"
+    inside = [f.url for f in files if f.url.startswith(root)]
     if inside:
         raise cli.UsageError(
             f"--output {output} is inside the input: {inside[0]} matches --input; write the data set elsewhere "
@@ -113,10 +119,9 @@ def _main(argv: Sequence[str] | None) -> int:
     splits = planning.parse_splits(args.split)
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
-    if manifest.exists(args.output) and not args.overwrite:
-        _check_output(args.output, (), False)
+    _refuse_finished(args.output, args.overwrite)
     files = sources.expand_inputs(args.input, args.format)
-    _check_output(args.output, files, args.overwrite)
+    _refuse_output_in_input(args.output, files)
     units = sources.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024))
     features, extra = _schema(args, files)
     cfg = config.ReshardConfig(
