@@ -20,7 +20,7 @@ from typing import Any
 
 from shardprep.schema import INT64_MAX, INT64_MIN, FeatureSpec, Schema
 
-__all__ = ["RecordError", "decode_example", "example_encoder"]
+__all__ = ["RecordError", "decode_example", "example_encoder", "scalar_entry_prefix"]
 
 
 _EXTRA_FIELDS = ("reject", "ignore")
@@ -297,6 +297,16 @@ def _int_prefix(kv: bytes, length: int) -> bytes:
     feature = int64_list + 2  # tag, length, Int64List
     inner = len(kv) + 1 + feature
     return b"\x0a" + _varint(inner) + kv + _varint(feature) + b"\x1a" + _varint(int64_list) + b"\x0a" + _varint(length)
+
+
+def scalar_entry_prefix(name: str, dtype: str, size: int) -> bytes:
+    """The bytes of a scalar feature's map entry before its value, for a value that encodes to
+    ``size`` bytes (float32: 4; int64: its varint's length; string: its UTF-8 length)."""
+    key = name.encode("utf-8")
+    if dtype == "int64":
+        return _int_prefix(b"\x0a" + _varint(len(key)) + key + b"\x12", size)
+    entry = _entry(key, _feature(dtype, [0.0] if dtype == "float32" else [bytes(size)]))
+    return entry[:len(entry) - size]
 
 
 def example_encoder(schema: Schema, *, extra_fields: str = "reject") -> Callable[[Mapping[str, Any]], bytes]:

@@ -16,6 +16,7 @@ runners that evaluate only the last step (Beam's Dask runner) still run all of t
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -27,7 +28,7 @@ import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from shardprep import codec, fs, naming, planning, schema, sources, tfrecord, writer
+from shardprep import codec, csv_columns, fs, naming, planning, schema, sources, tfrecord, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, UnitFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.permutation import Permutation
@@ -55,50 +56,65 @@ class _Parse(beam.DoFn):
 
     def setup(self) -> None:
         cfg = self._config
-        self._encode = codec.example_encoder(schema.schema_from_json(cfg.features), extra_fields=cfg.extra_fields)
+        self._schema = schema.schema_from_json(cfg.features)
+        self._encode = codec.example_encoder(self._schema, extra_fields=cfg.extra_fields)
         self._thresholds = planning.split_thresholds(cfg.splits)
         self._started = time.monotonic()
         self._total = 0
 
+    def _batches(self, unit: sources.WorkUnit) -> Iterator[tuple[bytes, np.ndarray] | sources.Bad]:
+        """The unit's records in file order: framed batches ``(blob, ends)``, and ``Bad`` ones.
+
+        CSV goes column-wise (``csv_columns``) while it can; from the first batch it cannot take,
+        the per-record path reads the unit, skipping the records already given, and decides.
+        """
+        done = 0
+        try:
+            for blob, ends in csv_columns.framed_batches(unit, self._schema, self._config.extra_fields):
+                yield blob, ends
+                done += len(ends)
+            return
+        except csv_columns.Unsupported as e:
+            if unit.file.format == "csv":
+                log.info("%s unit %d: per-record path after %d records (%s)", unit.file.url, unit.index, done, e)
+        encode, frame, limit = self._encode, tfrecord.frame, self._config.batch_records
+        framed: list[bytes] = []
+        for position, row in itertools.islice(sources.read_unit(unit), done, None):
+            if isinstance(row, sources.Bad):
+                yield row
+                continue
+            try:
+                framed.append(frame(encode(row)))
+            except codec.RecordError as e:
+                yield sources.Bad(position, e.reason, e.detail, _raw_of(row))
+                continue
+            if len(framed) >= limit:
+                yield _joined(framed)
+                framed = []
+        if framed:
+            yield _joined(framed)
+
     def process(self, unit: sources.WorkUnit) -> Iterator[Any]:
-        cfg, encode = self._config, self._encode
-        n_splits = len(cfg.splits)
-        batches: list[list[bytes]] = [[] for _ in range(n_splits)]
-        parts = [0] * n_splits
-        kept = [0] * n_splits
+        cfg = self._config
+        parts = [0] * len(cfg.splits)
+        kept = [0] * len(cfg.splits)
         dead: list[bytes] = []
         reasons: dict[str, int] = {}
         read = 0
         unit_name = f"{unit.file.index}:{unit.index}"
-        seed, thresholds, split_index, frame = cfg.seed, self._thresholds, planning.split_index, tfrecord.frame
-
-        def reject(position: int, reason: str, detail: str, raw: Any) -> None:
-            reasons[reason] = reasons.get(reason, 0) + 1
-            dead.append(writer.dead_letter_line(source=unit.file.url, position=position, unit=unit_name,
-                                                reason=reason, detail=detail, raw=raw))
-
-        for position, row in sources.read_unit(unit):
-            read += 1
-            if isinstance(row, sources.Bad):
-                reject(position, row.reason, row.detail, row.raw)
+        for item in self._batches(unit):
+            if isinstance(item, sources.Bad):
+                read += 1
+                reasons[item.reason] = reasons.get(item.reason, 0) + 1
+                dead.append(writer.dead_letter_line(source=unit.file.url, position=item.position, unit=unit_name,
+                                                    reason=item.reason, detail=item.detail, raw=item.raw))
                 continue
-            try:
-                record = encode(row)
-            except codec.RecordError as e:
-                reject(position, e.reason, e.detail, _raw_of(row))
-                continue
-            s = split_index(record, seed, thresholds) if n_splits > 1 else 0
-            batch = batches[s]
-            batch.append(frame(record))
-            if len(batch) >= cfg.batch_records:
-                yield _pack(cfg, s, unit.key, parts[s], batch)
-                kept[s] += len(batch)
+            read += len(item[1])
+            self._bytes.inc(len(item[0]))
+            for s, blob, ends in _by_split(*item, cfg.seed, self._thresholds):
+                yield _pack(cfg, s, unit.key, parts[s], blob, ends)
+                kept[s] += len(ends)
                 parts[s] += 1
-                batches[s] = []
-        for s, batch in enumerate(batches):
-            if batch:
-                yield _pack(cfg, s, unit.key, parts[s], batch)
-                kept[s] += len(batch)
         if dead:
             yield pvalue.TaggedOutput(_REJECTED, (unit.key, dead))
         yield pvalue.TaggedOutput(_FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
@@ -109,6 +125,24 @@ class _Parse(beam.DoFn):
         log.info("parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
                  unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
                  self._total / max(time.monotonic() - self._started, 1e-9))
+
+
+def _joined(framed: list[bytes]) -> tuple[bytes, np.ndarray]:
+    return b"".join(framed), np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8")
+
+
+def _by_split(blob: bytes, ends: np.ndarray, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, bytes, np.ndarray]]:
+    """A framed batch cut by split (a keyed hash of each Example's bytes), records kept in order."""
+    if len(thresholds) == 1:
+        return [(0, blob, ends)]
+    bounds = [0, *ends.tolist()]
+    records = [blob[a:b] for a, b in zip(bounds, bounds[1:])]
+    which = [planning.split_index(r[12:-4], seed, thresholds) for r in records]
+    out = []
+    for s in sorted(set(which)):
+        chosen = [r for r, w in zip(records, which) if w == s]
+        out.append((s, *_joined(chosen)))
+    return out
 
 
 def _raw_of(row: Any) -> str:
@@ -131,11 +165,9 @@ def _spill(url: str, data: bytes) -> None:
         f.write(data)
 
 
-def _pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, framed: list[bytes]) -> tuple:
+def _pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, blob: bytes, ends: np.ndarray) -> tuple:
     """Spills a batch; the element that crosses the runner is its (url, size) and record ends."""
-    ends = np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8")
     url = _spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
-    blob = b"".join(framed)
     _spill(url, blob)
     return split, unit, part, (url, len(blob)), ends.tobytes()
 

@@ -1,0 +1,207 @@
+"""The fast CSV path: a work unit parsed column-wise by pyarrow and encoded by ``shardprep.columnar``.
+
+It yields exactly the records that ``csv_source.read_csv`` + ``codec`` would give, as framed
+TFRecord batches, or it raises ``Unsupported`` before yielding the first batch that might differ:
+the caller then reads the unit again with the per-record path, skipping the records already
+yielded, so dead letters keep their exact line numbers, reasons and wording. It steps aside on
+
+- a schema it does not take: a non-scalar feature, a feature that is not a column, or a column
+  outside the schema while ``--extra-fields reject`` (every row would be a dead letter);
+- anything pyarrow refuses: a wrong column count, a number it cannot parse, an int64 that is not
+  plain decimal digits (pyarrow reads ``0x10``, Python's ``int()`` does not), a float that is not
+  finite in float32, invalid UTF-8 anywhere in the unit, a lone ``\\r`` (pyarrow takes it for a
+  line end, the csv module refuses it), a BOM where pyarrow starts reading (it drops it, the csv
+  module keeps it but in a file's first line), a gzip stream that breaks off, a header with quotes;
+- a unit that ends inside a quoted field: after the unit's bytes the reader feeds one line of
+  ``0`` values, which must come back as the last row; a field left open swallows it.
+
+pyarrow and the csv module agree on quoting otherwise (doubled quotes, a quote inside an unquoted
+field taken as is, text after a closing quote appended, quoted newlines and ``\\r\\n``); the
+property test in ``tests/test_csv_columns.py`` checks both paths on random CSV text.
+"""
+from __future__ import annotations
+
+import codecs
+import io
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from shardprep import columnar
+from shardprep.schema import Schema
+from shardprep.source_io import BOM, WorkUnit, open_input
+
+__all__ = ["Unsupported", "framed_batches"]
+
+BLOCK_BYTES = 1 << 20
+_INT64 = r"^-?[0-9]+$"
+
+
+class Unsupported(Exception):
+    """This unit, from this batch on, needs the per-record path to decide."""
+
+
+class _Checked(io.RawIOBase):
+    """A unit's bytes for pyarrow (from ``start``, ``limit`` bytes at most), then the marker line.
+
+    ``clean`` turns False on the first byte pyarrow would read differently from the csv module
+    (a lone ``\\r``, invalid UTF-8) and when the stream fails; everything read until then is clean.
+    """
+
+    def __init__(self, stream: IO[bytes], limit: int | None, marker: bytes) -> None:
+        super().__init__()
+        self.clean = True
+        self._stream, self._left, self._marker = stream, limit, marker
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._cr = False  # the last chunk ended with \r: the next must start with \n
+        self._ended, self._held = False, b""
+        self._first = True  # pyarrow drops a UTF-8 BOM at the start of what it reads; the csv module keeps it there
+
+    def readable(self) -> bool:
+        return True
+
+    def _read(self, size: int) -> bytes:
+        if self._left is not None:
+            size = min(size, self._left)
+        try:
+            data = self._stream.read(size) if size else b""
+        except Exception:  # noqa: BLE001 - a broken gzip or remote stream: the per-record path reports it
+            self.clean, data = False, b""
+        if self._left is not None:
+            self._left -= len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        """The next bytes, never ending in ``\\r`` before the input does: pyarrow drops the ``\\n``
+        that starts a read after one that ended in ``\\r`` inside a quoted field (apache/arrow#51368,
+        open in pyarrow 25)."""
+        size = len(buffer)
+        data, self._held = self._held, b""
+        while not self._ended and (not data or data.endswith(b"\r")):
+            more = self._read(max(size - len(data), 1))
+            if more:
+                self._check(more)
+                data += more
+            else:
+                self._end()
+        if self._ended:
+            data, self._marker = data + self._marker, b""
+        cut = min(size, len(data))
+        while cut < len(data) and cut > 1 and data[cut - 1] == 0x0D:
+            cut -= 1
+        data, self._held = data[:cut], data[cut:]
+        buffer[:cut] = data
+        return cut
+
+    def _end(self) -> None:
+        self._ended = True
+        if self._cr:
+            self.clean = False
+        try:
+            self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            self.clean = False
+
+    def _check(self, data: bytes) -> None:
+        if self._first and data.startswith(BOM):
+            self.clean = False
+        self._first = False
+        if (self._cr and data[:1] != b"\n") or data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r"):
+            self.clean = False
+        self._cr = data.endswith(b"\r")
+        try:
+            self._utf8.decode(data)
+        except UnicodeDecodeError:
+            self.clean = False
+
+    def skip_line(self) -> bytes:
+        """Reads past the first line (the header) and returns it."""
+        line = self._stream.readline()
+        if self._left is not None:
+            self._left -= len(line)
+        return line
+
+
+def _usable(unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+    names, columns = set(schema), set(unit.columns)
+    return (unit.file.format == "csv" and bool(columns) and columnar.supports(schema) and names <= columns
+            and (extra_fields == "ignore" or columns <= names))
+
+
+def _convert_options(unit: WorkUnit, schema: Schema) -> pacsv.ConvertOptions:
+    types = {name: pa.float64() if spec.dtype == "float32" else pa.string() for name, spec in schema.items()}
+    last = unit.columns[-1]  # always read: a field left open at the end of the unit would swallow the marker here
+    types.setdefault(last, pa.string())
+    return pacsv.ConvertOptions(column_types=types, include_columns=[c for c in unit.columns if c in types],
+                                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+
+def _columns(batch: pa.RecordBatch, schema: Schema) -> dict:
+    """The batch's columns as ``columnar`` takes them; raises ``Unsupported`` on a value to check row by row."""
+    out = {}
+    for name, spec in schema.items():
+        column = batch.column(name)
+        if column.null_count:
+            raise Unsupported(f"column {name!r} holds an empty value")
+        if spec.dtype == "float32":
+            with np.errstate(over="ignore", invalid="ignore"):
+                values = column.to_numpy().astype(np.float32)
+            if not np.isfinite(values).all():
+                raise Unsupported(f"column {name!r} holds a value that is not a finite float32")
+            out[name] = values
+        elif spec.dtype == "int64":
+            if not pc.all(pc.match_substring_regex(column, _INT64)).as_py():
+                raise Unsupported(f"column {name!r} holds a value that is not plain decimal digits")
+            out[name] = pc.cast(column, pa.int64()).to_numpy()  # ArrowInvalid beyond int64
+        else:
+            offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset:column.offset + len(column) + 1]
+            out[name] = (offsets, column.buffers()[2].to_pybytes())
+    return out
+
+
+def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[tuple[bytearray, np.ndarray]]:
+    """(framed records, their end offsets) per block of the unit, in file order; see the module docs."""
+    if not _usable(unit, schema, extra_fields):
+        raise Unsupported("the schema or the columns need the per-record path")
+    marker = b"\n" + b",".join([b"0"] * len(unit.columns)) + b"\n"
+    with open_input(unit.file, unit.start) as stream:
+        source = _Checked(stream, None if unit.file.gzip else unit.end - unit.start, marker)
+        if unit.start == 0:
+            header = source.skip_line().removeprefix(BOM)
+            if b'"' in header or not header.strip(b"\r\n"):
+                raise Unsupported("the header line holds quotes or is blank")
+        try:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(column_names=list(unit.columns), use_threads=False, block_size=BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=_convert_options(unit, schema),
+            )
+            held = None  # one batch of look-ahead: the last one must end with the marker row
+            for batch in reader:
+                if batch.num_rows == 0:
+                    continue
+                if held is not None:
+                    yield _encode(held, schema, source)
+                held = batch
+        except (pa.ArrowException, UnicodeDecodeError) as e:
+            raise Unsupported(f"pyarrow refuses the unit: {e}") from None
+        if held is None or held.column(unit.columns[-1])[-1].as_py() not in (0, 0.0, "0"):
+            raise Unsupported("the unit ends inside a quoted field")
+        if held.num_rows > 1:
+            yield _encode(held.slice(0, held.num_rows - 1), schema, source)
+        elif not source.clean:
+            raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
+
+
+def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> tuple[bytearray, np.ndarray]:
+    if not source.clean:
+        raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
+    try:
+        return columnar.encode_framed(schema, _columns(batch, schema), batch.num_rows)
+    except pa.ArrowException as e:
+        raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
