@@ -104,6 +104,8 @@ def _masked(crcs: np.ndarray) -> np.ndarray:
 
 def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     """The framed TFRecords of ``n`` rows, back to back, and their end offsets (uint64)."""
+    if not n:
+        return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[list[bytes]] = []
     body = np.zeros(n, dtype=np.int64)
     order = sorted(schema)

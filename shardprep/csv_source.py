@@ -12,6 +12,9 @@ two stray quotes bracket quoted fields that hold newlines, a cut can land inside
 reader of the unit before it detects (its last record runs past the cut) and reports as a fatal
 ``InputError``, never as silently wrong rows. Lines end with ``\\n`` (``\\r\\n`` works too).
 
+This is the per-record reader, the reference: ``csv_arrow`` reads the same units column-wise
+while it can prove it gives the same records, and hands the rest of a unit back to ``read_csv``.
+
 Bad records: ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the file, or a record
 the csv module refuses), ``invalid_utf8``, ``gzip_truncated`` and ``gzip_invalid``.
 """

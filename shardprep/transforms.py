@@ -28,7 +28,7 @@ import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from shardprep import codec, csv_columns, fs, naming, planning, schema, sources, tfrecord, writer
+from shardprep import codec, csv_arrow, fs, naming, planning, schema, sources, tfrecord, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, UnitFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.permutation import Permutation
@@ -65,19 +65,29 @@ class _Parse(beam.DoFn):
     def _batches(self, unit: sources.WorkUnit) -> Iterator[tuple[bytes, np.ndarray] | sources.Bad]:
         """The unit's records in file order: framed batches ``(blob, ends)``, and ``Bad`` ones.
 
-        CSV goes column-wise (``csv_columns``) while it can; from the first batch it cannot take,
+        CSV goes column-wise (``csv_arrow``) while it can; from the first batch it cannot take,
         the per-record path reads the unit, skipping the records already given, and decides.
         """
-        done = 0
+        limit, done, pending, waiting = self._config.batch_records, 0, [], 0
+        fast = True
         try:
-            for blob, ends in csv_columns.framed_batches(unit, self._schema, self._config.extra_fields):
-                yield blob, ends
-                done += len(ends)
-            return
-        except csv_columns.Unsupported as e:
+            for block in csv_arrow.framed_batches(unit, self._schema, self._config.extra_fields):
+                pending.append(block)  # blocks of 1 MB, joined into batches as large as the per-record path's
+                waiting += len(block[1])
+                if waiting >= limit:
+                    yield _concat(pending)
+                    done, pending, waiting = done + waiting, [], 0
+        except csv_arrow.Unsupported as e:
+            fast = False
             if unit.file.format == "csv":
-                log.info("%s unit %d: per-record path after %d records (%s)", unit.file.url, unit.index, done, e)
-        encode, frame, limit = self._encode, tfrecord.frame, self._config.batch_records
+                log.info("%s unit %d: per-record path from record %d on (%s)", unit.file.url, unit.index,
+                         done + waiting + 1, e)
+        if pending:
+            yield _concat(pending)
+            done += waiting
+        if fast:
+            return
+        encode, frame = self._encode, tfrecord.frame
         framed: list[bytes] = []
         for position, row in itertools.islice(sources.read_unit(unit), done, None):
             if isinstance(row, sources.Bad):
@@ -129,6 +139,14 @@ class _Parse(beam.DoFn):
 
 def _joined(framed: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(framed), np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8")
+
+
+def _concat(batches: list[tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
+    """Framed batches joined into one."""
+    if len(batches) == 1:
+        return batches[0]
+    sizes = np.cumsum([0, *(int(ends[-1]) for _, ends in batches[:-1])], dtype=np.uint64)
+    return b"".join(blob for blob, _ in batches), np.concatenate([ends + size for (_, ends), size in zip(batches, sizes)])
 
 
 def _by_split(blob: bytes, ends: np.ndarray, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, bytes, np.ndarray]]:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import codec, columnar, csv_columns, sources, tfrecord, transforms
+from shardprep import codec, columnar, csv_arrow, sources, tfrecord, transforms
 from shardprep.config import ReshardConfig
 from shardprep.schema import FeatureSpec, schema_to_json
 
@@ -70,9 +70,9 @@ def test_columnar_takes_scalar_schemas_only():
 # --- the fast path against the per-record path ------------------------------------------------------
 
 
-def _config(tmp_path, schema, extra_fields="reject"):
+def _config(tmp_path, schema, extra_fields="reject", batch_records=20_000):
     return ReshardConfig(output=str(tmp_path / "out"), run_id="run-test", features=schema_to_json(schema),
-                         sources=(), num_shards=1, extra_fields=extra_fields)
+                         sources=(), num_shards=1, extra_fields=extra_fields, batch_records=batch_records)
 
 
 def _reference(unit, schema, extra_fields):
@@ -150,8 +150,10 @@ def _csv_files(draw):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
-@given(_csv_files(), st.sampled_from(["reject", "ignore"]), st.booleans(), st.sampled_from([128, 4 << 20]))
-def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with_extra_column, block_bytes):
+@given(_csv_files(), st.sampled_from(["reject", "ignore"]), st.booleans(), st.sampled_from([128, 4 << 20]),
+       st.sampled_from([3, 20_000]))
+def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with_extra_column, block_bytes,
+                                              batch_records):
     schema, data, unit_bytes = case
     if with_extra_column:  # a column outside the schema: dropped with "ignore", every row rejected with "reject"
         schema = dict(list(schema.items())[:-1]) or schema
@@ -159,9 +161,9 @@ def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with
     path.write_bytes(data)
     files = sources.expand_inputs([str(path)])
     units = sources.plan_units(files, unit_bytes=unit_bytes)
-    config = _config(tmp_path, schema, extra_fields)
+    config = _config(tmp_path, schema, extra_fields, batch_records)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(csv_columns, "BLOCK_BYTES", block_bytes)  # small blocks: falling back after some were given
+        patch.setattr(csv_arrow, "BLOCK_BYTES", block_bytes)  # small blocks: falling back after some were given
         for unit in units:
             assert _outcome(_through_parse, config, unit) == _outcome(_reference, unit, schema, extra_fields)
 
@@ -178,7 +180,7 @@ SCHEMA = {"id": FeatureSpec(I64, ()), "x": FeatureSpec(F, ()), "label": FeatureS
 def test_clean_csv_goes_column_wise_whole(tmp_path):
     rows = [f'{i},{i / 7:.4f},{i % 3},"t, {i}"\n' for i in range(5000)]
     unit = _write_csv(tmp_path / "a.csv", rows)
-    batches = list(csv_columns.framed_batches(unit, SCHEMA, "reject"))  # raises Unsupported if it stepped aside
+    batches = list(csv_arrow.framed_batches(unit, SCHEMA, "reject"))  # raises Unsupported if it stepped aside
     assert sum(len(ends) for _, ends in batches) == 5000
     assert b"".join(bytes(b) for b, _ in batches) == b"".join(r for r in _reference(unit, SCHEMA, "reject"))
 
@@ -190,12 +192,13 @@ def test_clean_csv_goes_column_wise_whole(tmp_path):
     ("7,1.5,1", "csv_columns"),
     ("8,1.5,1,a\rb", "csv_parse"),          # a lone \r: pyarrow would take it for a line end
 ])
-def test_a_bad_row_late_in_the_unit_falls_back_with_its_exact_line(tmp_path, monkeypatch, bad, reason):
-    monkeypatch.setattr(csv_columns, "BLOCK_BYTES", 4096)  # many blocks: the fall-back skips those already given
+@pytest.mark.parametrize("batch_records", [500, 20_000])  # batches given before the fall-back, or none
+def test_a_bad_row_late_in_the_unit_falls_back_with_its_exact_line(tmp_path, monkeypatch, bad, reason, batch_records):
+    monkeypatch.setattr(csv_arrow, "BLOCK_BYTES", 4096)  # many blocks: the fall-back skips those already given
     rows = [f"{i},{i / 7:.4f},{i % 3},text {i}\n" for i in range(3000)]
     rows[2500] = bad + "\n"
     unit = _write_csv(tmp_path / "a.csv", rows)
-    records, bad_items = _outcome(_through_parse, _config(tmp_path, SCHEMA), unit)
+    records, bad_items = _outcome(_through_parse, _config(tmp_path, SCHEMA, batch_records=batch_records), unit)
     assert (records, bad_items) == _outcome(_reference, unit, SCHEMA, "reject")
     assert [(p, r) for p, r, _ in bad_items] == [(2502, reason)]  # line 1 is the header
     assert len(records) == 2999
@@ -203,8 +206,8 @@ def test_a_bad_row_late_in_the_unit_falls_back_with_its_exact_line(tmp_path, mon
 
 def test_a_unit_ending_inside_quotes_is_left_to_the_per_record_path(tmp_path):
     unit = _write_csv(tmp_path / "a.csv", ["1,1.5,1,ok\n", '2,2.5,0,"never closed\n', "3,3.5,1,more\n"])
-    with pytest.raises(csv_columns.Unsupported):
-        list(csv_columns.framed_batches(unit, SCHEMA, "reject"))
+    with pytest.raises(csv_arrow.Unsupported):
+        list(csv_arrow.framed_batches(unit, SCHEMA, "reject"))
     records, bad_items = _outcome(_through_parse, _config(tmp_path, SCHEMA), unit)
     assert (records, bad_items) == _outcome(_reference, unit, SCHEMA, "reject")
     assert len(records) == 1 and bad_items[0][:2] == (3, "csv_parse")
@@ -237,6 +240,6 @@ def test_pyarrow_reads_numbers_as_python_does(tmp_path):
         path.write_text("x,y\n" + "".join(f"{t},{t}\n" for t in values))
         schema = {"x": FeatureSpec(dtype, ()), "y": FeatureSpec(S, ())}
         unit = sources.plan_units(sources.expand_inputs([str(path)]))[0]
-        fast = b"".join(bytes(blob) for blob, _ in csv_columns.framed_batches(unit, schema, "reject"))
+        fast = b"".join(bytes(blob) for blob, _ in csv_arrow.framed_batches(unit, schema, "reject"))
         assert fast == b"".join(_reference(unit, schema, "reject")), dtype
         assert len(values) > 2000
