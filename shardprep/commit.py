@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import posixpath
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -169,6 +170,9 @@ def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     if result is not None and not config.overwrite and manifest.exists(config.output):
         result, errors = None, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was working; pass --overwrite to replace it"]
         report.update(status="failed", errors=errors)
+    if result is not None and (absent := _absent_shards(config.output, result)):
+        result, errors = None, absent
+        report.update(status="failed", errors=errors)
     if result is None:
         url = naming.join(config.output, naming.report_path(config.run_id))
         with fs.write_atomic(url) as f:
@@ -179,6 +183,24 @@ def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     log.info("committed %s", url)
     _remove_stale_runs(config.output, keep=config.run_id)
     return url
+
+
+def _absent_shards(root: str, result: manifest.Manifest) -> list[str]:
+    """Shards the manifest would name that are not in place at their size (a lost write, or another
+    run's clean-up of this run's folder): the manifest is never written over them."""
+    listings: dict[str, dict[str, int]] = {}
+    problems = []
+    for split in result.splits.values():
+        for shard in split.shards:
+            folder, name = posixpath.split(shard.path)
+            if folder not in listings:
+                listings[folder] = fs.sizes(naming.join(root, folder))
+            size = listings[folder].get(name)
+            if size != shard.num_bytes:
+                found = "missing" if size is None else f"{size} bytes"
+                problems.append(f"{shard.path} is {found} at commit, expected {shard.num_bytes} bytes: was the run "
+                                "folder removed by another run on the same --output? Run one re-shard per output at a time")
+    return problems
 
 
 def _remove_stale_runs(root: str, *, keep: str) -> None:

@@ -90,6 +90,17 @@ def listdir(url: str) -> list[str]:
     return sorted(posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False))
 
 
+def sizes(url: str) -> dict[str, int]:
+    """Name -> size of the files directly inside a folder, from one fresh listing; {} if it does not exist."""
+    fs, path = filesystem(url)
+    fs.invalidate_cache(path)
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {posixpath.basename(e["name"].rstrip("/")): int(e["size"]) for e in entries if e.get("type") == "file"}
+
+
 def open_file(url: str, mode: str = "rb") -> IO:
     fs, path = filesystem(url)
     return fs.open(path, mode)

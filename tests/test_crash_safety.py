@@ -230,3 +230,38 @@ def test_sigkill_during_overwrite_keeps_the_old_data_set(source, reference, tmp_
     run_cli("shardprep.run", *_args(source, out), "--overwrite", check=True)
     assert _shard_bytes(out) == reference
     assert len([p for p in out.iterdir() if p.name.startswith("run-")]) == 1
+
+
+def _committed_run(out: str, run_id: str, *, remove_second: bool = False) -> str:
+    """Writes 2 real shards for ``run_id``, deletes the second if asked, then commits."""
+    from shardprep import codec, naming, tfrecord, writer
+    from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
+    from shardprep.config import ReshardConfig
+    from shardprep.schema import FeatureSpec
+
+    config = ReshardConfig(output=out, run_id=run_id, features={"x": {"dtype": "int64", "shape": []}},
+                           sources=(("in.csv", 40),), num_shards=2, overwrite=True)
+    encode = codec.example_encoder({"x": FeatureSpec("int64", ())})
+    records = [tfrecord.frame(encode({"x": i})) for i in range(4)]
+    facts: list = [UnitFact((0, 0), 0, 4, 0, (4,), ()), PlanFact(0, 4, sum(map(len, records)), 2)]
+    for shard in range(2):
+        path = naming.shard_path(run_id, "train", shard, 2, gzip=False)
+        facts.append(ShardFact(0, shard, 2, writer.write_shard(out, path, b"".join(records[shard::2]), 2, compress=False)))
+    if remove_second:
+        os.remove(os.path.join(out, naming.shard_path(run_id, "train", 1, 2, gzip=False)))
+    return commit(config, facts)
+
+
+def test_commit_never_names_shards_that_are_gone(tmp_path) -> None:
+    """Two runs on one --output: the one that commits first removes the other's folder as stale;
+    the other must then write a report, not a manifest over missing shards."""
+    out = str(tmp_path / "ds")
+    first = _committed_run(out, "run-20261129T000000Z-aaaaaaaa")
+    assert first.endswith("manifest.json") and verify.verify(out)[0] == []
+    url = _committed_run(out, "run-20261129T000100Z-bbbbbbbb", remove_second=True)
+    assert url.endswith("report.json")
+    report = Path(url).read_text()
+    assert "train-00001-of-00002" in report and "missing at commit" in report
+    shards = manifest.load(out).splits["train"].shards  # the first data set stands
+    assert all(s.path.startswith("run-20261129T000000Z-aaaaaaaa/") for s in shards)
+    assert verify.verify(out)[0] == []
