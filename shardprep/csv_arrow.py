@@ -7,17 +7,19 @@ yielded, so dead letters keep their exact line numbers, reasons and wording. It 
 
 - a schema it does not take: a non-scalar feature, a feature that is not a column, or a column
   outside the schema while ``--extra-fields reject`` (every row would be a dead letter);
-- anything pyarrow refuses: a wrong column count, a number it cannot parse, an int64 that is not
-  plain decimal digits (pyarrow reads ``0x10``, Python's ``int()`` does not), a float that is not
-  finite in float32, invalid UTF-8 anywhere in the unit, a lone ``\\r`` (pyarrow takes it for a
-  line end, the csv module refuses it), a BOM where pyarrow starts reading (it drops it, the csv
-  module keeps it but in a file's first line), a gzip stream that breaks off, a header with quotes;
+- anything pyarrow refuses or could read differently: a wrong column count, a number it cannot
+  parse, an empty number, an int64 that is not plain decimal digits (pyarrow reads ``0x10``,
+  Python's ``int()`` does not), a float that is not finite in float32, invalid UTF-8 anywhere in
+  the unit, a lone ``\\r`` (pyarrow takes it for a line end, the csv module refuses it), a BOM
+  where pyarrow starts reading (it drops it, the csv module keeps it but in a file's first line),
+  a gzip stream that breaks off, a header with quotes;
 - a unit that ends inside a quoted field: after the unit's bytes the reader feeds one line of
   ``0`` values, which must come back as the last row; a field left open swallows it.
 
 pyarrow and the csv module agree on quoting otherwise (doubled quotes, a quote inside an unquoted
-field taken as is, text after a closing quote appended, quoted newlines and ``\\r\\n``); the
-property test in ``tests/test_csv_arrow.py`` checks both paths on random CSV text.
+field taken as is, text after a closing quote appended, quoted newlines and ``\\r\\n``, given that
+no read handed to pyarrow ends in ``\\r``: see ``_Checked.readinto``); the property test in
+``tests/test_csv_arrow.py`` checks both paths on random CSV text.
 """
 from __future__ import annotations
 
