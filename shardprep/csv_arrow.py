@@ -83,7 +83,7 @@ class _Checked(io.RawIOBase):
         open in pyarrow 25)."""
         size = len(buffer)
         data, self._held = self._held, b""
-        while not self._ended and (not data or data.endswith(b"\r")):
+        while not self._ended and (len(data) < size or data.endswith(b"\r")):
             more = self._read(max(size - len(data), 1))
             if more:
                 self._check(more)
