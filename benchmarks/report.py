@@ -85,6 +85,15 @@ def _plt():  # noqa: ANN202
     return plt
 
 
+def _save(plt, fig, name: str) -> str:
+    """Lays out, writes ``RESULTS/name`` and closes the figure; returns the path."""
+    fig.tight_layout()
+    path = os.path.join(RESULTS, name)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def plot_throughput(results: dict) -> str | None:
     csv, tfr = results.get("csv"), results.get("tfrecord")
     if not csv and not tfr:
@@ -107,11 +116,7 @@ def plot_throughput(results: dict) -> str | None:
         ax.set_title(f"{title} ({mb:.0f} MB)")
         for y, v in enumerate(values):
             ax.text(v, y, f" {v:.1f}", va="center")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "throughput.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "throughput.png")
 
 
 def plot_balance(results: dict) -> str | None:
@@ -144,11 +149,7 @@ def plot_balance(results: dict) -> str | None:
     ax.set_ylabel("% of replica-steps empty (idle)")
     ax.set_title(f"idle share per epoch, batch {bal['batch']} per worker")
     ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "balance.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "balance.png")
 
 
 def plot_timelines(results: dict) -> str | None:
@@ -173,11 +174,7 @@ def plot_timelines(results: dict) -> str | None:
         ax.set_ylim(-0.5, len(run["workers"]) - 0.2)
         ax.set_title(f"{name.replace('_', ' ')}: green = steps with data, red = empty steps", fontsize=8)
     axes[-1, 0].set_xlabel("seconds since the first step")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "trainer_timelines.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "trainer_timelines.png")
 
 
 def plot_scaling(results: dict) -> str | None:
@@ -202,11 +199,7 @@ def plot_scaling(results: dict) -> str | None:
     ax.set_xlabel("input MB")
     ax.set_ylabel("peak RSS, MB")
     ax.set_title("peak memory vs size")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "scaling.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "scaling.png")
 
 
 def plot_profile(results: dict) -> str | None:
@@ -221,11 +214,7 @@ def plot_profile(results: dict) -> str | None:
         ax.text(s["seconds"], y, f" {100 * s['share']:.0f}%", va="center")
     ax.set_xlabel("seconds (py-spy samples of the main thread, wall clock)")
     ax.set_title(f"where one shardprep run's time goes ({pr.get('rows', 0):,} CSV rows)")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "profile.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "profile.png")
 
 
 # --- markdown --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 
 from shardprep.schema import INT64_MAX, INT64_MIN, FeatureSpec, Schema
 
-__all__ = ["RecordError", "decode_example", "example_encoder", "scalar_entry_prefix"]
+__all__ = ["RecordError", "decode_example", "example_encoder", "scalar_entry_prefix", "scalar_runs"]
 
 
 _EXTRA_FIELDS = ("reject", "ignore")
@@ -309,6 +309,19 @@ def scalar_entry_prefix(name: str, dtype: str, size: int) -> bytes:
     return entry[:len(entry) - size]
 
 
+def scalar_runs(schema: Schema) -> list[tuple[str, list[str]]]:
+    """(dtype, names) in sorted-name order, each run of consecutive float32 features one group (its
+    entries are fixed-width, so encoders pack a run at once); every other feature alone."""
+    runs: list[tuple[str, list[str]]] = []
+    for name in sorted(schema):
+        dtype = schema[name].dtype
+        if dtype == "float32" and runs and runs[-1][0] == "float32":
+            runs[-1][1].append(name)
+        else:
+            runs.append((dtype, [name]))
+    return runs
+
+
 def example_encoder(schema: Schema, *, extra_fields: str = "reject") -> Callable[[Mapping[str, Any]], bytes]:
     """A function row -> serialized tf.train.Example; raises ``RecordError`` for a row that does not fit.
 
@@ -353,45 +366,36 @@ def _scalar_row_encoder(schema: Schema, generic: Callable[[Mapping[str, Any]], b
     missing value, a list, a bad number ...) goes to ``generic``, which encodes it or raises the
     precise ``RecordError``; after ``_MAX_MISSES`` such rows in a row (decoded TFRecords, whose
     values are lists) it steps aside for good. None for other schemas."""
-    order = sorted(schema)
-    if any(schema[n].shape != () or schema[n].dtype not in _CONVERT for n in order):
+    if any(spec.shape != () or spec.dtype not in _CONVERT for spec in schema.values()):
         return None
     env: dict[str, Any] = {"T": _VARINTS, "int64_varint": _int64_varint, "varint": _varint}
     lines, parts = [], []
-    i = 0
-    while i < len(order):
-        key = order[i].encode("utf-8")
-        kv = b"\x0a" + _varint(len(key)) + key + b"\x12"
-        dtype = schema[order[i]].dtype
+    for i, (dtype, run) in enumerate(scalar_runs(schema)):
         if dtype == "float32":  # a run of floats: one Struct("<{prefix}sf{prefix}sf...").pack
-            run = [order[i]]
-            while i + len(run) < len(order) and schema[order[i + len(run)]].dtype == "float32":
-                run.append(order[i + len(run)])
             fmt, args = "<", []
             for k, name in enumerate(run):
-                prefix = _entry(name.encode("utf-8"), _feature("float32", [0.0]))[:-4]
+                prefix = scalar_entry_prefix(name, "float32", 4)
                 env[f"p{i}_{k}"] = prefix
                 fmt += f"{len(prefix)}sf"
                 lines += [f"v = get({name!r})", f"x{i}_{k} = float(v) if type(v) is str else v"]
                 args += [f"p{i}_{k}", f"x{i}_{k}"]
             env[f"pack{i}"] = struct.Struct(fmt).pack
             parts.append(f"pack{i}({', '.join(args)})")
-            i += len(run)
-            continue
-        if dtype == "int64":
-            env[f"prefixes{i}"] = [b""] + [_int_prefix(kv, n) for n in range(1, 11)]
-            lines += [f"v = get({order[i]!r})", "n = int(v) if type(v) is str else v",
+        elif dtype == "int64":
+            env[f"prefixes{i}"] = [b""] + [scalar_entry_prefix(run[0], "int64", n) for n in range(1, 11)]
+            lines += [f"v = get({run[0]!r})", "n = int(v) if type(v) is str else v",
                       f"b{i} = T[n] if 0 <= n < 16384 else int64_varint(n)"]
             parts += [f"prefixes{i}[len(b{i})]", f"b{i}"]
         else:  # string: entry length, key, Feature length, BytesList length, value length, value
+            key = run[0].encode("utf-8")
+            kv = b"\x0a" + _varint(len(key)) + key + b"\x12"
             env[f"kv{i}"] = kv
-            lines += [f"v = get({order[i]!r})", "t = type(v)",
+            lines += [f"v = get({run[0]!r})", "t = type(v)",
                       f"d{i} = v.encode() if t is str else v if t is bytes else None",
                       f"vm{i} = varint(len(d{i}))", f"bl{i} = len(vm{i}) + len(d{i}) + 1", f"vbl{i} = varint(bl{i})",
                       f"fl{i} = 1 + len(vbl{i}) + bl{i}", f"vfl{i} = varint(fl{i})"]
             parts += ["b'\\x0a'", f"varint({len(kv)} + len(vfl{i}) + fl{i})", f"kv{i}", f"vfl{i}", "b'\\x0a'",
                       f"vbl{i}", "b'\\x0a'", f"vm{i}", f"d{i}"]
-        i += 1
     source = "\n    ".join(["def fast(row):", "get = row.get", *lines, f"body = b''.join(({', '.join(parts)},))",
                              "return b'\\x0a' + varint(len(body)) + body"])
     exec(compile(source, "<shardprep.codec: generated row encoder>", "exec"), env)  # names enter as repr() literals

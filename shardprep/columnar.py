@@ -97,38 +97,25 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[list[by
     return prefixes, [data[a:b] for a, b in zip(bounds, bounds[1:])], prefix_lengths + sizes
 
 
-def _masked(crcs: np.ndarray) -> np.ndarray:
-    crcs = crcs.astype(np.uint64)
-    return ((((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(0xA282EAD8)) & np.uint64(0xFFFFFFFF)).astype("<u4")
-
-
 def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     """The framed TFRecords of ``n`` rows, back to back, and their end offsets (uint64)."""
     if not n:
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[list[bytes]] = []
     body = np.zeros(n, dtype=np.int64)
-    order = sorted(schema)
-    i = 0
-    while i < len(order):
-        name, dtype = order[i], schema[order[i]].dtype
+    for dtype, run in codec.scalar_runs(schema):
         if dtype == "float32":
-            run = [name]
-            while i + len(run) < len(order) and schema[order[i + len(run)]].dtype == "float32":
-                run.append(order[i + len(run)])
             rows, width = _float_run(run, columns, n)
             pieces.append(rows)
             body += width
-            i += len(run)
-            continue
-        if dtype == "int64":
-            rows, lengths = _int_pieces(name, columns[name])
+        elif dtype == "int64":
+            rows, lengths = _int_pieces(run[0], columns[run[0]])
             pieces.append(rows)
+            body += lengths
         else:
-            prefixes, values, lengths = _string_pieces(name, columns[name])
+            prefixes, values, lengths = _string_pieces(run[0], columns[run[0]])
             pieces += [prefixes, values]
-        body += lengths
-        i += 1
+            body += lengths
     # Per record: length, its masked CRC, the Example's tag and body length (all depend on the body
     # length only), the body pieces, and 4 bytes the data CRC is written into afterwards.
     unique, inverse = np.unique(body, return_inverse=True)
@@ -153,5 +140,6 @@ def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[b
     blob = bytearray(joined)
     del joined
     out = np.frombuffer(blob, dtype=np.uint8)
-    out[(ends - 4)[:, None] + np.arange(4)] = _masked(np.array(crcs, dtype=np.uint64)).view(np.uint8).reshape(n, 4)
+    masked = tfrecord.mask(np.array(crcs, dtype=np.uint64)).astype("<u4")
+    out[(ends - 4)[:, None] + np.arange(4)] = masked.view(np.uint8).reshape(n, 4)
     return blob, ends.astype("<u8")

@@ -82,7 +82,7 @@ def split_thresholds(splits: Sequence[Split]) -> tuple[int, ...]:
     return (*bounds, _HASH_SPACE)
 
 
-def split_index(record: bytes, seed: int, thresholds: Sequence[int]) -> int:
+def split_index(record: bytes | memoryview, seed: int, thresholds: Sequence[int]) -> int:
     """Which split a record belongs to: a keyed hash of its bytes, stable across runs and runners."""
     if len(thresholds) == 1:
         return 0

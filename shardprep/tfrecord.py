@@ -13,7 +13,7 @@ from typing import IO
 
 import google_crc32c
 
-__all__ = ["CorruptRecordError", "frame", "frame_all", "masked_crc", "read_records", "scan_records"]
+__all__ = ["CorruptRecordError", "frame", "frame_all", "mask", "masked_crc", "read_records", "scan_records"]
 
 
 class CorruptRecordError(ValueError):
@@ -42,13 +42,14 @@ _SCAN_BLOCK = 1 << 20
 _ZERO_HEADER = bytes(12)
 
 
-def _mask(crc: int) -> int:
+def mask(crc):
+    """TFRecord's masking of a CRC-32C value (an int, or element-wise on a uint64 array)."""
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def masked_crc(data: bytes) -> int:
     """The TFRecord masked CRC-32C of ``data``."""
-    return _mask(google_crc32c.value(data))
+    return mask(google_crc32c.value(data))
 
 
 def frame(record: bytes) -> bytes:
@@ -195,4 +196,4 @@ def _data_checks(stream: IO[bytes], offset: int, header: bytes) -> bool:
         crc = google_crc32c.extend(crc, chunk)
         left -= len(chunk)
     footer = stream.read(4)
-    return len(footer) == 4 and _mask(crc) == _U32_LE.unpack(footer)[0]
+    return len(footer) == 4 and mask(crc) == _U32_LE.unpack(footer)[0]

@@ -153,13 +153,12 @@ def _by_split(blob: bytes, ends: np.ndarray, seed: int, thresholds: tuple[int, .
     """A framed batch cut by split (a keyed hash of each Example's bytes), records kept in order."""
     if len(thresholds) == 1:
         return [(0, blob, ends)]
-    bounds = [0, *ends.tolist()]
-    records = [blob[a:b] for a, b in zip(bounds, bounds[1:])]
-    which = [planning.split_index(r[12:-4], seed, thresholds) for r in records]
+    view, bounds = memoryview(blob), [0, *ends.tolist()]
+    spans = list(zip(bounds, bounds[1:]))
+    which = [planning.split_index(view[a + 12:b - 4], seed, thresholds) for a, b in spans]  # the Example, unframed
     out = []
     for s in sorted(set(which)):
-        chosen = [r for r, w in zip(records, which) if w == s]
-        out.append((s, *_joined(chosen)))
+        out.append((s, *_joined([view[a:b] for (a, b), w in zip(spans, which) if w == s])))
     return out
 
 
