@@ -17,11 +17,11 @@ install: $(STAMP)
 
 # pytest exits 5 when it collected nothing: treat that as a failure, never as success.
 test: install
-	$(PY) -m pytest tests -q -p no:cacheprovider --timeout=900 -ra; rc=$$?; \
+	$(PY) -m pytest tests benchmarks/tests -q -p no:cacheprovider --timeout=900 -ra; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no tests ran: failing"; exit 1; fi; exit $$rc
 
 test-fast: install
-	$(PY) -m pytest tests -q -m "not slow" -p no:cacheprovider
+	$(PY) -m pytest tests benchmarks/tests -q -m "not slow" -p no:cacheprovider
 
 lint: install
 	$(PY) -m ruff check shardprep pipelines trainer tests
