@@ -5,7 +5,14 @@ small; the ``train`` extra adds TensorFlow for the ``trainer`` package.
 """
 from __future__ import annotations
 
+import pathlib
+import re
+
 import setuptools
+
+# One home for the version: shardprep/__init__.py (the manifest's tool_version reads it too).
+VERSION = re.search(r'^__version__ = "([^"]+)"', (pathlib.Path(__file__).parent / "shardprep" / "__init__.py").read_text(),
+                    re.M).group(1)
 
 BEAM = "apache-beam==2.77.*"
 EXTRAS = {
@@ -31,7 +38,7 @@ EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTR
 
 setuptools.setup(
     name="shardprep",
-    version="0.1.0",
+    version=VERSION,
     description="Re-shard raw data into exactly balanced TFRecord shards for MultiWorkerMirroredStrategy",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["shardprep*", "pipelines*", "trainer*"]),

@@ -7,7 +7,7 @@ leaves workers idle when each reads whole files.
 
 TFRecord sets: the same rows as tf.train.Example, written by TensorFlow itself, in two big files
 (60% / 40%); and ``uneven-*``: each CSV file converted one to one (same records per file) with a
-manifest, so the trainer's naive per-file mode can be fed the raw, uneven split.
+manifest, so the per-file naive baseline (``benchmarks.naive_trainer``) can be fed the raw, uneven split.
 
 Every set is written to a temporary folder and renamed when complete, with a ``DONE.json`` that
 records its parameters; a set whose parameters changed is regenerated.
@@ -198,8 +198,9 @@ def tfrecord_set(rows: int, *, log: bool = True) -> str:
 
 def uneven_set(rows: int, *, log: bool = True) -> str:
     """Three TFRecord files as uneven as the raw CSV files (45, 16 and 3 of the plain set's 64 files:
-    70%, 25%, 5% of the records), under a manifest, for the trainer's per-file naive mode (the
-    manifest is not balanced; ``trainer_probe`` lets it past the balance check)."""
+    70%, 25%, 5% of the records), under a manifest, for the per-file naive baseline
+    (``benchmarks.naive_trainer``; the manifest is not balanced, ``trainer_probe`` lets it past the
+    balance check)."""
     import google_crc32c
 
     folder = os.path.join(DATA_DIR, _name("uneven", rows))

@@ -319,7 +319,7 @@ def part_trainer(p: Profile, state: dict) -> dict:
     out["training"] = {}
     for name, folder, extra, env in (
         ("shardprep", ds, [], {}),
-        ("raw_uneven_files", uneven, ["--input-mode", "naive-files"], {"BENCH_ALLOW_UNEVEN": "1"}),
+        ("raw_uneven_files", uneven, ["--naive-files"], {"BENCH_ALLOW_UNEVEN": "1"}),
     ):
         model_dir = os.path.join(WORK, "trainer", name)
         _fresh(model_dir)()

@@ -1,109 +1,24 @@
-"""Dataflow batch jobs: the Google Cloud flags a re-shard needs, checked before anything is built.
-
-``python -m pipelines.dataflow ARGS`` is ``python -m shardprep.run ARGS --runner dataflow``::
+"""``python -m pipelines.dataflow ARGS`` is ``python -m shardprep.run ARGS --runner dataflow``::
 
     python -m pipelines.dataflow --input 'gs://B/raw/*.csv' --output gs://B/ds --workers 8 \\
         --project P --region us-central1 --temp_location gs://B/tmp [--setup_file ./setup.py]
 
-Workers install this package from ``--setup_file`` (default: the ``setup.py`` next to this
-package, when there is one) without TensorFlow. Add ``--dry_run=True`` to build the job graph
-without submitting it. Classic templates (``--template_location``) are refused: the launcher
-globs the input, infers the schema, plans the work units and picks the run folder when the job
-is built, so a classic template would replay one frozen input list and one run id forever; use
-a Flex Template, whose launcher runs this command at every launch (docs/scale-out.md).
+Add ``--dry_run=True`` to build the job graph without submitting it. This is an entry module
+(the launcher a Flex Template runs): it reuses the command of ``shardprep.run`` and nothing
+imports it; the flag checks themselves live in ``pipelines.dataflow_flags``.
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
-from apache_beam.options.pipeline_options import (
-    GoogleCloudOptions,
-    PipelineOptions,
-    SetupOptions,
-    StandardOptions,
-    WorkerOptions,
-)
-
-from shardprep.cli import UsageError
+from pipelines.dataflow_flags import DEFAULT_SETUP_FILE, check_locations, dataflow_args
+from shardprep import run
 
 __all__ = ["DEFAULT_SETUP_FILE", "check_locations", "dataflow_args", "main"]
 
-DEFAULT_SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
-
-
-def _gcs_path_problem(options: PipelineOptions, flag: str) -> str | None:
-    """Beam's own check of a gs:// location flag, as one line; None when it is sound or unset."""
-    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
-
-    value = getattr(options.view_as(GoogleCloudOptions), flag)
-    if not value:
-        return None
-    errors = PipelineOptionsValidator(options, None).validate_gcs_path(options.view_as(GoogleCloudOptions), flag)
-    if errors:
-        return f"--{flag} {value}: {errors[0].splitlines()[0]} (e.g. gs://my-bucket/tmp)"
-    return None
-
-
-def dataflow_args(beam_args: Sequence[str], *, setup_file: str | None = DEFAULT_SETUP_FILE) -> list[str]:
-    """Checks Beam's flags for a Dataflow batch job and completes them; returns the flags to use.
-
-    Raises UsageError naming the flag: missing --project/--region/--temp_location, a temp or
-    staging location that is not a valid gs:// path (Beam would otherwise try to create a default
-    bucket), streaming, or a classic template.
-    """
-    args = list(beam_args)
-    options = PipelineOptions(args)
-    gcp = options.view_as(GoogleCloudOptions)
-    missing = [f"--{name}" for name in ("project", "region") if not getattr(gcp, name)]
-    if not (gcp.temp_location or gcp.staging_location):
-        missing.append("--temp_location")
-    if missing:
-        raise UsageError(
-            f"--runner dataflow needs {', '.join(missing)}: e.g. --project my-project --region us-central1 "
-            f"--temp_location gs://my-bucket/tmp"
-        )
-    for flag in ("temp_location", "staging_location"):
-        problem = _gcs_path_problem(options, flag)
-        if problem:
-            raise UsageError(problem)
-    if gcp.template_location:
-        raise UsageError(
-            f"--template_location {gcp.template_location}: a classic template would freeze this run's input list, "
-            f"schema and run folder; run the job directly, or launch this command from a Flex Template "
-            f"(see docs/scale-out.md)"
-        )
-    if options.view_as(StandardOptions).streaming:
-        raise UsageError("--streaming: the re-shard is a batch job; drop --streaming")
-    setup = options.view_as(SetupOptions)
-    custom_image = options.view_as(WorkerOptions).sdk_container_image
-    if not (setup.setup_file or setup.extra_packages or custom_image):
-        if not (setup_file and os.path.exists(setup_file)):
-            raise UsageError(
-                "Dataflow workers need this package: pass --setup_file PATH/TO/shardprep/setup.py, or "
-                "--sdk_container_image with the package installed"
-            )
-        args.append(f"--setup_file={setup_file}")
-    return args
-
-
-def check_locations(output: str, inputs: Sequence[str]) -> None:
-    """Dataflow workers run in Google Cloud: refuses input or output on this machine's disk."""
-    from shardprep import fs
-
-    if fs.is_local(output):
-        raise UsageError(f"--output {output} is on this machine's disk, which Dataflow workers cannot reach; "
-                         f"write to gs://BUCKET/PATH")
-    local = [url for url in inputs if fs.is_local(url)]
-    if local:
-        raise UsageError(f"--input {local[0]} is on this machine's disk, which Dataflow workers cannot reach; "
-                         f"copy the input to gs:// first (gcloud storage cp)")
-
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from shardprep import run
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a == "--runner" or a.startswith("--runner=") for a in argv):
         print("pipelines.dataflow: error: --runner is always dataflow here; use python -m shardprep.run "

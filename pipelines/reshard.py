@@ -1,7 +1,9 @@
-"""Runs the re-shard graph on a chosen runner.
+"""Builds and runs the re-shard job on a chosen runner: the one place a Beam pipeline is created.
 
-The graph itself is ``shardprep.transforms.Reshard``; this module only turns a runner name and
-Beam's own flags into PipelineOptions, starts a local Dask cluster when asked, and waits.
+The graph itself is ``shardprep.graph.Reshard``; this module only turns a runner name and
+Beam's own flags into PipelineOptions, starts a local Dask cluster when asked, and waits. The
+command-line entry point (``shardprep.run``) parses flags and calls ``run``; nothing here
+imports an entry point.
 """
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from shardprep.config import ReshardConfig
-from shardprep.sources import WorkUnit
-from shardprep.transforms import Reshard
+from shardprep.errors import UsageError
+from shardprep.formats import WorkUnit
+from shardprep.graph import Reshard
 
 __all__ = ["RUNNERS", "build", "run"]
 
@@ -55,13 +58,13 @@ def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, nu
             # partition is what Reshuffle gives on other runners.
             args.append(f"--dask_npartitions={max(1, min(num_units, 4096))}")
     elif runner == "dataflow":
-        from pipelines.dataflow import dataflow_args
+        from pipelines.dataflow_flags import dataflow_args
 
         args = ["--runner=DataflowRunner", *dataflow_args(args)]
     elif runner in _PORTABLE:  # Beam's portable runners: --flink_master, --spark_master_url or --job_endpoint
         args = [f"--runner={_PORTABLE[runner]}", *args]
     else:
-        raise ValueError(f"--runner {runner!r}: expected one of {', '.join(RUNNERS)}")
+        raise UsageError(f"--runner {runner!r}: expected one of {', '.join(RUNNERS)}")
     return PipelineOptions(args)
 
 
@@ -87,7 +90,7 @@ def run(
             beam_runner = DaskRunner()
         options = _options(runner, beam_args, dask_address, len(units))
         if runner == "dataflow":
-            from pipelines.dataflow import check_locations
+            from pipelines.dataflow_flags import check_locations
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)

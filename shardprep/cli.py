@@ -1,15 +1,24 @@
-"""What every command-line tool shares: logging set-up and one readable line per error."""
+"""What every command-line tool shares: logging set-up and one readable line per error.
+
+``main`` is the one place that maps errors to exit codes (``shardprep.errors``): a
+``UsageError`` (bad flag, bad input, refused plan, bad manifest) exits 2, an interrupt 130, a
+failed run (``RunError``) or anything unexpected 1. The line printed is the error's message
+(for an unexpected error its type and last line, the original error of a failed pipeline); the
+traceback is logged only with ``--verbose``.
+"""
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["UsageError", "configure_logging", "main"]
+from shardprep.errors import RunError, UsageError
 
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "UsageError", "configure_logging", "main"]
 
-class UsageError(ValueError):
-    """A problem the user can fix by changing the command line or the input."""
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
 
 
 def configure_logging(verbose: bool = False) -> None:
@@ -22,29 +31,33 @@ def configure_logging(verbose: bool = False) -> None:
     logging.getLogger().setLevel(logging.WARNING)
 
 
+def _one_line(error: BaseException) -> str:
+    """The whole message of an expected error, its lines joined."""
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+
+
 def _last_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__
 
 
 def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """Runs ``body`` and turns any error into one line on stderr and a non-zero exit code.
-
-    Expected problems (bad flags, bad input, refused plans) exit 2; anything else exits 1 with the
-    last line of its message, which for a failed pipeline is the original error.
-    """
-    from shardprep import manifest, planning, schema, sources
-
-    expected = (UsageError, planning.PlanError, sources.InputError, schema.SchemaError, manifest.ManifestError)
+    """Runs ``body`` and turns any error into one line on stderr and its exit code."""
+    log = logging.getLogger("shardprep")
     try:
         return body(argv)
-    except expected as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+    except UsageError as e:
+        log.debug("traceback", exc_info=True)
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except RunError as e:
+        log.debug("traceback", exc_info=True)
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - the CLI contract is one line, never a traceback
-        logging.getLogger("shardprep").debug("traceback", exc_info=True)
+        log.debug("traceback", exc_info=True)
         print(f"{prog}: error: {type(e).__name__}: {_last_line(e)} (rerun with --verbose for details)", file=sys.stderr)
-        return 1
+        return EXIT_FAILED

@@ -9,14 +9,16 @@ every planned shard is present with its exact record count.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import posixpath
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from shardprep import fs, manifest, naming, planning
+from shardprep import fs, lease, manifest, naming, planning, retention
 from shardprep.config import ReshardConfig
+from shardprep.errors import RunError
 
 __all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "UnitFact", "assemble", "commit"]
 
@@ -164,24 +166,51 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
 
 
 def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
-    """Writes the manifest (the commit point) or, when any check failed, a report. Returns the URL."""
+    """Writes the manifest (the commit point) or, when any check failed, a report. Returns the URL.
+
+    Everything from the last checks to the end of the clean-up happens under the output's lease
+    (``shardprep.lease``): taken here unless the launcher already holds it for this run.
+    """
     result, errors, report = assemble(config, facts)
+    lease.pause("commit.assembled")
     fs.remove(naming.join(config.output, f"{config.run_id}/spill"), recursive=True)  # batches between stages
-    if result is not None and not config.overwrite and manifest.exists(config.output):
-        result, errors = None, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was working; pass --overwrite to replace it"]
-        report.update(status="failed", errors=errors)
-    if result is not None and (absent := _absent_shards(config.output, result)):
-        result, errors = None, absent
-        report.update(status="failed", errors=errors)
+    try:
+        with lease.hold(config.output, config.run_id):
+            return _commit_leased(config, result, errors, report)
+    except RunError as e:
+        return _refuse(config, report, [str(e)])
+
+
+def _refuse(config: ReshardConfig, report: dict, errors: list[str]) -> str:
+    """Writes the run's report instead of a manifest; returns its URL."""
+    report.update(status="failed", errors=errors)
+    url = naming.join(config.output, naming.report_path(config.run_id))
+    with fs.write_atomic(url) as f:
+        f.write(json.dumps(report, indent=2).encode() + b"\n")
+    log.error("run %s not committed: %s", config.run_id, errors[0])
+    return url
+
+
+def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, errors: list[str], report: dict) -> str:
+    lease.pause("commit.leased")
     if result is None:
-        url = naming.join(config.output, naming.report_path(config.run_id))
-        with fs.write_atomic(url) as f:
-            f.write(json.dumps(report, indent=2).encode() + b"\n")
-        log.error("run %s not committed: %s", config.run_id, errors[0])
-        return url
+        return _refuse(config, report, errors)
+    if not config.overwrite and manifest.exists(config.output):
+        return _refuse(config, report, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was "
+                                        "working; pass --overwrite to replace it"])
+    if absent := _absent_shards(config.output, result):
+        return _refuse(config, report, absent)
+    before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
+    result = dataclasses.replace(result, created=result.created or manifest.now())
+    lease.pause("commit.checked")
+    lease.check(config.output, config.run_id)
     url = manifest.write(config.output, result)
     log.info("committed %s", url)
-    _remove_stale_runs(config.output, keep=config.run_id)
+    lease.pause("commit.written")
+    manifest.write_run_copy(config.output, config.run_id, result)
+    lease.pause("commit.copied")
+    lease.check(config.output, config.run_id)
+    retention.remove_stale_runs(config.output, current=result.run_ids, committed=before, keep_previous=config.keep_previous)
     return url
 
 
@@ -201,10 +230,3 @@ def _absent_shards(root: str, result: manifest.Manifest) -> list[str]:
                 problems.append(f"{shard.path} is {found} at commit, expected {shard.num_bytes} bytes: was the run "
                                 "folder removed by another run on the same --output? Run one re-shard per output at a time")
     return problems
-
-
-def _remove_stale_runs(root: str, *, keep: str) -> None:
-    """After a commit, removes run folders the manifest no longer names (old data, crashed runs)."""
-    for name in fs.listdir(root):
-        if naming.is_run_id(name) and name != keep:
-            fs.remove(naming.join(root, name), recursive=True)

@@ -5,10 +5,11 @@ import dataclasses
 from typing import Any
 
 from shardprep import planning
+from shardprep.errors import SchemaError, UsageError
+from shardprep.naming import COMPRESSIONS
+from shardprep.schema import EXTRA_FIELDS
 
-__all__ = ["ReshardConfig"]
-
-COMPRESSIONS = ("none", "gzip")
+__all__ = ["COMPRESSIONS", "ReshardConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +34,13 @@ class ReshardConfig:
     target_shard_bytes: int = planning.DEFAULT_TARGET_SHARD_BYTES
     max_bad_records: int = 0
     overwrite: bool = False
+    keep_previous: int = 1  # committed runs kept besides the new one, for readers of older manifests
     extra_fields: str = "reject"
     batch_records: int = 20_000
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
-            raise ValueError(f"--compression {self.compression!r}: expected one of {', '.join(COMPRESSIONS)}")
+            raise UsageError(f"--compression {self.compression!r}: expected one of {', '.join(COMPRESSIONS)}")
         if self.num_shards is None and self.workers is None:
             raise planning.PlanError("give --num-shards N or --workers W (or both, with W dividing N)")
         if self.num_shards is not None:
@@ -50,14 +52,17 @@ class ReshardConfig:
                 raise planning.PlanError("--shards-per-worker goes with --workers and without --num-shards")
             if self.shards_per_worker < 1:
                 raise planning.PlanError(f"--shards-per-worker {self.shards_per_worker}: expected at least 1")
+        if self.keep_previous < 0:
+            raise UsageError(f"--keep-previous {self.keep_previous}: expected 0 or more")
         if self.max_bad_records < 0:
-            raise ValueError(f"--max-bad-records {self.max_bad_records}: expected 0 or more")
+            raise UsageError(f"--max-bad-records {self.max_bad_records}: expected 0 or more")
         if self.target_shard_bytes < 1:
-            raise ValueError(f"target shard size {self.target_shard_bytes}: expected at least 1 byte")
+            raise UsageError(f"--target-shard-mb {self.target_shard_bytes / 2**20:g}: expected a size above 0 "
+                             f"(e.g. --target-shard-mb 128)")
         if not self.features:
-            raise ValueError("the schema has no features")
-        if self.extra_fields not in ("reject", "ignore"):
-            raise ValueError(f"extra_fields {self.extra_fields!r}: expected reject or ignore")
+            raise SchemaError("the schema has no features: give a --schema with at least one feature")
+        if self.extra_fields not in EXTRA_FIELDS:
+            raise UsageError(f"extra_fields {self.extra_fields!r}: expected one of {', '.join(EXTRA_FIELDS)}")
 
     @property
     def gzip(self) -> bool:

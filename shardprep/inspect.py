@@ -2,29 +2,26 @@
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import itertools
 import json
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, codec, fs, manifest, naming, planning, tfrecord
+from shardprep import cli, manifest, planning, shard_reader
+from shardprep.example import decode_example
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
 
 
 def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> list[dict]:
-    """The first ``count`` records of the split's first shard, decoded."""
+    """The first ``count`` records of the split's first shard, decoded (read as ``verify`` reads shards)."""
     shards = m.splits[split].shards
     if not shards or count < 1:
         return []
-    data = fs.read_bytes(naming.join(root, shards[0].path))
-    if m.compression == "gzip":
-        data = gzip.decompress(data)
-    records = itertools.islice(tfrecord.read_records(io.BytesIO(data), check_crc=True), count)
-    return [codec.decode_example(r) for r in records]
+    with shard_reader.open_shard(root, shards[0].path, limit=shards[0].num_bytes) as stream:
+        records = itertools.islice(shard_reader.records(stream, compression=m.compression), count)
+        return [decode_example(r) for r in records]
 
 
 def _show(value: list) -> str:

@@ -1,6 +1,6 @@
 """The manifest (version 1): the data set's commit marker and its complete accounting.
 
-Key names are the contract of DESIGN.md section 5. ``load`` refuses unknown versions and shard
+Key names are the contract of docs/design.md ("Manifest"). ``load`` refuses unknown versions and shard
 paths that escape the data set folder, so no reader ever follows a manifest outside it.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 import posixpath
 from typing import Any
 
-from shardprep import fs, naming
+from shardprep import __version__, fs, naming, schema
+from shardprep.errors import ManifestError, SchemaError
 
 __all__ = [
     "FORMAT",
@@ -25,17 +26,16 @@ __all__ = [
     "SplitInfo",
     "exists",
     "load",
+    "now",
     "problems",
+    "run_copy_path",
     "write",
+    "write_run_copy",
 ]
 
-FORMAT = "shardprep.manifest"
+FORMAT = naming.MANIFEST_FORMAT
 VERSION = 1
-TOOL_VERSION = "0.1.0"
-
-
-class ManifestError(ValueError):
-    """A manifest that is missing, unreadable or unsafe to follow."""
+TOOL_VERSION = __version__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +98,7 @@ class Manifest:
         return {p.split("/", 1)[0] for p in [*paths, *self.rejected.paths]}
 
     def to_json(self) -> dict[str, Any]:
-        created = self.created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        created = self.created or now()
         return {
             "format": self.format,
             "version": self.version,
@@ -127,7 +127,8 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Manifest:
+    def from_json(cls, doc: Any) -> Manifest:
+        """Parses and validates a manifest document; ``ManifestError`` names the first bad field."""
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ManifestError(f"not a shardprep manifest (format is {doc.get('format') if isinstance(doc, dict) else None!r})")
         if type(doc.get("version")) is not int or doc["version"] != VERSION:  # JSON true == 1 in Python
@@ -136,36 +137,90 @@ class Manifest:
                 f"{VERSION}): upgrade shardprep or re-create the data set"
             )
         try:
-            splits = {
-                name: SplitInfo(
-                    int(s["num_records"]),
-                    int(s["num_bytes"]),
-                    tuple(ShardInfo(str(x["path"]), int(x["num_records"]), int(x["num_bytes"]), str(x["crc32c"])) for x in s["shards"]),
-                )
-                for name, s in doc["splits"].items()
-            }
-            rej = doc.get("rejected") or {}
-            acc = doc["accounting"]
-            manifest = cls(
-                features=dict(doc["features"]),
-                splits=splits,
-                sources=tuple(SourceInfo(**s) for s in doc.get("sources", [])),
-                rejected=RejectedInfo(int(rej.get("num_records", 0)), tuple(rej.get("paths", ())), dict(rej.get("by_reason", {}))),
-                accounting=Accounting(int(acc["read"]), int(acc["written"]), int(acc["rejected"])),
-                seed=int(doc["seed"]),
-                shuffled=bool(doc["shuffled"]),
-                compression=str(doc.get("compression", "none")),
-                record_type=str(doc.get("record_type", "tf.train.Example")),
-                created=str(doc.get("created", "")),
-                tool_version=str(doc.get("tool_version", "")),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ManifestError(f"manifest is malformed: {type(e).__name__}: {e}") from None
+            features = schema.schema_to_json(schema.schema_from_json(doc.get("features")))
+        except SchemaError as e:
+            raise ManifestError(f"manifest features: {e}") from None
+        splits_doc = _field(doc, "splits", dict)
+        if not splits_doc:
+            raise ManifestError("manifest splits is empty: a data set has at least one split")
+        splits = {}
+        for name, s in splits_doc.items():
+            where = f"splits.{name}"
+            try:
+                naming.validate_split_name(name)
+            except ValueError as e:
+                raise ManifestError(f"manifest {where}: {e}") from None
+            s = _field(splits_doc, name, dict, "splits")
+            shards = tuple(_shard(x, f"{where}.shards[{i}]") for i, x in enumerate(_field(s, "shards", list, where)))
+            splits[name] = SplitInfo(_count(s, "num_records", where), _count(s, "num_bytes", where), shards)
+        rej = _field(doc, "rejected", dict) if "rejected" in doc else {}
+        by_reason = _field(rej, "by_reason", dict, "rejected") if "by_reason" in rej else {}
+        acc = _field(doc, "accounting", dict)
+        manifest = cls(
+            features=features,
+            splits=splits,
+            sources=tuple(_source(x, f"sources[{i}]") for i, x in enumerate(_field(doc, "sources", list) if "sources" in doc else [])),
+            rejected=RejectedInfo(
+                _count(rej, "num_records", "rejected") if "num_records" in rej else 0,
+                tuple(_text(p, f"rejected.paths[{i}]") for i, p in enumerate(_field(rej, "paths", list, "rejected") if "paths" in rej else [])),
+                {_text(k, "rejected.by_reason"): _count(by_reason, k, "rejected.by_reason") for k in by_reason},
+            ),
+            accounting=Accounting(*(_count(acc, k, "accounting") for k in ("read", "written", "rejected"))),
+            seed=_field(doc, "seed", int),
+            shuffled=_field(doc, "shuffled", bool),
+            compression=_field(doc, "compression", str) if "compression" in doc else "none",
+            record_type=_field(doc, "record_type", str) if "record_type" in doc else "tf.train.Example",
+            created=str(doc.get("created", "")),
+            tool_version=str(doc.get("tool_version", "")),
+        )
         for path in [s.path for split in manifest.splits.values() for s in split.shards] + list(manifest.rejected.paths):
             _check_relative(path)
-        if manifest.compression not in ("none", "gzip"):
+        if manifest.compression not in naming.COMPRESSIONS:
             raise ManifestError(f"manifest compression {manifest.compression!r} is not none or gzip")
         return manifest
+
+
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "true or false"}
+
+
+def _field(doc: dict, key: str, kind: type, where: str = "") -> Any:
+    """``doc[key]`` if it is exactly of ``kind`` (an int is never a bool here, nor a bool an int)."""
+    name = f"{where}.{key}" if where else key
+    if key not in doc:
+        raise ManifestError(f"manifest is malformed: {name} is missing")
+    value = doc[key]
+    if type(value) is not kind:
+        raise ManifestError(f"manifest is malformed: {name} is {json.dumps(value)[:40]}, expected {_TYPE_NAMES[kind]}")
+    return value
+
+
+def _count(doc: dict, key: str, where: str) -> int:
+    value = doc.get(key)
+    if type(value) is not int or value < 0:  # refuses true, 9022.9, " 9022 ", -1
+        shown = json.dumps(value)[:40] if key in doc else "missing"
+        raise ManifestError(f"manifest is malformed: {where}.{key} is {shown}, expected a non-negative integer")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if type(value) is not str:
+        raise ManifestError(f"manifest is malformed: {where} is {json.dumps(value)[:40]}, expected a string")
+    return value
+
+
+def _shard(x: Any, where: str) -> ShardInfo:
+    if type(x) is not dict:
+        raise ManifestError(f"manifest is malformed: {where} is not an object")
+    crc = _field(x, "crc32c", str, where)
+    if len(crc) != 8 or any(c not in "0123456789abcdef" for c in crc):
+        raise ManifestError(f"manifest is malformed: {where}.crc32c is {crc[:20]!r}, expected 8 lower-case hex digits")
+    return ShardInfo(_field(x, "path", str, where), _count(x, "num_records", where), _count(x, "num_bytes", where), crc)
+
+
+def _source(x: Any, where: str) -> SourceInfo:
+    if type(x) is not dict:
+        raise ManifestError(f"manifest is malformed: {where} is not an object")
+    return SourceInfo(_field(x, "uri", str, where), *(_count(x, k, where) for k in ("num_bytes", "num_records", "num_rejected")))
 
 
 def _check_relative(path: str) -> None:
@@ -188,34 +243,69 @@ def exists(root: str) -> bool:
     return fs.exists(naming.join(root, naming.MANIFEST))
 
 
-def load(root: str) -> Manifest:
-    """Reads and validates ``root/manifest.json``."""
-    url = naming.join(root, naming.MANIFEST)
+def now() -> str:
+    """The ``created`` time stamp of a manifest written now."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_copy_path(run_id: str) -> str:
+    """Where a committed run keeps a copy of its manifest, relative to the data set folder."""
+    return f"{run_id}/{naming.MANIFEST}"
+
+
+def load(root: str, *, run_id: str | None = None) -> Manifest:
+    """Reads and validates ``root/manifest.json``, or with ``run_id`` the copy that run kept.
+
+    A reader that must not switch data sets mid-way (a trainer resuming from a checkpoint) records
+    the run id of the manifest it started with (``Manifest.run_ids``) and later loads that run's
+    copy: its paths are relative to ``root`` like the current manifest's, and its shards stay
+    until ``--keep-previous`` later commits or ``python -m shardprep.clean`` remove them.
+    """
+    url = naming.join(root, run_copy_path(run_id) if run_id else naming.MANIFEST)
     try:
         raw = fs.read_bytes(url)
     except FileNotFoundError:
+        if run_id:
+            raise ManifestError(
+                f"no manifest of run {run_id} at {url}: the run was removed by a later commit (see --keep-previous) "
+                f"or by shardprep.clean, or never committed"
+            ) from None
         raise ManifestError(
             f"no manifest at {url}: this folder holds no finished data set (a run that did not "
             f"finish writes none); run `python -m shardprep.run ... --output {root}` first"
         ) from None
     try:
         doc = json.loads(raw)
-    except ValueError as e:
-        raise ManifestError(f"{url} is not valid JSON: {e}") from None
-    return Manifest.from_json(doc)
+    except (ValueError, RecursionError) as e:
+        raise ManifestError(f"{url} is not valid JSON: {type(e).__name__}: {str(e)[:200]}") from None
+    result = Manifest.from_json(doc)
+    if run_id and result.run_ids != {run_id}:
+        raise ManifestError(f"{url} names the files of runs {sorted(result.run_ids)}, not of run {run_id}")
+    return result
+
+
+def _encode(manifest: Manifest) -> bytes:
+    return json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode() + b"\n"
 
 
 def write(root: str, manifest: Manifest) -> str:
     """Writes the manifest atomically: the commit point of a run. Returns its URL."""
     url = naming.join(root, naming.MANIFEST)
-    data = json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode() + b"\n"
     with fs.write_atomic(url) as f:
-        f.write(data)
+        f.write(_encode(manifest))
+    return url
+
+
+def write_run_copy(root: str, run_id: str, manifest: Manifest) -> str:
+    """Writes the run's own copy of its manifest (give ``manifest.created`` so both copies match)."""
+    url = naming.join(root, run_copy_path(run_id))
+    with fs.write_atomic(url) as f:
+        f.write(_encode(manifest))
     return url
 
 
 def problems(manifest: Manifest) -> list[str]:
-    """Invariant violations (DESIGN.md section 5), one readable line each; empty when sound."""
+    """Invariant violations (docs/design.md, "Manifest"), one readable line each; empty when sound."""
     out = []
     acc = manifest.accounting
     if acc.read != acc.written + acc.rejected:
@@ -225,6 +315,7 @@ def problems(manifest: Manifest) -> list[str]:
         out.append(f"accounting: written {acc.written} but the splits hold {written} records")
     if manifest.rejected.num_records != acc.rejected:
         out.append(f"accounting: rejected {acc.rejected} but the dead letters hold {manifest.rejected.num_records}")
+    out.extend(_repeated_shards(manifest))
     for name, split in manifest.splits.items():
         counts = [s.num_records for s in split.shards]
         if not counts:
@@ -236,4 +327,24 @@ def problems(manifest: Manifest) -> list[str]:
             out.append(f"split {name!r}: shards hold {sum(counts)} records, the split says {split.num_records}")
         if sum(s.num_bytes for s in split.shards) != split.num_bytes:
             out.append(f"split {name!r}: shard bytes do not add up to the split's num_bytes")
+    return out
+
+
+def _repeated_shards(manifest: Manifest) -> list[str]:
+    """A shard listed twice (another is then never read), or the same content in two places (an
+    eval split that is a copy of train's shards: evaluation on training data)."""
+    out = []
+    by_path: dict[str, str] = {}
+    by_content: dict[tuple[str, int, int], str] = {}
+    for name, split in manifest.splits.items():
+        for i, shard in enumerate(split.shards):
+            here = f"{name}[{i}]"
+            if shard.path in by_path:
+                out.append(f"{shard.path} is listed twice ({by_path[shard.path]} and {here})")
+                continue
+            by_path[shard.path] = here
+            key = (shard.crc32c, shard.num_bytes, shard.num_records)
+            if shard.num_records and key in by_content:
+                out.append(f"{shard.path} ({here}) has the same crc32c, size and records as {by_content[key]}")
+            by_content.setdefault(key, f"{shard.path} ({here})")
     return out

@@ -1,7 +1,7 @@
 """Every file name of a data set, formatted and parsed in one place.
 
 Writers, the manifest and readers never build names by hand (as TFDS ``naming.py``).
-Layout (DESIGN.md section 4)::
+Layout (docs/design.md, "Output layout and commit protocol")::
 
     DIR/manifest.json
     DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
@@ -15,8 +15,12 @@ import datetime
 import re
 import secrets
 
+from shardprep.errors import PlanError
+
 __all__ = [
+    "COMPRESSIONS",
     "MANIFEST",
+    "MANIFEST_FORMAT",
     "REJECTED",
     "ShardName",
     "is_run_id",
@@ -31,6 +35,8 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "shardprep.manifest"  # the manifest's "format" key: what tells it from any other JSON
+COMPRESSIONS = ("none", "gzip")  # shard compressions; "gzip" adds the ".gz" suffix
 REJECTED = "rejected"
 REPORT = "report.json"
 _SPLIT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -52,9 +58,9 @@ class ShardName:
 
 
 def validate_split_name(name: str) -> str:
-    """Returns ``name`` if it can be a split name (lower case, digits, underscore)."""
+    """Returns ``name`` if it can be a split name (lower case, digits, underscore); else PlanError."""
     if not _SPLIT_RE.match(name) or name == REJECTED:
-        raise ValueError(
+        raise PlanError(
             f"split name {name!r} is not valid: use lower-case letters, digits and '_', "
             f"starting with a letter (and not {REJECTED!r}), e.g. train=0.9,eval=0.1"
         )

@@ -9,8 +9,10 @@ import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from shardprep import naming
+from shardprep.errors import PlanError
 
 __all__ = [
     "DEFAULT_TARGET_SHARD_BYTES",
@@ -30,10 +32,6 @@ __all__ = [
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 _HASH_SPACE = 1 << 64
-
-
-class PlanError(ValueError):
-    """A plan that cannot work, with what to do instead in the message."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +150,12 @@ def choose_num_shards(
     return n
 
 
-def shard_of(position: int, num_shards: int) -> tuple[int, int]:
-    """(shard, order within the shard) of a permuted position: records are dealt round-robin."""
+def shard_of(position: Any, num_shards: Any) -> tuple[Any, Any]:
+    """(shard, order within the shard) of a permuted position: records are dealt round-robin.
+
+    The one home of the rule: it takes ints, or numpy arrays of positions with a numpy count (the
+    pipeline deals a whole batch at once), and gives floor(n/N) or ceil(n/N) records per shard.
+    """
     return position % num_shards, position // num_shards
 
 

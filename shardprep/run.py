@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from pipelines import reshard
-from shardprep import cli, config, fs, manifest, naming, planning, schema, sources
+from shardprep import cli, config, formats, fs, lease, manifest, naming, planning, schema
+from shardprep.errors import InputError, RunError, UsageError
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
@@ -39,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     io.add_argument("--input", action="append", required=True, metavar="GLOB",
                     help="input files: a path, glob or URL (gs://, file://); repeat to combine several")
     io.add_argument("--output", required=True, metavar="DIR", help="data set folder (local, NFS or gs://)")
-    io.add_argument("--format", default="auto", choices=("auto", *sources.FORMATS),
+    io.add_argument("--format", default="auto", choices=("auto", *formats.FORMATS),
                     help="input format; auto picks it from each file's extension (.csv .jsonl .parquet .tfrecord, "
                     "each optionally .gz) (default: %(default)s)")
     io.add_argument("--schema", metavar="FILE.json",
@@ -47,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
                     "records of the first files. Fields not in a given schema are dropped")
     io.add_argument("--overwrite", action="store_true",
                     help="replace a finished data set in DIR (default: refuse before reading any input)")
+    io.add_argument("--keep-previous", type=int, default=1, metavar="N",
+                    help="committed runs kept besides the new one, so trainers reading them finish (default: %(default)s)")
     io.add_argument("--compression", default="none", choices=config.COMPRESSIONS, help="shard compression (default: none)")
     sh = p.add_argument_group("sharding")
     sh.add_argument("--num-shards", type=int, metavar="N", help="shards per split")
@@ -81,29 +84,29 @@ def parser() -> argparse.ArgumentParser:
 def _refuse_finished(output: str, overwrite: bool) -> None:
     """Refuses to replace a finished data set, before any input is read."""
     if not overwrite and manifest.exists(output):
-        raise cli.UsageError(
+        raise UsageError(
             f"{naming.join(output, naming.MANIFEST)} exists: {output} already holds a finished data set; "
             f"pass --overwrite to replace it or choose another --output"
         )
 
 
-def _refuse_output_in_input(output: str, files: Sequence[sources.InputFile]) -> None:
+def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> None:
     """Refuses an output folder that the input globs reach (a rerun would read its own shards)."""
     root = (os.path.abspath(output) if fs.is_local(output) else output).rstrip("/") + "/"
     inside = [f.url for f in files if f.url.startswith(root)]
     if inside:
-        raise cli.UsageError(
+        raise UsageError(
             f"--output {output} is inside the input: {inside[0]} matches --input; write the data set elsewhere "
             f"or narrow the --input glob"
         )
 
 
-def _schema(args: argparse.Namespace, files: Sequence[sources.InputFile]) -> tuple[schema.Schema, str]:
+def _schema(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> tuple[schema.Schema, str]:
     if args.schema:
         return schema.load_schema(args.schema), "ignore"
-    rows = sources.sample_rows(files)
+    rows = formats.sample_rows(files)
     if not rows:
-        raise sources.InputError(
+        raise InputError(
             "found no valid records to infer a schema from in the first input files (they are empty, hold only a "
             "header, or every record is bad); check --input, or give --schema to send bad records to the dead letters"
         )
@@ -115,14 +118,17 @@ def _main(argv: Sequence[str] | None) -> int:
     cli.configure_logging(args.verbose)
     for flag in beam_args:
         if flag.startswith("--") and "-" in flag[2:].split("=")[0]:
-            raise cli.UsageError(f"unknown flag {flag} (Beam flags use underscores, e.g. --direct_num_workers); see --help")
+            raise UsageError(f"unknown flag {flag} (Beam flags use underscores, e.g. --direct_num_workers); see --help")
+    for flag, value, example in (("--unit-mb", args.unit_mb, 64), ("--target-shard-mb", args.target_shard_mb, 128)):
+        if not value > 0:  # before any input is read
+            raise UsageError(f"{flag} {value:g}: expected a size above 0 (e.g. {flag} {example})")
     splits = planning.parse_splits(args.split)
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
     _refuse_finished(args.output, args.overwrite)
-    files = sources.expand_inputs(args.input, args.format)
+    files = formats.expand_inputs(args.input, args.format)
     _refuse_output_in_input(args.output, files)
-    units = sources.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024))
+    units = formats.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024))
     features, extra = _schema(args, files)
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,
@@ -139,35 +145,34 @@ def _main(argv: Sequence[str] | None) -> int:
         target_shard_bytes=int(args.target_shard_mb * 1024 * 1024),
         max_bad_records=args.max_bad_records,
         overwrite=args.overwrite,
+        keep_previous=args.keep_previous,
         extra_fields=extra,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
-    ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
-                      dask_address=args.dask_address, dask_workers=args.dask_workers)
-    if not ran:
-        print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
-        return 0
-    return _finish(cfg)
+    with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
+        ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
+                          dask_address=args.dask_address, dask_workers=args.dask_workers)
+        if not ran:
+            print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
+            return 0
+        return _finish(cfg)
 
 
 def _finish(cfg: config.ReshardConfig) -> int:
-    """Reads back what the commit step wrote: the manifest of this run, or its report."""
+    """Reads back what the commit step wrote: the manifest of this run, or its report (RunError)."""
     import json
 
     report_url = naming.join(cfg.output, naming.report_path(cfg.run_id))
     if fs.exists(report_url):
         report = json.loads(fs.read_bytes(report_url))
         errors = report.get("errors") or ["unknown failure"]
-        print(f"shardprep.run: error: {errors[0]} (report: {report_url})", file=sys.stderr)
-        return 1
+        raise RunError(f"{errors[0]} (report: {report_url})")
     if not manifest.exists(cfg.output):
-        print(f"shardprep.run: error: the pipeline finished but wrote no manifest to {cfg.output}", file=sys.stderr)
-        return 1
+        raise RunError(f"the pipeline finished but wrote no manifest to {cfg.output}")
     result = manifest.load(cfg.output)
     if cfg.run_id not in result.run_ids:
-        print(f"shardprep.run: error: {cfg.output}/manifest.json belongs to another run", file=sys.stderr)
-        return 1
+        raise RunError(f"{naming.join(cfg.output, naming.MANIFEST)} belongs to another run")
     print_summary(cfg.output, result)
     return 0
 

@@ -27,9 +27,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shardprep import fs
+from shardprep.errors import SchemaError
+from shardprep.naming import MANIFEST_FORMAT
 
 __all__ = [
     "DTYPES",
+    "EXTRA_FIELDS",
     "INT64_MAX",
     "INT64_MIN",
     "FeatureSpec",
@@ -42,13 +45,10 @@ __all__ = [
 ]
 
 DTYPES = ("int64", "float32", "string")
+EXTRA_FIELDS = ("reject", "ignore")  # what a field outside the schema does to its row: --extra-fields
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-_MANIFEST_FORMAT = "shardprep.manifest"
-
-
-class SchemaError(ValueError):
-    """A schema that is malformed, or one that cannot be inferred from the data."""
+_MANIFEST_FORMAT = MANIFEST_FORMAT
 
 
 @dataclasses.dataclass(frozen=True)

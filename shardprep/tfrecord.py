@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 import google_crc32c
 
-__all__ = ["CorruptRecordError", "frame", "frame_all", "mask", "masked_crc", "read_records", "scan_records"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["CorruptRecordError", "FramedBatch", "frame", "frame_all", "mask", "masked_crc", "read_records",
+           "scan_records"]
+
+
+class FramedBatch(NamedTuple):
+    """Framed TFRecords back to back (``blob``) and the end offset of each (``ends``, uint64)."""
+
+    blob: bytes | bytearray
+    ends: np.ndarray
 
 
 class CorruptRecordError(ValueError):

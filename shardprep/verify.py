@@ -1,24 +1,25 @@
 """``python -m shardprep.verify DIR``: proves a data set is whole before anyone trains on it.
 
-Checks the manifest's invariants, then every shard: present, size, whole-file crc32c, and (on
-local paths, or with --deep anywhere) every record's CRCs and the record count. On object stores
-the crc32c that the store keeps for every object is compared first, without downloading.
+Checks the manifest's invariants (no shard listed twice, no split made of another's shards), then
+every shard: a regular file inside DIR (no link outside, no FIFO or device), size, whole-file
+crc32c, every record's CRCs and the record count, and the first records decoded against the
+manifest's features (every record with --deep). On object stores the crc32c that the store keeps
+for every object is compared without downloading; --deep downloads and checks everything.
 """
 from __future__ import annotations
 
 import argparse
 import base64
 import concurrent.futures
-import gzip
-import io
+import functools
+import os
 import sys
 from collections.abc import Sequence
 
-import google_crc32c
+from shardprep import cli, fs, manifest, naming, shard_reader, tfrecord
+from shardprep.example import RecordError, decode_example
 
-from shardprep import cli, fs, manifest, naming, tfrecord
-
-__all__ = ["main", "shard_problems", "verify"]
+__all__ = ["feature_problems", "main", "shard_problems", "verify"]
 
 
 def _stored_crc32c(info: dict) -> str | None:
@@ -29,20 +30,73 @@ def _stored_crc32c(info: dict) -> str | None:
     return base64.b64decode(value).hex() if not all(c in "0123456789abcdef" for c in str(value)) else str(value)
 
 
-def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, deep: bool) -> list[str]:
-    """Everything wrong with one shard, one line each; empty when it is sound."""
+_KINDS = {int: "int64", float: "float32", bytes: "string"}
+SAMPLE_RECORDS = 16  # records per shard decoded against the manifest's features without --deep
+
+
+def feature_problems(example: dict[str, list], features: dict[str, dict]) -> list[str]:
+    """How a decoded Example differs from the manifest's features (name, dtype, shape); empty if it fits."""
+    out = [f"feature {name!r} is missing" for name in sorted(set(features) - set(example))]
+    out += [f"feature {name!r} is not in the manifest" for name in sorted(set(example) - set(features))]
+    for name in sorted(set(features) & set(example)):
+        values, spec = example[name], features[name]
+        kinds = {_KINDS.get(type(v), type(v).__name__) for v in values}
+        if kinds - {spec["dtype"]}:
+            out.append(f"feature {name!r} holds {'/'.join(sorted(kinds))}, the manifest says {spec['dtype']}")
+        want = 1 if spec["shape"] == [] else spec["shape"][0]
+        if want != -1 and len(values) != want:
+            out.append(f"feature {name!r} holds {len(values)} values, the manifest's shape {spec['shape']} needs {want}")
+    return out
+
+
+def _content_problems(stream: shard_reader.ShardStream, shard: manifest.ShardInfo, *, compression: str,
+                      features: dict[str, dict], decode: int | None) -> list[str]:
+    """Reads the records (CRCs, count) and decodes the first ``decode`` (None: all) against the features."""
+    count, error, mismatch = 0, None, None
+    try:
+        for record in shard_reader.records(stream, compression=compression):
+            if mismatch is None and (decode is None or count < decode):
+                try:
+                    found = feature_problems(decode_example(record), features)
+                except RecordError as e:
+                    found = [f"not a tf.train.Example ({e})"]
+                if found:
+                    more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+                    mismatch = f"{shard.path}: record {count}: {found[0]}{more}"
+            count += 1
+    except (tfrecord.CorruptRecordError, OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        error = f"{shard.path}: {e}"
+    if not stream.drain():
+        return [f"{shard.path}: longer than the manifest's {shard.num_bytes} bytes"]
+    if stream.crc32c != shard.crc32c:
+        return [f"{shard.path}: crc32c {stream.crc32c}, the manifest says {shard.crc32c} (the file is corrupt)"]
+    if error or mismatch:
+        return [error or mismatch]
+    if count != shard.num_records:
+        return [f"{shard.path}: {count} records, the manifest says {shard.num_records}"]
+    return []
+
+
+def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, deep: bool,
+                   features: dict[str, dict] | None = None) -> list[str]:
+    """Everything wrong with one shard, one line each; empty when it is sound.
+
+    Locally every byte and record is read (regular files inside DIR only) and the first records are
+    decoded against ``features`` (all of them with ``deep``). On object stores the store's crc32c is
+    compared without downloading; ``deep`` downloads and checks everything.
+    """
     url = naming.join(root, shard.path)
-    if fs.is_local(url):
-        if not fs.exists(url):
-            return [f"{shard.path}: missing"]
-        size = fs.size(url)
-    else:  # one metadata request: size and the store's checksum, nothing downloaded
-        filesystem, path = fs.filesystem(url)
-        try:
+    try:
+        if fs.is_local(url):
+            size = shard_reader.check_local(root, shard.path)
+        else:  # one metadata request: size and the store's checksum, nothing downloaded
+            filesystem, path = fs.filesystem(url)
             info = filesystem.info(path)
-        except FileNotFoundError:
-            return [f"{shard.path}: missing"]
-        size = int(info.get("size", -1))
+            size = int(info.get("size", -1))
+    except FileNotFoundError:
+        return [f"{shard.path}: missing"]
+    except shard_reader.ShardReadError as e:
+        return [str(e)]
     if size != shard.num_bytes:
         return [f"{shard.path}: {size} bytes, the manifest says {shard.num_bytes} (truncated or replaced)"]
     if not fs.is_local(url):
@@ -51,39 +105,66 @@ def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, de
             return [f"{shard.path}: crc32c {stored} (stored), the manifest says {shard.crc32c}"]
         if stored is not None and not deep:
             return []
-    data = fs.read_bytes(url)
-    crc = f"{google_crc32c.value(data):08x}"
-    if crc != shard.crc32c:
-        return [f"{shard.path}: crc32c {crc}, the manifest says {shard.crc32c} (the file is corrupt)"]
     try:
-        if compression == "gzip":
-            data = gzip.decompress(data)
-        count = sum(1 for _ in tfrecord.read_records(io.BytesIO(data), check_crc=True))
-    except (tfrecord.CorruptRecordError, OSError, EOFError) as e:
-        return [f"{shard.path}: {e}"]
-    if count != shard.num_records:
-        return [f"{shard.path}: {count} records, the manifest says {shard.num_records}"]
-    return []
+        with shard_reader.open_shard(root, shard.path, limit=shard.num_bytes) as stream:
+            return _content_problems(stream, shard, compression=compression, features=features or {},
+                                     decode=None if deep else (SAMPLE_RECORDS if features else 0))
+    except FileNotFoundError:
+        return [f"{shard.path}: missing"]
+    except shard_reader.ShardReadError as e:
+        return [str(e)]
+
+
+def _listing_problems(root: str, m: manifest.Manifest) -> list[str]:
+    """Locally: two manifest entries that are one file (hard links, symlinks), and run folders that are links."""
+    if not fs.is_local(root):
+        return []
+    out, seen = [], {}
+    for run in sorted(m.run_ids):
+        if os.path.islink(naming.join(root, run)):
+            out.append(f"{run}: the run folder is a symlink (to {os.path.realpath(naming.join(root, run))}): refusing it")
+    for name, split in m.splits.items():
+        for shard in split.shards:
+            try:
+                st = os.stat(naming.join(root, shard.path))
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                out.append(f"{shard.path} ({name}) is the same file as {seen[key]}")
+            else:
+                seen[key] = f"{shard.path} ({name})"
+    return out
 
 
 def verify(root: str, *, deep: bool = False, jobs: int = 4) -> tuple[list[str], int, int]:
     """Returns (problems, shards checked, records covered)."""
     m = manifest.load(root)
-    problems = manifest.problems(m)
+    problems = manifest.problems(m) + _listing_problems(root, m)
     shards = [s for split in m.splits.values() for s in split.shards]
+    check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-        for found in pool.map(lambda s: shard_problems(root, s, compression=m.compression, deep=deep), shards):
+        for found in pool.map(check, shards):
             problems.extend(found)
     for path in m.rejected.paths:
-        if not fs.exists(naming.join(root, path)):
+        url = naming.join(root, path)
+        try:
+            if fs.is_local(url):
+                shard_reader.check_local(root, path)
+            elif not fs.exists(url):
+                raise FileNotFoundError(url)
+        except FileNotFoundError:
             problems.append(f"{path}: dead-letter file missing")
+        except shard_reader.ShardReadError as e:
+            problems.append(str(e))
     return problems, len(shards), sum(s.num_records for s in shards)
 
 
 def _main(argv: Sequence[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m shardprep.verify", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     p.add_argument("dir", metavar="DIR", help="data set folder (local, NFS or gs://)")
-    p.add_argument("--deep", action="store_true", help="on object stores, also download and check every record")
+    p.add_argument("--deep", action="store_true", help="decode every record against the features (default: the first few of each shard); "
+                   "on object stores, also download and check every record")
     p.add_argument("--jobs", type=int, default=4, help="shards checked in parallel (default: %(default)s)")
     args = p.parse_args(argv)
     problems, n_shards, n_records = verify(args.dir, deep=args.deep, jobs=args.jobs)

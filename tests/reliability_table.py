@@ -104,7 +104,7 @@ def corruption_table() -> list[str]:
             try:
                 corruption._preflight(copy)
                 pre = "passes (content is left to `verify`)"
-            except preflight.InputError as e:
+            except preflight.DataSetError as e:
                 pre = "refuses: `" + _md(str(e).replace(str(copy), "DIR").replace(shard.split("/", 1)[0], "<run>"))[:90] + "...`"
             rows.append(f"| {_md(damage.what)} | exit {code}: `{_md(line)}` | {pre} |")
     return rows

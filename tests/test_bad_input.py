@@ -29,7 +29,7 @@ from unittest import mock
 import pytest
 
 from conftest import run_cli
-from shardprep import codec, fs, manifest, run, schema, tfrecord, verify
+from shardprep import example, fs, manifest, run, schema, tfrecord, verify
 
 # --- outcomes --------------------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ def gzip_truncated(name: str, data: bytes, keep: float = 0.6) -> Callable[[Path]
 
 
 def _records(n: int = 10) -> list[bytes]:
-    encode = codec.example_encoder(schema.schema_from_json(SCHEMA))
+    encode = example.example_encoder(schema.schema_from_json(SCHEMA))
     return [encode({"id": i, "x": i / 10, "text": f"text {i}"}) for i in range(n)]
 
 
@@ -260,7 +260,7 @@ def _decoded(out: Path) -> list[dict]:
             data = fs.read_bytes(str(out / s.path))
             if m.compression == "gzip":
                 data = gzip.decompress(data)
-            rows += [codec.decode_example(r) for r in tfrecord.read_records(io.BytesIO(data))]
+            rows += [example.decode_example(r) for r in tfrecord.read_records(io.BytesIO(data))]
     return rows
 
 

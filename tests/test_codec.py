@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import codec
-from shardprep.codec import RecordError, decode_example, example_encoder
+from shardprep.example import RecordError, decode_example, encoder, example_encoder
 from shardprep.schema import FeatureSpec
 from shardprep.tfrecord import CorruptRecordError, frame, frame_all, masked_crc, read_records
 
@@ -329,7 +328,7 @@ def _outcome(encode, row):
 def test_generated_scalar_encoder_matches_the_generic_one(monkeypatch):
     """The generated all-scalar encoder gives the generic encoder's bytes, or its exact error."""
     fast = example_encoder(_SCALARS)
-    monkeypatch.setattr(codec, "_scalar_row_encoder", lambda *a, **k: None)
+    monkeypatch.setattr(encoder, "scalar_row_encoder", lambda *a, **k: None)
     generic = example_encoder(_SCALARS)
 
     @settings(max_examples=500, deadline=None)

@@ -165,7 +165,7 @@ def test_trainer_preflight(damage, copy) -> None:
     if damage.preflight_says is None:
         _preflight(copy)  # documented: content is verify's job (see the module docstring)
         return
-    with pytest.raises(preflight.InputError) as e:
+    with pytest.raises(preflight.DataSetError) as e:
         _preflight(copy)
     assert damage.preflight_says in str(e.value)
     assert shard in str(e.value) or "manifest" in str(e.value)

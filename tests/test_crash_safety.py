@@ -227,21 +227,23 @@ def test_sigkill_during_overwrite_keeps_the_old_data_set(source, reference, tmp_
     assert (out / "manifest.json").read_bytes() == before
     assert verify.verify(str(out))[0] == [] and _shard_bytes(out) == reference
     assert len([p for p in out.iterdir() if p.name.startswith("run-")]) == 2  # the old run and the killed one
+    old_runs = manifest.load(str(out)).run_ids
     run_cli("shardprep.run", *_args(source, out), "--overwrite", check=True)
     assert _shard_bytes(out) == reference
-    assert len([p for p in out.iterdir() if p.name.startswith("run-")]) == 1
+    # the new run, and the previous committed one kept for its readers (--keep-previous 1); the killed one is gone
+    assert {p.name for p in out.iterdir() if p.name.startswith("run-")} == manifest.load(str(out)).run_ids | old_runs
 
 
 def _committed_run(out: str, run_id: str, *, remove_second: bool = False) -> str:
     """Writes 2 real shards for ``run_id``, deletes the second if asked, then commits."""
-    from shardprep import codec, naming, tfrecord, writer
+    from shardprep import example, naming, tfrecord, writer
     from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
     from shardprep.config import ReshardConfig
     from shardprep.schema import FeatureSpec
 
     config = ReshardConfig(output=out, run_id=run_id, features={"x": {"dtype": "int64", "shape": []}},
                            sources=(("in.csv", 40),), num_shards=2, overwrite=True)
-    encode = codec.example_encoder({"x": FeatureSpec("int64", ())})
+    encode = example.example_encoder({"x": FeatureSpec("int64", ())})
     records = [tfrecord.frame(encode({"x": i})) for i in range(4)]
     facts: list = [UnitFact((0, 0), 0, 4, 0, (4,), ()), PlanFact(0, 4, sum(map(len, records)), 2)]
     for shard in range(2):

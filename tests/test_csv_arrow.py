@@ -1,6 +1,6 @@
 """The column-wise CSV path gives the same records and dead letters as the per-record path.
 
-``columnar`` is checked byte for byte against ``codec.example_encoder`` + ``tfrecord.frame``; the
+``columnar`` is checked byte for byte against ``example_encoder`` + ``tfrecord.frame``; the
 whole fast path (pyarrow parse, checks, fall-back with skip) against the per-record reading of the
 same unit, on random CSV text full of quotes, carriage returns, bad numbers and bad bytes.
 """
@@ -13,8 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import codec, columnar, csv_arrow, sources, tfrecord, transforms
+from shardprep import example, formats, tfrecord
 from shardprep.config import ReshardConfig
+from shardprep.example import columnar
+from shardprep.formats import csv_arrow
+from shardprep.graph.parse import Parse
 from shardprep.schema import FeatureSpec, schema_to_json
 
 F, I64, S = "float32", "int64", "string"
@@ -54,7 +57,7 @@ def _columns(schema, rows):
 @given(_batches())
 def test_columnar_gives_the_row_encoders_bytes(batch):
     schema, rows = batch
-    encode = codec.example_encoder(schema)
+    encode = example.example_encoder(schema)
     expected = [tfrecord.frame(encode(row)) for row in rows]
     blob, ends = columnar.encode_framed(schema, _columns(schema, rows), len(rows))
     assert bytes(blob) == b"".join(expected)
@@ -77,26 +80,26 @@ def _config(tmp_path, schema, extra_fields="reject", batch_records=20_000):
 
 def _reference(unit, schema, extra_fields):
     """The per-record path alone: framed records and (position, reason, detail) of bad ones."""
-    encode = codec.example_encoder(schema, extra_fields=extra_fields)
+    encode = example.example_encoder(schema, extra_fields=extra_fields)
     out = []
-    for position, row in sources.read_unit(unit):
-        if isinstance(row, sources.Bad):
+    for position, row in formats.read_unit(unit):
+        if isinstance(row, formats.Bad):
             out.append((position, row.reason, row.detail))
             continue
         try:
             out.append(tfrecord.frame(encode(row)))
-        except codec.RecordError as e:
+        except example.RecordError as e:
             out.append((position, e.reason, e.detail))
     return out
 
 
 def _through_parse(config, unit):
     """What ``_Parse`` reads from the unit: the fast path while it can, then the per-record path."""
-    parse = transforms._Parse(config)
+    parse = Parse(config)
     parse.setup()
     out = []
     for item in parse._batches(unit):
-        if isinstance(item, sources.Bad):
+        if isinstance(item, formats.Bad):
             out.append((item.position, item.reason, item.detail))
             continue
         blob, ends = item
@@ -109,7 +112,7 @@ def _outcome(read, *args):
     """(records, bad ones) in file order, or the InputError; dead letters and records are separate streams."""
     try:
         items = read(*args)
-    except sources.InputError as e:
+    except formats.InputError as e:
         return ("InputError", str(e))
     return [i for i in items if isinstance(i, bytes)], [i for i in items if isinstance(i, tuple)]
 
@@ -159,8 +162,8 @@ def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with
         schema = dict(list(schema.items())[:-1]) or schema
     path = tmp_path / "in.csv"
     path.write_bytes(data)
-    files = sources.expand_inputs([str(path)])
-    units = sources.plan_units(files, unit_bytes=unit_bytes)
+    files = formats.expand_inputs([str(path)])
+    units = formats.plan_units(files, unit_bytes=unit_bytes)
     config = _config(tmp_path, schema, extra_fields, batch_records)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(csv_arrow, "BLOCK_BYTES", block_bytes)  # small blocks: falling back after some were given
@@ -170,8 +173,8 @@ def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with
 
 def _write_csv(path, rows, header="id,x,label,text"):
     path.write_text(header + "\n" + "".join(rows))
-    files = sources.expand_inputs([str(path)])
-    return sources.plan_units(files)[0]
+    files = formats.expand_inputs([str(path)])
+    return formats.plan_units(files)[0]
 
 
 SCHEMA = {"id": FeatureSpec(I64, ()), "x": FeatureSpec(F, ()), "label": FeatureSpec(I64, ()), "text": FeatureSpec(S, ())}
@@ -218,7 +221,7 @@ def test_truncated_gzip_falls_back(tmp_path):
     data = gzip.compress(("id,x,label,text\n" + rows).encode())
     path = tmp_path / "a.csv.gz"
     path.write_bytes(data[: len(data) * 2 // 3])
-    unit = sources.plan_units(sources.expand_inputs([str(path)]))[0]
+    unit = formats.plan_units(formats.expand_inputs([str(path)]))[0]
     records, bad_items = _outcome(_through_parse, _config(tmp_path, SCHEMA), unit)
     assert (records, bad_items) == _outcome(_reference, unit, SCHEMA, "reject")
     assert len(records) > 1000 and [b[1] for b in bad_items] == ["gzip_truncated"]
@@ -239,7 +242,7 @@ def test_pyarrow_reads_numbers_as_python_does(tmp_path):
         path = tmp_path / f"{dtype}.csv"
         path.write_text("x,y\n" + "".join(f"{t},{t}\n" for t in values))
         schema = {"x": FeatureSpec(dtype, ()), "y": FeatureSpec(S, ())}
-        unit = sources.plan_units(sources.expand_inputs([str(path)]))[0]
+        unit = formats.plan_units(formats.expand_inputs([str(path)]))[0]
         fast = b"".join(bytes(blob) for blob, _ in csv_arrow.framed_batches(unit, schema, "reject"))
         assert fast == b"".join(_reference(unit, schema, "reject")), dtype
         assert len(values) > 2000

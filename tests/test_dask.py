@@ -18,7 +18,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from conftest import run_cli, sample_rows, uneven_csvs, write_csv
 from pipelines.dask_runner import DaskRunner
-from shardprep import config, manifest, naming, planning, run, sources, transforms
+from shardprep import config, formats, manifest, naming, planning, run
+from shardprep.graph import elements, parse, spill, stages
 
 pytestmark = pytest.mark.slow
 
@@ -213,22 +214,22 @@ def _shards_with_side_input(cluster: str, raw: Path, out: Path, *, copies: int, 
     """Parse -> Assign -> GroupByShard -> WriteShards as in ``Reshard``, with the counts side input
     delivered ``copies`` times (plus one conflicting count); returns (split, shard, crc32c, records)."""
     m = manifest.load(str(out.parent / "template"))
-    files = sources.expand_inputs([f"{raw}/*.csv"], "auto")
-    units = sources.plan_units(files, unit_bytes=50_000)
+    files = formats.expand_inputs([f"{raw}/*.csv"], "auto")
+    units = formats.plan_units(files, unit_bytes=50_000)
     cfg = config.ReshardConfig(output=str(out), run_id=naming.new_run_id(), features=m.features,
                                sources=tuple((f.url, f.size) for f in files),
                                splits=planning.parse_splits("train=0.9,eval=0.1"), num_shards=2)
     p = _dask_pipeline(cluster, partitions=len(units))
     parsed = (p | beam.Create(units)
-              | "Parse" >> beam.ParDo(transforms._Parse(cfg)).with_outputs(transforms._REJECTED, transforms._FACTS, main="records"))
-    counts = [parsed.records | f"Count{i}" >> beam.Map(transforms._count) for i in range(copies)]
+              | "Parse" >> beam.ParDo(parse.Parse(cfg)).with_outputs(elements.REJECTED, elements.FACTS, main="records"))
+    counts = [parsed.records | f"Count{i}" >> beam.Map(spill.count) for i in range(copies)]
     if conflict:
         counts.append(parsed.records | "Bump" >> beam.Filter(lambda b: tuple(b[1]) == (0, 0) and b[2] == 0)
-                      | "Count" >> beam.Map(transforms._count) | beam.Map(_bump))
+                      | "Count" >> beam.Map(spill.count) | beam.Map(_bump))
     side = tuple(counts) | "Counts" >> beam.Flatten()
-    assigned = parsed.records | "Assign" >> beam.ParDo(transforms._Assign(cfg), counts=beam.pvalue.AsList(side)).with_outputs(
-        transforms._FACTS, main="pieces")
-    (assigned.pieces | beam.GroupByKey() | beam.ParDo(transforms._WriteShard(cfg))
+    assigned = parsed.records | "Assign" >> beam.ParDo(stages.Assign(cfg), counts=beam.pvalue.AsList(side)).with_outputs(
+        elements.FACTS, main="pieces")
+    (assigned.pieces | beam.GroupByKey() | beam.ParDo(stages.WriteShard(cfg))
      | beam.Map(lambda f: _dump([f.split, f.index, f.info.crc32c, f.info.num_records], str(out), "facts")))
     _run(p)
     return sorted(map(tuple, _read(out, "facts")))

@@ -20,7 +20,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import ROOT, sample_rows, write_csv
 from gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
 from pipelines import dataflow, reshard
-from shardprep import config, naming, planning, sources
+from shardprep import config, formats, naming, planning
 from shardprep.cli import UsageError
 
 pytestmark = pytest.mark.slow
@@ -70,8 +70,8 @@ def loopback_only():
 def job_input(gcs, tmp_path):  # noqa: F811 - the fixture imported above
     path = write_csv(tmp_path / "a.csv", sample_rows(300))
     url = gcs.upload(path, "raw/a.csv")
-    files = sources.expand_inputs([url], "auto")
-    units = sources.plan_units(files, unit_bytes=10_000)
+    files = formats.expand_inputs([url], "auto")
+    units = formats.plan_units(files, unit_bytes=10_000)
     cfg = config.ReshardConfig(
         output=gcs.url("ds"), run_id=naming.new_run_id(), features={"id": {"dtype": "int64", "shape": []}},
         sources=tuple((f.url, f.size) for f in files), splits=planning.parse_splits("train=0.9,eval=0.1"),
@@ -116,7 +116,7 @@ def test_staged_sdist_installs_and_imports_without_tensorflow(job_input, tmp_pat
     sdist = Path(_dependencies(pipeline.run().job)["workflow.tar.gz"])
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
-    assert {"shardprep/transforms.py", "pipelines/reshard.py", "pipelines/dask_runner.py", "setup.py"} <= members
+    assert {"shardprep/graph/reshard.py", "pipelines/reshard.py", "pipelines/dask_runner.py", "setup.py"} <= members
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
@@ -128,7 +128,7 @@ def test_staged_sdist_installs_and_imports_without_tensorflow(job_input, tmp_pat
     # Import the installed copy, with TensorFlow made unimportable, from outside the repository.
     code = (
         "import sys; sys.modules['tensorflow'] = None; sys.path.insert(0, sys.argv[1]);"
-        "import shardprep, shardprep.transforms, shardprep.verify, pipelines.reshard, pipelines.dataflow, "
+        "import shardprep, shardprep.graph, shardprep.verify, pipelines.reshard, pipelines.dataflow, "
         "pipelines.dask_runner; assert shardprep.__file__.startswith(sys.argv[1]), shardprep.__file__;"
         "assert 'tensorflow' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]; print('ok')"
     )

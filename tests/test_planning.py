@@ -95,8 +95,16 @@ def test_permutation_is_a_bijection(n, seed):
 @given(st.integers(1, 3000), st.integers(1, 64), st.integers(0, 2**32))
 def test_dealing_permuted_positions_balances_every_shard(n, num_shards, seed):
     positions = Permutation(n, seed)(np.arange(n))
-    counts = np.bincount(positions % num_shards, minlength=num_shards)
+    shards, _ = planning.shard_of(positions, np.uint64(num_shards))  # the pipeline's form of the rule
+    counts = np.bincount(shards.astype(np.int64), minlength=num_shards)
     assert counts.tolist() == planning.shard_sizes(n, num_shards)
+
+
+def test_shard_of_deals_round_robin_alike_for_ints_and_arrays():
+    positions = np.arange(23, dtype=np.uint64)
+    shards, orders = planning.shard_of(positions, np.uint64(5))
+    assert [planning.shard_of(p, 5) for p in range(23)] == list(zip(shards.tolist(), orders.tolist()))
+    assert planning.shard_of(12, 5) == (2, 2)
 
 
 def test_permutation_depends_on_seed_and_shuffles():

@@ -84,14 +84,18 @@ def test_refuses_to_replace_a_data_set_before_reading_input(done, tmp_path, caps
     assert (done / "manifest.json").read_bytes() == before
 
 
-def test_overwrite_replaces_and_cleans_the_old_run(uneven, tmp_path):
+def test_overwrite_replaces_and_keeps_only_the_previous_run(uneven, tmp_path):
     out = tmp_path / "ds"
     assert reshard("--input", f"{uneven}/part-2.csv", "--output", out, "--num-shards", 2) == 0
-    old_runs = manifest.load(str(out)).run_ids
+    first = manifest.load(str(out)).run_ids
     assert reshard("--input", f"{uneven}/part-2.csv", "--output", out, "--num-shards", 3, "--overwrite") == 0
     m = manifest.load(str(out))
     assert len(m.splits["train"].shards) == 3
-    assert not any((out / r).exists() for r in old_runs)
+    assert all((out / r).is_dir() for r in first)  # kept for readers of the previous manifest
+    second = m.run_ids
+    assert reshard("--input", f"{uneven}/part-2.csv", "--output", out, "--num-shards", 2, "--overwrite",
+                   "--keep-previous", 0) == 0
+    assert not any((out / r).exists() for r in (*first, *second))
 
 
 def test_crashed_run_leftovers_are_never_taken_for_data(uneven, tmp_path):

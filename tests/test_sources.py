@@ -13,9 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep.codec import example_encoder
-from shardprep.schema import FeatureSpec, infer_schema
-from shardprep.sources import (
+from shardprep.example import example_encoder
+from shardprep.formats import (
     Bad,
     InputError,
     InputFile,
@@ -26,6 +25,7 @@ from shardprep.sources import (
     read_unit,
     sample_rows,
 )
+from shardprep.schema import FeatureSpec, infer_schema
 from shardprep.tfrecord import frame_all
 
 
@@ -387,7 +387,7 @@ def test_the_library_imports_without_tensorflow_beam_or_pyarrow():
             "        if name.split('.')[0] in ('tensorflow', 'apache_beam'):\n"
             "            raise ImportError(name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import shardprep.schema, shardprep.codec, shardprep.tfrecord, shardprep.sources\n"
+            "import shardprep.schema, shardprep.example, shardprep.tfrecord, shardprep.formats\n"
             "assert not {'tensorflow', 'apache_beam', 'pyarrow'} & {m.split('.')[0] for m in sys.modules}\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 

@@ -84,7 +84,6 @@ BASE = {"data": "d", "model": "mlp", "label": "label", "model_dir": "m", "epochs
         ({"per_replica_batch": 8, "epochs": 0}, "--epochs 0"),
         ({"per_replica_batch": 8, "loop": "scan"}, "--loop 'scan': expected one of custom, fit"),
         ({"per_replica_batch": 8, "features": ("x", "label")}, "names the label"),
-        ({"per_replica_batch": 8, "input_mode": "naive-files", "loop": "fit"}, "only with --loop custom"),
         ({"per_replica_batch": 8, "num_classes": 1}, "--num-classes 1"),
     ],
 )
@@ -92,6 +91,15 @@ def test_config_refusals(changes: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=None) as e:
         TrainConfig(**{**BASE, **changes})
     assert message in str(e.value)
+
+
+def test_naive_baseline_refuses_keras_fit() -> None:
+    """The per-file baseline (benchmark code) measures every replica step: custom loop only."""
+    from benchmarks.naive_trainer import check_config
+
+    check_config(TrainConfig(**BASE, per_replica_batch=8))
+    with pytest.raises(ConfigError, match="only with --loop custom"):
+        check_config(TrainConfig(**BASE, per_replica_batch=8, loop="fit"))
 
 
 def test_global_batch() -> None:

@@ -9,16 +9,18 @@ import pytest
 import tensorflow as tf
 
 import trainer_fixtures as fx
+from benchmarks.naive_trainer import naive_shards, naive_steps_per_epoch
 from shardprep import manifest
+from shardprep.schema import FeatureSpec
 from trainer import data
-from trainer.preflight import InputError, InputPlan, plan_input
+from trainer.preflight import DataSetError, InputPlan, plan_input
 from trainer.staging import stage_shards
 
 FEATURES = {
-    "id": {"dtype": "int64", "shape": []},
-    "x": {"dtype": "float32", "shape": [2]},
-    "tags": {"dtype": "int64", "shape": [-1]},
-    "label": {"dtype": "int64", "shape": []},
+    "id": FeatureSpec("int64"),
+    "x": FeatureSpec("float32", (2,)),
+    "tags": FeatureSpec("int64", (-1,)),
+    "label": FeatureSpec("int64"),
 }
 INPUTS = ("id", "x", "tags")
 
@@ -93,23 +95,23 @@ def test_steps_cap_and_naive_shards(datasets: dict[int, str]) -> None:
     plan = _plan(datasets[7], 2, 4, steps_cap=5)
     assert (plan.steps_per_epoch, plan.full_steps_per_epoch) == (5, 62)
     assert _plan(datasets[7], 2, 4, steps_cap=1000).steps_per_epoch == 62
-    assert data.naive_shards(plan, 0) == [0, 2, 4, 6] and data.naive_shards(plan, 1) == [1, 3, 5]
-    assert data.naive_steps_per_epoch(plan, local_replicas=1) == -(-(72 + 72 + 71 + 71) // 4)
+    assert naive_shards(plan, 0) == [0, 2, 4, 6] and naive_shards(plan, 1) == [1, 3, 5]
+    assert naive_steps_per_epoch(plan, local_replicas=1) == -(-(72 + 72 + 71 + 71) // 4)
 
 
 def test_preflight_refusals(tmp_path, datasets: dict[int, str]) -> None:
     root = datasets[7]
     with pytest.raises(manifest.ManifestError, match="no manifest"):
         _plan(str(tmp_path / "nothing"), 2, 4)
-    with pytest.raises(InputError, match=r"--label 'y' is not a feature .*features: id, label, tags, x"):
+    with pytest.raises(DataSetError, match=r"--label 'y' is not a feature .*features: id, label, tags, x"):
         plan_input(root=root, split="train", label="y", inputs=INPUTS, num_workers=2, per_worker_batch=4)
-    with pytest.raises(InputError, match=r"--label 'x' is float32 of shape \[2\]"):
+    with pytest.raises(DataSetError, match=r"--label 'x' is float32 of shape \[2\]"):
         plan_input(root=root, split="train", label="x", inputs=("id",), num_workers=2, per_worker_batch=4)
-    with pytest.raises(InputError, match=r"feature\(s\) 'zz' not in the data set"):
+    with pytest.raises(DataSetError, match=r"feature\(s\) 'zz' not in the data set"):
         plan_input(root=root, split="train", label="label", inputs=("id", "zz"), num_workers=2, per_worker_batch=4)
-    with pytest.raises(InputError, match="--split 'eval' is not in the data set"):
+    with pytest.raises(DataSetError, match="--split 'eval' is not in the data set"):
         plan_input(root=root, split="eval", label="label", inputs=INPUTS, num_workers=2, per_worker_batch=4)
-    with pytest.raises(InputError, match=r"the worker with the fewest gets 31, fewer than one per-worker batch of 32 \(global batch 512"):
+    with pytest.raises(DataSetError, match=r"the worker with the fewest gets 31, fewer than one per-worker batch of 32 \(global batch 512"):
         _plan(root, 16, 32)
 
 
@@ -119,17 +121,17 @@ def test_preflight_refuses_missing_or_resized_shards(tmp_path) -> None:
     path = os.path.join(root, m.splits["train"].shards[2].path)
     with open(path, "ab") as f:
         f.write(b"x")
-    with pytest.raises(InputError, match=r"train-00002-of-00004.tfrecord is \d+ bytes, the manifest says \d+"):
+    with pytest.raises(DataSetError, match=r"train-00002-of-00004.tfrecord is \d+ bytes, the manifest says \d+"):
         _plan(root, 2, 4)
     os.remove(path)
-    with pytest.raises(InputError, match="train-00002-of-00004.tfrecord listed in the manifest is missing"):
+    with pytest.raises(DataSetError, match="train-00002-of-00004.tfrecord listed in the manifest is missing"):
         _plan(root, 2, 4)
 
 
 def test_preflight_refuses_unbalanced_manifest(tmp_path) -> None:
     rows = _rows(30)
     fx.write_dataset(str(tmp_path), {"train": [rows[:20], rows[20:]]}, features=FEATURES)
-    with pytest.raises(InputError, match="unbalanced: shards hold 10 to 20 records"):
+    with pytest.raises(DataSetError, match="unbalanced: shards hold 10 to 20 records"):
         _plan(str(tmp_path), 2, 4)
 
 
@@ -152,7 +154,7 @@ def test_stage_from_fsspec_url_verifies_checksums(tmp_path) -> None:
     body = bytearray(memfs.cat_file(shard_path))
     body[-1] ^= 0xFF
     memfs.pipe_file(shard_path, bytes(body))
-    with pytest.raises(InputError, match="CRC32C .* the shard is corrupt"):
+    with pytest.raises(DataSetError, match="CRC32C .* the shard is corrupt"):
         stage_shards(plan, shards=[0], stage_dir=str(tmp_path / "stage"))
     assert sorted(os.listdir(tmp_path / "stage" / "train")) == ["train-00001-of-00003.tfrecord"]  # no half copy left
     memfs.rm("/stage-src", recursive=True)

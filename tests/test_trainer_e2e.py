@@ -39,9 +39,10 @@ def _summaries(model_dir: str, workers: int) -> list[dict]:
     return out
 
 
-def _launch(dataset: str, model_dir: str, *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+def _launch(dataset: str, model_dir: str, *extra: str, timeout: int = 120, module: str = "trainer.train"
+            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*LAUNCH, "--workers", "2", "--", "--data", dataset, "--model", "mlp", "--label", "label",
+        [*LAUNCH, "--workers", "2", "--module", module, "--", "--data", dataset, "--model", "mlp", "--label", "label",
          "--per-replica-batch", "32", "--model-dir", model_dir, "--learning-rate", "0.01", *extra],
         env=fx.worker_env(), capture_output=True, text=True, timeout=timeout, cwd=fx.REPO, check=False,
     )
@@ -83,7 +84,8 @@ def test_demo_reshards_and_trains_two_equal_workers(tmp_path) -> None:
 
 def test_naive_per_file_input_reports_empty_replica_steps(dataset: str, tmp_path) -> None:
     model_dir = str(tmp_path / "naive")
-    run = _launch(dataset, model_dir, "--epochs", "1", "--input-mode", "naive-files")
+    # The baseline is benchmark code: benchmarks.naive_trainer, not a mode of the product.
+    run = _launch(dataset, model_dir, "--epochs", "1", module="benchmarks.naive_trainer")
     assert run.returncode == 0, run.stdout[-3000:]
     a, b = _summaries(model_dir, 2)
     # Worker 0 reads shards 0 and 2 (2 400 rows), worker 1 shard 1 (1 200): TF keeps worker 1

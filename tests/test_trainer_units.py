@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import trainer_fixtures as fx
+from shardprep.schema import FeatureSpec
 from trainer import train
 from trainer.features import ModelError, input_features
 from trainer.idlog import IdLog, log_path, read_log
@@ -112,7 +113,7 @@ def test_text_model_hashes_ngrams_and_saves(tmp_path) -> None:
 
 
 def test_mlp_regression_takes_int_and_vector_features() -> None:
-    features = {"a": {"dtype": "int64", "shape": []}, "v": {"dtype": "float32", "shape": [3]}}
+    features = {"a": FeatureSpec("int64"), "v": FeatureSpec("float32", (3,))}
     model = build_model("mlp", features=features, label="y", num_classes=None)
     out = model({"a": tf.constant([1, 2], tf.int64), "v": tf.ones([2, 3])})
     assert out.shape == (2, 1)
@@ -198,3 +199,22 @@ def test_heartbeat_logs_while_waiting(caplog) -> None:
     beats = [r.message for r in caplog.records if "still waiting" in r.message]
     assert len(beats) >= 2 and beats[0].startswith("joining: still waiting after")
     assert caplog.records[-1].message.startswith("joining: done in")
+
+
+def test_keras_compat_private_names_exist_and_are_restored() -> None:
+    """Fails loudly when a Keras upgrade moves the private names ``trainer.keras_compat`` patches."""
+    from trainer import keras_compat
+
+    tf_trainer = keras_compat.check_private_names()  # raises RuntimeError naming what moved
+    original = tf_trainer.reduce_per_replica
+    strategy = tf.distribute.get_strategy()
+    model = build_model("mlp", features={"a": FeatureSpec("float32")}, label="y", num_classes=2)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    spec = ({"a": tf.TensorSpec([4], tf.float32)}, tf.TensorSpec([4], tf.int64))
+    with keras_compat.multi_worker_fit(model, strategy, spec):
+        assert tf_trainer.reduce_per_replica is not original
+        assert model._maybe_symbolic_build() is None
+        history = model.fit(tf.data.Dataset.from_tensors(({"a": tf.zeros([4])}, tf.zeros([4], tf.int64))), verbose=0, shuffle=False)
+        assert len(history.history["loss"]) == 1
+    assert tf_trainer.reduce_per_replica is original  # undone: nothing patched process-wide
+    assert "_maybe_symbolic_build" not in vars(model)

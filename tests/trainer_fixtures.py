@@ -14,26 +14,27 @@ from typing import Any
 import google_crc32c
 
 from shardprep import manifest, naming, planning
+from shardprep.schema import FeatureSpec, Schema, schema_to_json
 from trainer import demo
 
-FEATURES = {
-    **{name: {"dtype": "float32", "shape": []} for name in demo.FEATURES},
-    "label": {"dtype": "int64", "shape": []},
-    "text": {"dtype": "string", "shape": []},
+FEATURES: Schema = {
+    **{name: FeatureSpec("float32") for name in demo.FEATURES},
+    "label": FeatureSpec("int64"),
+    "text": FeatureSpec("string"),
 }
 RUN_ID = "run-20260101T000000Z-0badcafe"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _example(row: Mapping[str, Any], features: Mapping[str, Mapping[str, Any]]) -> bytes:
+def _example(row: Mapping[str, Any], features: Mapping[str, FeatureSpec]) -> bytes:
     import tensorflow as tf
     out = {}
     for name, info in features.items():
         value = row[name]
         values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if info["dtype"] == "float32":
+        if info.dtype == "float32":
             out[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-        elif info["dtype"] == "int64":
+        elif info.dtype == "int64":
             out[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
         else:
             out[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(v).encode() for v in values]))
@@ -45,7 +46,7 @@ def write_shards(
     split: str,
     shard_rows: Sequence[Sequence[Mapping[str, Any]]],
     *,
-    features: Mapping[str, Mapping[str, Any]] = FEATURES,
+    features: Mapping[str, FeatureSpec] = FEATURES,
     gzip: bool = False,
     run_id: str = RUN_ID,
 ) -> manifest.SplitInfo:
@@ -70,7 +71,7 @@ def write_dataset(
     root: str,
     splits: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
     *,
-    features: Mapping[str, Mapping[str, Any]] = FEATURES,
+    features: Mapping[str, FeatureSpec] = FEATURES,
     gzip: bool = False,
     run_id: str = RUN_ID,
 ) -> manifest.Manifest:
@@ -78,7 +79,7 @@ def write_dataset(
     infos = {name: write_shards(root, name, shards, features=features, gzip=gzip, run_id=run_id) for name, shards in splits.items()}
     total = sum(s.num_records for s in infos.values())
     m = manifest.Manifest(
-        features={k: dict(v) for k, v in features.items()},
+        features=schema_to_json(dict(features)),
         splits=infos,
         sources=(manifest.SourceInfo("fixture://rows", 0, total, 0),),
         rejected=manifest.RejectedInfo(),

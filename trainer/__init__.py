@@ -3,23 +3,26 @@
 Entry points: ``python -m trainer.train`` (one worker), ``python -m trainer.launch`` (W local
 workers on loopback), ``python -m trainer.demo`` (the whole product on sample data). Modules:
 ``cluster`` (TF_CONFIG), ``config`` (settings), ``preflight`` (what each worker reads, checked),
-``staging``, ``data`` (tf.data), ``strategy`` (MWMS), ``models``, ``loop`` / ``fit`` (training),
-``checkpoints``, ``resume`` (a resume must keep the input plan), ``evaluate`` (``--eval-split``),
-``metrics``, ``idlog`` (``--debug-record-ids``), ``job`` (one worker's run). Importing this package,
-and the names below, does not import TensorFlow.
+``features`` (what ``--model`` reads), ``staging``, ``data`` (tf.data), ``strategy`` (MWMS),
+``models``, ``session`` (strategy, model, summary), ``controller`` (the outer loop: epochs,
+checkpoints, progress, eval, export) driving ``loop.CustomRunner`` or ``fit.FitRunner``
+(``keras_compat``: the Keras workarounds ``fit`` needs), ``checkpoints``, ``resume`` (a resume must
+keep the input plan), ``evaluate`` (``--eval-split``), ``metrics``, ``idlog`` (``--debug-record-ids``),
+``job`` (one worker's run: the composition root), ``tfjob`` (Kubeflow). Importing this package, and
+the names below, does not import TensorFlow.
 """
 from __future__ import annotations
 
 from trainer.cluster import ClusterError, ClusterInfo, parse_tf_config
 from trainer.config import ConfigError, TrainConfig
 from trainer.errors import TrainerError
-from trainer.preflight import InputError, InputPlan, plan_input
+from trainer.preflight import DataSetError, InputPlan, plan_input
 
 __all__ = [
     "ClusterError",
     "ClusterInfo",
     "ConfigError",
-    "InputError",
+    "DataSetError",
     "InputPlan",
     "TrainConfig",
     "TrainerError",

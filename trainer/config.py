@@ -5,12 +5,11 @@ import dataclasses
 
 from trainer.errors import TrainerError
 
-__all__ = ["ConfigError", "TrainConfig", "global_batch_size"]
+__all__ = ["COMMUNICATIONS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
 
 LOOPS = ("custom", "fit")
 COMMUNICATIONS = ("auto", "nccl", "ring")
 PRECISIONS = ("off", "auto", "float16", "bfloat16")
-INPUT_MODES = ("manifest", "naive-files")
 EXPORTS = ("keras", "savedmodel", "none")
 
 
@@ -42,7 +41,6 @@ class TrainConfig:
     shuffle_buffer: int = 0
     seed: int = 0
     stage_dir: str | None = None
-    input_mode: str = "manifest"
     log_every: int = 50
     export: str = "keras"
     eval_split: str | None = None
@@ -68,20 +66,17 @@ class TrainConfig:
             ("loop", LOOPS),
             ("communication", COMMUNICATIONS),
             ("mixed_precision", PRECISIONS),
-            ("input_mode", INPUT_MODES),
             ("export", EXPORTS),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
         if self.label in self.features:
             raise ConfigError(f"--features names the label {self.label!r}: a model cannot take its own label as input")
-        if self.input_mode == "naive-files" and self.loop != "custom":
-            raise ConfigError("--input-mode naive-files runs only with --loop custom (it measures every replica step)")
         if not self.data or not self.model_dir:
             raise ConfigError("--data and --model-dir must not be empty")
         if self.eval_split is not None and not self.eval_split:
             raise ConfigError("--eval-split must not be empty: name a split of the data set, or leave the flag out")
-        if self.record_ids and (self.loop != "custom" or self.input_mode != "manifest" or "://" in self.model_dir):
+        if self.record_ids and (self.loop != "custom" or "://" in self.model_dir):
             raise ConfigError("--debug-record-ids runs only with --loop custom, manifest input and a local --model-dir path")
 
 

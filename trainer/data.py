@@ -14,10 +14,11 @@ from typing import Any
 import tensorflow as tf
 
 from shardprep import fs
+from shardprep.schema import FeatureSpec
 from trainer.preflight import InputPlan
 
 __all__ = [
-    "batch_spec", "distribute", "eval_batches", "floor_probe", "naive_shards", "naive_steps_per_epoch", "parse_spec",
+    "batch_spec", "compression_type", "distribute", "eval_batches", "floor_probe", "input_options", "options", "parser", "parse_spec",
     "record_ids", "worker_batches", "worker_records",
 ]
 
@@ -30,30 +31,31 @@ _MAX_CYCLE = 8
 _READ_BLOCK = 64
 
 
-def parse_spec(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def parse_spec(features: Mapping[str, FeatureSpec]) -> dict[str, Any]:
     """``tf.io.parse_example`` spec from the manifest's features: fixed shapes dense, [-1] ragged."""
     spec: dict[str, Any] = {}
-    for name, info in features.items():
-        dtype, shape = _DTYPES[info["dtype"]], list(info["shape"])
-        if shape == [-1]:
+    for name, feature in features.items():
+        dtype = _DTYPES[feature.dtype]
+        if feature.shape == (-1,):
             spec[name] = tf.io.RaggedFeature(dtype)
         else:
-            spec[name] = tf.io.FixedLenFeature(shape, dtype)
+            spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype)
     return spec
 
 
 def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.TensorSpec]:
     """The (features, label) spec of one parsed batch of ``batch_size``."""
     spec = {
-        name: tf.TensorSpec([batch_size, *info["shape"]], _DTYPES[info["dtype"]])
-        if info["shape"] != [-1]
-        else tf.RaggedTensorSpec([batch_size, None], _DTYPES[info["dtype"]])
-        for name, info in plan.feature_spec.items()
+        name: tf.TensorSpec([batch_size, *f.shape], _DTYPES[f.dtype])
+        if f.shape != (-1,)
+        else tf.RaggedTensorSpec([batch_size, None], _DTYPES[f.dtype])
+        for name, f in plan.feature_spec.items()
     }
     return spec, spec.pop(plan.label)
 
 
-def _compression(plan: InputPlan) -> str:
+def compression_type(plan: InputPlan) -> str:
+    """``TFRecordDataset``'s ``compression_type`` for the plan's shards."""
     return "GZIP" if plan.compression == "gzip" else ""
 
 
@@ -66,7 +68,7 @@ def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None
     paths = tf.constant([plan.shard_urls[p.shard] for p in pieces], tf.string)
     skips = tf.constant([p.skip for p in pieces], tf.int64)
     takes = tf.constant([p.take for p in pieces], tf.int64)
-    compression = _compression(plan)
+    compression = compression_type(plan)
 
     def read(path: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
         return tf.data.TFRecordDataset(path, compression_type=compression).skip(skip).take(take)
@@ -90,7 +92,7 @@ def record_ids(serialized: tf.Tensor) -> tf.Tensor:
     return tf.strings.to_hash_bucket_fast(serialized, (1 << 63) - 1)
 
 
-def _parser(plan: InputPlan, *, with_ids: bool = False) -> Callable[[tf.Tensor], tuple[Any, ...]]:
+def parser(plan: InputPlan, *, with_ids: bool = False) -> Callable[[tf.Tensor], tuple[Any, ...]]:
     spec = parse_spec(plan.feature_spec)
 
     def parse(serialized: tf.Tensor) -> tuple[Any, ...]:
@@ -102,14 +104,16 @@ def _parser(plan: InputPlan, *, with_ids: bool = False) -> Callable[[tf.Tensor],
     return parse
 
 
-def _options() -> tf.data.Options:
+def options() -> tf.data.Options:
+    """Per-worker dataset options: TF must not shard what the plan already assigned."""
     options = tf.data.Options()
     # The plan already gave this worker its own records: TF must not shard them again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return options
 
 
-def _input_options() -> tf.distribute.InputOptions:
+def input_options() -> tf.distribute.InputOptions:
+    """Distributed-input options: batches are fetched to the device ahead of the step."""
     return tf.distribute.InputOptions(experimental_fetch_to_device=True)
 
 
@@ -143,36 +147,14 @@ def worker_batches(
 
     ds = tf.data.Dataset.counter(start_epoch).flat_map(epoch)
     ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    ds = ds.map(_parser(plan, with_ids=with_ids), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+    ds = ds.map(parser(plan, with_ids=with_ids), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(options())
 
 
 def eval_batches(plan: InputPlan, *, worker: int, batch_size: int) -> tf.data.Dataset:
     """One pass over ``worker``'s records of ``plan``, the last batch partial (evaluation)."""
     ds = worker_records(plan, worker).batch(batch_size)
-    return ds.map(_parser(plan), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-
-def naive_shards(plan: InputPlan, worker: int) -> list[int]:
-    """Shards a naive per-file split gives ``worker``: w, w+W, ... whether or not W divides N."""
-    return list(range(worker, len(plan.shard_urls), plan.num_workers))
-
-
-def naive_steps_per_epoch(plan: InputPlan, *, local_replicas: int) -> int:
-    """Steps of one naive epoch: TF steps every worker until the one with the most data runs dry."""
-    per_replica = plan.per_worker_batch // local_replicas
-    batches = [
-        -(-sum(plan.shards[s].num_records for s in naive_shards(plan, w)) // per_replica) for w in range(plan.num_workers)
-    ]
-    return -(-max(batches) // local_replicas)
-
-
-def _naive_batches(plan: InputPlan, *, worker: int, batch_size: int) -> tf.data.Dataset:
-    """One epoch of the naive case: this worker's whole files, plain batches, no equalisation."""
-    files = [plan.shard_urls[s] for s in naive_shards(plan, worker)]
-    ds = tf.data.TFRecordDataset(tf.constant(files, tf.string), compression_type=_compression(plan))
-    ds = ds.batch(batch_size).map(_parser(plan), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+    return ds.map(parser(plan), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def distribute(
@@ -182,14 +164,12 @@ def distribute(
     start_step: int = 0,
     shuffle_buffer: int = 0,
     seed: int = 0,
-    naive: bool = False,
     with_ids: bool = False,
 ) -> tf.distribute.DistributedDataset:
     """The distributed input of ``plan`` from global step ``start_step`` on.
 
     Each local replica receives its own per-replica batches in turn, so an epoch is
-    ``steps_per_epoch * local replicas`` per-replica batches on every worker. ``naive`` gives the
-    uneven per-file baseline instead (finite: one epoch per iterator).
+    ``steps_per_epoch * local replicas`` per-replica batches on every worker.
     """
     per_replica = plan.global_batch // strategy.num_replicas_in_sync
     local_replicas = strategy.num_replicas_in_sync // plan.num_workers
@@ -200,12 +180,9 @@ def distribute(
             raise ValueError(
                 f"the strategy has {context.num_input_pipelines} input pipelines, the plan {plan.num_workers} workers"
             )
-        worker = context.input_pipeline_id
-        if naive:
-            return _naive_batches(plan, worker=worker, batch_size=per_replica)
         return worker_batches(
             plan,
-            worker=worker,
+            worker=context.input_pipeline_id,
             batch_size=per_replica,
             batches_per_epoch=plan.steps_per_epoch * local_replicas,
             start_epoch=start_epoch,
@@ -215,7 +192,7 @@ def distribute(
             with_ids=with_ids,
         )
 
-    return strategy.distribute_datasets_from_function(dataset_fn, options=_input_options())
+    return strategy.distribute_datasets_from_function(dataset_fn, options=input_options())
 
 
 def floor_probe(strategy: tf.distribute.Strategy, plan: InputPlan) -> Iterator[Any]:
@@ -230,6 +207,6 @@ def floor_probe(strategy: tf.distribute.Strategy, plan: InputPlan) -> Iterator[A
         one = worker_batches(plan, worker=context.input_pipeline_id, batch_size=per_replica, batches_per_epoch=1)
         return one.take(1).cache().repeat().prefetch(1)
 
-    probe = iter(strategy.distribute_datasets_from_function(dataset_fn, options=_input_options()))
+    probe = iter(strategy.distribute_datasets_from_function(dataset_fn, options=input_options()))
     next(probe)  # starts the pipeline and fills the cache, outside any timing
     return probe

@@ -1,8 +1,14 @@
-"""The trainer's user-facing errors: the entry points print them as one line, no traceback."""
+"""The trainer's user-facing errors, within the product's one hierarchy (``shardprep.errors``).
+
+A ``TrainerError`` is a ``UsageError``: the entry points (through ``shardprep.cli.main``) print it
+as one line and exit 2. A run that started and failed is a ``shardprep.errors.RunError`` (exit 1).
+"""
 from __future__ import annotations
+
+from shardprep.errors import UsageError
 
 __all__ = ["TrainerError"]
 
 
-class TrainerError(ValueError):
+class TrainerError(UsageError):
     """A setting, cluster, data set or checkpoint that cannot work; the message says what to do."""

@@ -1,24 +1,40 @@
-"""Which manifest features a built-in model reads (TF-free, so pre-flight needs no TensorFlow)."""
+"""Which manifest features a model reads, and which kind of model ``--model`` names.
+
+TF-free, so pre-flight needs no TensorFlow. ``model_kind`` is the one place that reads ``--model``:
+``trainer.models`` builds by the kind it returns.
+"""
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from shardprep.schema import FeatureSpec
 from trainer.errors import TrainerError
 
-__all__ = ["ModelError", "input_features", "user_model_fn"]
+__all__ = ["BUILTIN_MODELS", "USER_MODEL", "ModelError", "input_features", "model_kind", "user_model_fn"]
 
-Features = Mapping[str, Mapping[str, Any]]
+Features = Mapping[str, FeatureSpec]
 NUMERIC = ("int64", "float32")
+BUILTIN_MODELS = ("mlp", "text")
+USER_MODEL = "user"  # the kind of ``--model module:function``
 
 
 class ModelError(TrainerError):
     """A model that cannot be built from this data set."""
 
 
-def _is_numeric(info: Mapping[str, Any]) -> bool:
-    return info["dtype"] in NUMERIC and -1 not in info["shape"]
+def model_kind(name: str) -> str:
+    """``mlp``, ``text`` or ``USER_MODEL``; refuses any other ``--model``."""
+    if name in BUILTIN_MODELS:
+        return name
+    if ":" in name:
+        return USER_MODEL
+    raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")
+
+
+def _is_numeric(spec: FeatureSpec) -> bool:
+    return spec.dtype in NUMERIC and -1 not in spec.shape
 
 
 def user_model_fn(spec: str) -> Callable[..., Any]:
@@ -39,21 +55,20 @@ def input_features(name: str, features: Features, *, label: str, requested: Sequ
         if f not in features:
             raise ModelError(f"--features names {f!r}, not a feature of the data set ({', '.join(sorted(features))})")
     candidates = [f for f in (requested or sorted(features)) if f != label]
-    if name == "mlp":
+    kind = model_kind(name)
+    if kind == "mlp":
         bad = [f for f in requested if not _is_numeric(features[f])]
         if bad:
             raise ModelError(f"--model mlp takes fixed-shape numeric features; {', '.join(bad)} are not")
         chosen = [f for f in candidates if _is_numeric(features[f])]
-    elif name == "text":
-        chosen = [f for f in candidates if features[f]["dtype"] == "string"][: None if requested else 1]
-        bad = [f for f in requested if features[f]["dtype"] != "string" or features[f]["shape"] != []]
+    elif kind == "text":
+        chosen = [f for f in candidates if features[f].dtype == "string"][: None if requested else 1]
+        bad = [f for f in requested if features[f].dtype != "string" or features[f].shape != ()]
         if bad:
             raise ModelError(f"--model text takes scalar string features; {', '.join(bad)} are not")
-    elif ":" in name:
+    else:
         user_model_fn(name)
         chosen = candidates
-    else:
-        raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")
     if not chosen:
         raise ModelError(f"--model {name}: the data set has no feature it can use (features: {', '.join(sorted(features))})")
     return tuple(chosen)

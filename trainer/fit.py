@@ -1,4 +1,4 @@
-"""``--loop fit``: the same input, checkpoints and summary through Keras ``Model.fit``.
+"""``--loop fit``: the same input, controller, checkpoints and summary through Keras ``Model.fit``.
 
 Keras runs the step inside its own function, so the time blocked on input cannot be told apart
 from compute (``input_wait_fraction`` is reported as null); examples and empty replica-steps are
@@ -13,11 +13,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.checkpoints import Checkpoints
-from trainer.loop import LoopSettings, per_example_loss
-from trainer.metrics import Meter, Progress
+from trainer import keras_compat
+from trainer.loop import OnStep, per_example_loss
+from trainer.metrics import Meter
 
-__all__ = ["ReplicaCounts", "run_fit"]
+__all__ = ["FitRunner", "ReplicaCounts"]
 
 
 class ReplicaCounts(keras.metrics.Metric):
@@ -47,12 +47,12 @@ class ReplicaCounts(keras.metrics.Metric):
         return local(self.examples), local(self.steps), local(self.empty)
 
 
-class _Hooks(keras.callbacks.Callback):
-    def __init__(self, *, base_step: int, epoch: int, settings: LoopSettings, meter: Meter,
-                 progress: Progress, checkpoints: Checkpoints | None) -> None:
+class _StepHook(keras.callbacks.Callback):
+    """Times each step of ``fit`` and hands it to the controller, as the custom runner does."""
+
+    def __init__(self, *, base_step: int, meter: Meter, on_step: OnStep) -> None:
         super().__init__()
-        self.base, self.epoch, self.s = base_step, epoch, settings
-        self.meter, self.progress, self.checkpoints = meter, progress, checkpoints
+        self.base, self.meter, self.on_step = base_step, meter, on_step
         self.mark = 0.0
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
@@ -61,80 +61,41 @@ class _Hooks(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         loss = float((logs or {}).get("loss", float("nan")))
         self.meter.record(wait_s=None, step_s=time.perf_counter() - self.mark, loss=loss, replica_examples=None)
-        step = self.base + batch + 1
-        self.progress.update(step=step, epoch=self.epoch, loss=loss, force=step % self.s.steps_per_epoch == 0)
-        if self.checkpoints is not None and self.s.checkpoint_every and step % self.s.checkpoint_every == 0:
-            self.checkpoints.save(step)
+        self.on_step(self.base + batch + 1, loss)
 
 
-def _keras_multi_worker_shims(model: keras.Model, strategy: tf.distribute.Strategy, batch_spec: Any) -> None:
-    """Works around two Keras 3 bugs that stop ``fit`` under a multi-worker MWMS
-    (keras-team/keras#20585, tensorflow/tensorflow#72388); harmless on one worker.
+class FitRunner:
+    """One ``Model.fit`` call per epoch, so a resumed epoch runs only its remaining steps.
 
-    1. ``fit`` builds the compiled loss and metrics from a first batch merged with
-       ``strategy.reduce``, which MWMS refuses for a dict of per-replica values: build them from the
-       batch spec instead, so that step has nothing to do.
-    2. ``fit`` averages the per-replica step logs (scalars) with ``strategy.reduce(..., axis=0)``,
-       which fails on 0-d tensors: average them with ``axis=None``.
+    ``batches(start_step)`` is the distributed input from that step on; ``batch_spec`` the
+    (features, label) spec of one per-replica batch (see ``keras_compat``).
     """
-    from keras.src.backend.tensorflow import trainer as tf_trainer
 
-    with strategy.scope():
-        model._symbolic_build(data_batch=batch_spec)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    original = tf_trainer.reduce_per_replica
-    if getattr(original, "patched_by_trainer", False):
-        return
+    def __init__(self, *, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                 batches: Callable[[int], Any], batch_spec: Any, meter: Meter, classification: bool) -> None:
+        self.strategy, self.model, self.batches, self.batch_spec, self.meter = strategy, model, batches, batch_spec, meter
 
-    def reduce_per_replica(values: Any, strategy: Any, reduction: str) -> Any:
-        if reduction == "auto" and tf_trainer._collective_all_reduce_multi_worker(strategy):
-            return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)
-        return original(values, strategy, reduction)
+        def loss_fn(labels: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
+            return per_example_loss(labels, outputs, classification=classification)
 
-    reduce_per_replica.patched_by_trainer = True  # type: ignore[attr-defined]
-    tf_trainer.reduce_per_replica = reduce_per_replica
+        self.counts = ReplicaCounts()
+        metrics: list[Any] = [self.counts]
+        if classification:
+            metrics.append(keras.metrics.SparseCategoricalAccuracy(name="accuracy"))
+        with strategy.scope():
+            model.compile(optimizer=optimizer, loss=loss_fn, metrics=metrics)
 
-
-def run_fit(
-    *,
-    strategy: tf.distribute.Strategy,
-    model: keras.Model,
-    optimizer: keras.optimizers.Optimizer,
-    batches: Callable[[int], Any],
-    batch_spec: Any,
-    settings: LoopSettings,
-    meter: Meter,
-    progress: Progress,
-    checkpoints: Checkpoints | None,
-) -> int:
-    """Trains with ``Model.fit``, one call per epoch so a resumed epoch runs only its remaining steps.
-
-    ``batch_spec`` is the (features, label) spec of one per-replica batch.
-    """
-    s = settings
-    classification = s.classification
-
-    def loss_fn(labels: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
-        return per_example_loss(labels, outputs, classification=classification)
-
-    counts = ReplicaCounts()
-    metrics: list[Any] = [counts]
-    if classification:
-        metrics.append(keras.metrics.SparseCategoricalAccuracy(name="accuracy"))
-    with strategy.scope():
-        model.compile(optimizer=optimizer, loss=loss_fn, metrics=metrics)
-    _keras_multi_worker_shims(model, strategy, batch_spec)
-    step = s.start_step
-    while step < s.total_steps:
-        epoch, done = divmod(step, s.steps_per_epoch)
-        remaining = s.steps_per_epoch - done
-        hooks = _Hooks(base_step=step, epoch=epoch, settings=s, meter=meter, progress=progress, checkpoints=checkpoints)
-        history = model.fit(batches(step), epochs=1, steps_per_epoch=remaining, callbacks=[hooks], verbose=0, shuffle=False)
-        examples, replica_steps, empty = counts.local_totals(strategy)
-        meter.add_counts(examples=examples, replica_steps=replica_steps, empty=empty)
+    def run_epoch(self, *, epoch: int, start: int, stop: int, on_step: OnStep) -> int:
+        hook = _StepHook(base_step=start, meter=self.meter, on_step=on_step)
+        with keras_compat.multi_worker_fit(self.model, self.strategy, self.batch_spec):
+            history = self.model.fit(
+                self.batches(start), epochs=1, steps_per_epoch=stop - start, callbacks=[hook], verbose=0, shuffle=False
+            )
+        examples, replica_steps, empty = self.counts.local_totals(self.strategy)
+        self.meter.add_counts(examples=examples, replica_steps=replica_steps, empty=empty)
         # Keras's accuracy metric, as fit reports it for the last epoch run.
-        meter.accuracy = history.history.get("accuracy", [None])[-1]
-        step += remaining
-    if checkpoints is not None:
-        checkpoints.save(step)
-    return step
+        self.meter.accuracy = history.history.get("accuracy", [None])[-1]
+        return stop
+
+    def close(self) -> None:
+        """Nothing to release (the same interface as ``CustomRunner``)."""

@@ -6,13 +6,19 @@ workers, so a bad job fails on every worker in seconds, identically, instead of 
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest
+from shardprep.schema import schema_from_json
 from trainer import preflight, resume
 from trainer.cluster import ClusterInfo
 from trainer.config import ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
+
+if TYPE_CHECKING:
+    from trainer.controller import StepRunner
+    from trainer.metrics import Meter
+    from trainer.session import Session
 
 __all__ = ["JobPlan", "plan_job", "run_job"]
 
@@ -32,7 +38,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     num_replicas = cluster.num_workers * local_replicas
     global_batch = global_batch_size(config, num_replicas=num_replicas)
     m = manifest.load(config.data)
-    inputs = input_features(config.model, m.features, label=config.label, requested=config.features)
+    inputs = input_features(config.model, schema_from_json(m.features), label=config.label, requested=config.features)
     plan = preflight.plan_input(
         root=config.data,
         split=config.split,
@@ -62,12 +68,12 @@ def _plan_eval(
     if name is None:
         return None
     if name not in data_manifest.splits:
-        raise preflight.InputError(
+        raise preflight.DataSetError(
             f"--eval-split {name!r} is not in the data set at {config.data} (it has {', '.join(sorted(data_manifest.splits))})"
         )
     records = data_manifest.splits[name].num_records
     if records < cluster.num_workers:
-        raise preflight.InputError(
+        raise preflight.DataSetError(
             f"--eval-split {name!r} has {records} records, fewer than the {cluster.num_workers} workers: "
             f"every worker scores a share; use a larger split, or leave --eval-split out"
         )
@@ -81,139 +87,67 @@ def _plan_eval(
 
 def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
     """Runs the job on this worker; returns the summary it wrote to ``model_dir/summary/``."""
-    import keras
-
     from trainer import checkpoints as ckpt_lib
-    from trainer import data, evaluate, fit, idlog, loop, metrics, models, staging, strategy
+    from trainer import controller, metrics, session, strategy
 
     gpus = strategy.local_gpus()
     plan, eval_plan, identity = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
-    worker = cluster.worker_index
-    naive = config.input_mode == "naive-files"
-    if not naive:
-        resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief)
-    if config.stage_dir:
-        mine = data.naive_shards(plan, worker) if naive else [p.shard for p in plan.pieces(worker)]
-        plan = staging.stage_shards(plan, shards=mine, stage_dir=config.stage_dir)
-        if eval_plan is not None:
-            eval_plan = staging.stage_shards(
-                eval_plan, shards=[p.shard for p in eval_plan.pieces(worker)], stage_dir=config.stage_dir
-            )
-    policy, loss_scale = strategy.set_precision(config.mixed_precision, gpus=gpus)
-    strat = strategy.make_strategy(cluster=cluster, communication=config.communication, gpus=gpus)
-    replicas = strat.num_replicas_in_sync
-    learning_rate = config.learning_rate * (replicas if config.scale_lr else 1)
-    classification = plan.feature_spec[config.label]["dtype"] == "int64"
-    with strat.scope():
-        model = models.build_model(
-            config.model,
-            features={name: plan.feature_spec[name] for name in plan.inputs},
-            label=config.label,
-            num_classes=config.num_classes if classification else None,
-        )
-        optimizer = keras.optimizers.Adam(learning_rate)
-        if loss_scale:
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
-    log.info(
-        "model %s: %d parameters, %s, learning rate %g%s",
-        model.name, model.count_params(), policy, learning_rate, " (scaled by replicas)" if config.scale_lr else "",
+    resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief)
+    ses = session.open_session(
+        config, cluster=cluster, plan=plan, eval_plan=eval_plan, shards=[p.shard for p in plan.pieces(cluster.worker_index)],
+        gpus=gpus,
     )
-    checkpoints = None
-    start_step = 0
-    total_steps = config.epochs * plan.steps_per_epoch
-    local_replicas = strat.num_replicas_in_sync // cluster.num_workers
-    if not naive:
-        checkpoints = ckpt_lib.Checkpoints(
-            model_dir=config.model_dir, is_chief=cluster.is_chief, worker_index=worker, model=model, optimizer=optimizer
+    checkpoints = ckpt_lib.Checkpoints(
+        model_dir=config.model_dir, is_chief=cluster.is_chief, worker_index=ses.worker, model=ses.model,
+        optimizer=ses.optimizer,
+    )
+    total_steps = config.epochs * ses.plan.steps_per_epoch
+    start_step = checkpoints.restore(ses.strategy)
+    if start_step > total_steps:
+        raise ConfigError(
+            f"the checkpoint in {config.model_dir} is at step {start_step}, past this job's {total_steps} "
+            f"steps ({config.epochs} epochs x {ses.plan.steps_per_epoch}): use a new --model-dir or more --epochs"
         )
-        start_step = checkpoints.restore(strat)
-        if start_step > total_steps:
-            raise ConfigError(
-                f"the checkpoint in {config.model_dir} is at step {start_step}, past this job's {total_steps} "
-                f"steps ({config.epochs} epochs x {plan.steps_per_epoch}): use a new --model-dir or more --epochs"
-            )
-    allreduce_s = strategy.time_allreduce(strat, [tuple(v.shape) for v in model.trainable_variables])
-    log.info("one all-reduce of the %d gradient tensors takes %.2f ms", len(model.trainable_variables), 1e3 * allreduce_s)
     meter = metrics.Meter()
     progress = metrics.Progress(
-        enabled=cluster.is_chief,
-        total_steps=config.epochs * data.naive_steps_per_epoch(plan, local_replicas=local_replicas) if naive else total_steps,
-        global_batch=plan.global_batch,
-        every=config.log_every,
-        logdir=None if naive else f"{config.model_dir.rstrip('/')}/tensorboard",
+        enabled=cluster.is_chief, total_steps=total_steps, global_batch=ses.plan.global_batch, every=config.log_every,
+        logdir=f"{config.model_dir.rstrip('/')}/tensorboard",
     )
-    settings = loop.LoopSettings(
-        start_step=start_step,
-        total_steps=total_steps,
-        steps_per_epoch=plan.steps_per_epoch,
-        checkpoint_every=config.checkpoint_every,
-        classification=classification,
+    settings = controller.LoopSettings(start_step, total_steps, ses.plan.steps_per_epoch, config.checkpoint_every)
+    runner = _make_runner(ses, meter)
+    try:
+        result = controller.Controller(
+            session=ses, settings=settings, meter=meter, progress=progress, checkpoints=checkpoints
+        ).run(runner)
+    finally:
+        runner.close()
+    return session.write_job_summary(
+        ses, meter, start_step=start_step, final_step=result.final_step, scores=result.scores, exported=result.exported,
+        data_mode=ses.plan.mode,
     )
+
+
+def _make_runner(ses: Session, meter: Meter) -> StepRunner:
+    """The step runner ``--loop`` names: the custom ``strategy.run`` step, or Keras ``fit``."""
+    from trainer import data, fit, idlog, loop
+
+    config, strat, plan = ses.config, ses.strategy, ses.plan
 
     def batches(step: int) -> Any:
         return data.distribute(
             strat, plan, start_step=step, shuffle_buffer=config.shuffle_buffer, seed=config.seed, with_ids=config.record_ids
         )
 
-    if config.loop == "custom":
-        step_fn = loop.make_train_step(
-            strategy=strat, model=model, optimizer=optimizer, global_batch=plan.global_batch,
-            classification=classification, loss_scale=loss_scale,
+    if config.loop == "fit":
+        return fit.FitRunner(
+            strategy=strat, model=ses.model, optimizer=ses.optimizer, batches=batches, meter=meter,
+            batch_spec=data.batch_spec(plan, plan.global_batch // ses.replicas), classification=ses.classification,
         )
-    if naive:
-        final_step = loop.run_naive(
-            strategy=strat, step_fn=step_fn, epoch_batches=lambda: data.distribute(strat, plan, naive=True),
-            epochs=config.epochs, meter=meter, progress=progress, classification=classification,
-        )
-    elif config.loop == "custom":
-        id_log = idlog.IdLog(config.model_dir, worker) if config.record_ids else None
-        final_step = loop.run_custom(
-            strategy=strat, step_fn=step_fn, batches=batches, settings=settings,
-            meter=meter, progress=progress, checkpoints=checkpoints, probe=data.floor_probe(strat, plan), id_log=id_log,
-        )
-        if id_log is not None:
-            id_log.close()
-    else:
-        final_step = fit.run_fit(
-            strategy=strat, model=model, optimizer=optimizer, batches=batches, settings=settings,
-            batch_spec=data.batch_spec(plan, plan.global_batch // replicas),
-            meter=meter, progress=progress, checkpoints=checkpoints,
-        )
-    progress.close()
-    scores: dict[str, Any] = {}
-    if eval_plan is not None:
-        scores = evaluate.evaluate(
-            strat, model, eval_plan, worker=worker, batch_size=plan.per_worker_batch, classification=classification
-        )
-    exported = ckpt_lib.export_model(
-        model, model_dir=config.model_dir, is_chief=cluster.is_chief, worker_index=worker, fmt=config.export
+    step_fn = loop.make_train_step(
+        strategy=strat, model=ses.model, optimizer=ses.optimizer, global_batch=plan.global_batch,
+        classification=ses.classification, loss_scale=ses.loss_scale,
     )
-    if checkpoints is not None:
-        checkpoints.close()
-    summary = {
-        **meter.summary(allreduce_s=allreduce_s),
-        "worker": worker,
-        "num_workers": cluster.num_workers,
-        "replicas": replicas,
-        "data_mode": "file" if naive else plan.mode,
-        "input_mode": config.input_mode,
-        "loop": config.loop,
-        "start_step": start_step,
-        "global_step": final_step,
-        "steps_per_epoch": plan.steps_per_epoch,
-        "global_batch": plan.global_batch,
-        "dropped_records_per_epoch": plan.dropped_records,
-        "precision": policy,
-        "learning_rate": learning_rate,
-        "export": exported,
-        **scores,
-    }
-    url = metrics.write_summary(config.model_dir, worker, summary)
-    log.info(
-        "worker %d done: %d steps (global step %d), %d examples, %d empty replica-steps, input wait %s "
-        "(floor %s), summary %s",
-        worker, summary["steps"], final_step, summary["examples"], summary["empty_replica_steps"],
-        summary["input_wait_fraction"], summary["input_wait_floor_fraction"], url,
+    return loop.CustomRunner(
+        strategy=strat, step_fn=step_fn, batches=batches, meter=meter, classification=ses.classification,
+        probe=data.floor_probe(strat, plan), id_log=idlog.IdLog(config.model_dir, ses.worker) if config.record_ids else None,
     )
-    return summary

@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
+from shardprep import cli
+from shardprep.errors import UsageError
 from trainer.cluster import make_tf_config
 
 __all__ = ["Launcher", "free_ports", "main"]
@@ -57,7 +59,7 @@ class Launcher:
     def __init__(self, *, workers: int, command: Sequence[str], env: dict[str, str] | None = None,
                  out: IO[str] = sys.stdout, grace_s: float = 10.0) -> None:
         if workers < 1:
-            raise ValueError(f"--workers {workers}: expected at least 1")
+            raise UsageError(f"--workers {workers}: expected at least 1")
         self.workers, self.command, self.out, self.grace_s = workers, list(command), out, grace_s
         self.env = dict(os.environ if env is None else env)
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -149,7 +151,7 @@ class Launcher:
             reader.join(timeout=5)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:
         cut = argv.index("--")
@@ -161,11 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--module", default="trainer.train", help=argparse.SUPPRESS)
     args = p.parse_args(own)
     if args.workers < 1:
-        print(f"{PROG}: error: --workers {args.workers}: expected at least 1", file=sys.stderr)
-        return 2
+        raise UsageError(f"--workers {args.workers}: expected at least 1")
     if not rest:
-        print(f"{PROG}: error: give the trainer's arguments after '--'", file=sys.stderr)
-        return 2
+        raise UsageError("give the trainer's arguments after '--'")
     launcher = Launcher(workers=args.workers, command=[sys.executable, "-m", args.module, *rest])
 
     def forward(signum: int, frame: object) -> None:
@@ -177,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, forward)
     launcher.start()
     return launcher.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(PROG, _main, argv)
 
 
 if __name__ == "__main__":

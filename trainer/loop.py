@@ -1,12 +1,11 @@
-"""The custom training loop: a replica step under ``strategy.run`` and the outer loop around it.
+"""``--loop custom``: the replica step under ``strategy.run`` and the runner that times it.
 
-The replica step only computes and applies gradients; the outer loop owns input timing, metrics,
-checkpoints and progress (as Orbit separates its runner from its controller).
+The replica step only computes and applies gradients; ``CustomRunner`` feeds it, times the input
+wait and counts what reached each replica; ``trainer.controller`` owns everything between steps.
 """
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,14 +13,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.checkpoints import Checkpoints
 from trainer.idlog import IdLog
-from trainer.metrics import Meter, Progress
+from trainer.metrics import Meter
 
-__all__ = ["LoopSettings", "make_train_step", "per_example_loss", "run_custom", "run_naive"]
+__all__ = ["CustomRunner", "StepResult", "make_train_step", "per_example_loss", "timed_step"]
 
-log = logging.getLogger(__name__)
 StepFn = Callable[[Any], tuple[tf.Tensor, Any, Any]]
+OnStep = Callable[[int, float], None]  # trainer.controller.OnStep
 
 
 def per_example_loss(labels: tf.Tensor, outputs: tf.Tensor, *, classification: bool) -> tf.Tensor:
@@ -92,29 +90,12 @@ def make_train_step(
 
 
 @dataclasses.dataclass(frozen=True)
-class LoopSettings:
-    """What the outer loop runs: ``total_steps`` from ``start_step``, ``steps_per_epoch`` each."""
-
-    start_step: int
-    total_steps: int
-    steps_per_epoch: int
-    checkpoint_every: int = 0
-    classification: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.start_step <= self.total_steps:
-            raise ValueError(f"start step {self.start_step} outside [0, {self.total_steps}]")
-        if self.steps_per_epoch < 1 or self.checkpoint_every < 0:
-            raise ValueError("steps_per_epoch must be >= 1 and checkpoint_every >= 0")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Step:
+class StepResult:
     loss: float
     ids: list[int] | None  # the records' ids, when the batch carries them (--debug-record-ids)
 
 
-def _timed_step(
+def timed_step(
     strategy: tf.distribute.Strategy,
     step_fn: StepFn,
     iterator: Iterator[Any],
@@ -123,8 +104,8 @@ def _timed_step(
     *,
     probe: Iterator[Any] | None = None,
     with_ids: bool = False,
-) -> _Step | None:
-    """Runs one step; returns its loss, or None when the iterator is exhausted (naive input only).
+) -> StepResult | None:
+    """Runs one step; returns its loss, or None when a finite iterator is exhausted.
 
     The timings are host wall time: ``float(loss)`` returns once the step function, all-reduce and
     update included, has finished, so the next ``next()`` starts with nothing of this step pending.
@@ -153,73 +134,40 @@ def _timed_step(
     meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, correct=right, floor_s=floor)
     if ids is not None:
         ids = [int(i) for t in strategy.experimental_local_results(ids) for i in t.numpy()]
-    return _Step(loss, ids)
+    return StepResult(loss, ids)
 
 
-def run_custom(
-    *,
-    strategy: tf.distribute.Strategy,
-    step_fn: StepFn,
-    batches: Callable[[int], Any],
-    settings: LoopSettings,
-    meter: Meter,
-    progress: Progress,
-    checkpoints: Checkpoints | None,
-    probe: Iterator[Any] | None = None,
-    probe_every: int = 10,
-    id_log: IdLog | None = None,
-) -> int:
-    """Trains from ``settings.start_step`` to ``settings.total_steps``; returns the final step.
+class CustomRunner:
+    """Steps of the custom loop over one endless distributed input, opened at the first step run.
 
-    ``batches(start_step)`` is the distributed input from that step on (endless); with ``id_log``
-    its batches carry record ids as a third element. ``probe`` (``data.floor_probe``) is timed
-    before every ``probe_every``-th step of this process.
+    ``batches(start_step)`` is the distributed input from that step on; with ``id_log`` its batches
+    carry record ids as a third element. ``probe`` (``data.floor_probe``) is timed before every
+    ``probe_every``-th step of this process.
     """
-    s = settings
-    iterator = iter(batches(s.start_step))
-    step = s.start_step
-    while step < s.total_steps:
-        epoch = step // s.steps_per_epoch
-        if step % s.steps_per_epoch == 0:
-            meter.reset_accuracy()  # accuracy is reported over the last epoch
-        due = probe is not None and meter.steps > 0 and meter.steps % probe_every == 0
-        result = _timed_step(
-            strategy, step_fn, iterator, meter, s.classification, probe=probe if due else None, with_ids=id_log is not None
-        )
-        if result is None:
-            raise RuntimeError(f"input ended at step {step} before the planned {s.total_steps}")
-        if id_log is not None and result.ids is not None:
-            id_log.write(step=step, epoch=epoch, ids=result.ids)
-        step += 1
-        progress.update(step=step, epoch=epoch, loss=result.loss, force=step % s.steps_per_epoch == 0)
-        if checkpoints is not None and s.checkpoint_every and step % s.checkpoint_every == 0:
-            checkpoints.save(step)
-    if checkpoints is not None:
-        checkpoints.save(step)
-    return step
 
+    def __init__(self, *, strategy: tf.distribute.Strategy, step_fn: StepFn, batches: Callable[[int], Any],
+                 meter: Meter, classification: bool, probe: Iterator[Any] | None = None, probe_every: int = 10,
+                 id_log: IdLog | None = None) -> None:
+        self.strategy, self.step_fn, self.batches, self.meter = strategy, step_fn, batches, meter
+        self.classification, self.probe, self.probe_every, self.id_log = classification, probe, probe_every, id_log
+        self._iterator: Iterator[Any] | None = None
 
-def run_naive(
-    *,
-    strategy: tf.distribute.Strategy,
-    step_fn: StepFn,
-    epoch_batches: Callable[[], Any],
-    epochs: int,
-    meter: Meter,
-    progress: Progress,
-    classification: bool,
-) -> int:
-    """The uneven baseline: each epoch runs until every worker's own files are exhausted.
+    def run_epoch(self, *, epoch: int, start: int, stop: int, on_step: OnStep) -> int:
+        if self._iterator is None:
+            self._iterator = iter(self.batches(start))
+        for step in range(start, stop):
+            due = self.probe is not None and self.meter.steps > 0 and self.meter.steps % self.probe_every == 0
+            result = timed_step(
+                self.strategy, self.step_fn, self._iterator, self.meter, self.classification,
+                probe=self.probe if due else None, with_ids=self.id_log is not None,
+            )
+            if result is None:
+                raise RuntimeError(f"input ended at step {step} before the planned {stop}")
+            if self.id_log is not None and result.ids is not None:
+                self.id_log.write(step=step, epoch=epoch, ids=result.ids)
+            on_step(step + 1, result.loss)
+        return stop
 
-    TF keeps all workers stepping until the last one runs dry, feeding empty batches to the
-    others; ``meter`` counts those replica-steps.
-    """
-    step = 0
-    for epoch in range(epochs):
-        meter.reset_accuracy()
-        iterator = iter(epoch_batches())
-        while (result := _timed_step(strategy, step_fn, iterator, meter, classification)) is not None:
-            step += 1
-            progress.update(step=step, epoch=epoch, loss=result.loss)
-        log.info("naive input: epoch %d ended after %d steps in all", epoch + 1, step)
-    return step
+    def close(self) -> None:
+        if self.id_log is not None:
+            self.id_log.close()

@@ -3,7 +3,7 @@
 Every model takes the parsed feature dict and returns logits (classification, ``num_classes``
 outputs) or one value (regression), in float32 even under mixed precision so the loss is stable.
 A user function is called as ``fn(features=..., label=..., num_classes=...)`` with ``features``
-the manifest's ``{name: {"dtype", "shape"}}`` of the inputs and must return a ``keras.Model``.
+the manifest's JSON ``{name: {"dtype", "shape"}}`` of the inputs and must return a ``keras.Model``.
 """
 from __future__ import annotations
 
@@ -13,17 +13,18 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.features import ModelError, user_model_fn
+from shardprep.schema import FeatureSpec
+from trainer.features import USER_MODEL, ModelError, model_kind, user_model_fn
 
 __all__ = ["HashedNgramBag", "ModelError", "build_model"]
 
-Features = Mapping[str, Mapping[str, Any]]
+Features = Mapping[str, FeatureSpec]
 
 
 def _inputs(features: Features) -> dict[str, keras.KerasTensor]:
     return {
-        name: keras.Input(shape=tuple(info["shape"]), dtype=info["dtype"], name=name)
-        for name, info in features.items()
+        name: keras.Input(shape=spec.shape, dtype=spec.dtype, name=name)
+        for name, spec in features.items()
     }
 
 
@@ -35,8 +36,8 @@ def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (6
     inputs = _inputs(features)
     columns = []
     for name, t in inputs.items():
-        t = keras.ops.cast(t, "float32") if features[name]["dtype"] != "float32" else t
-        columns.append(keras.layers.Reshape((1,))(t) if not features[name]["shape"] else t)
+        t = keras.ops.cast(t, "float32") if features[name].dtype != "float32" else t
+        columns.append(keras.layers.Reshape((1,))(t) if not features[name].shape else t)
     x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
     for i, width in enumerate(hidden):
         x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)
@@ -79,7 +80,8 @@ def _text(features: Features, num_classes: int | None) -> keras.Model:
 
 
 def _user(spec: str, features: Features, *, label: str, num_classes: int | None) -> keras.Model:
-    model = user_model_fn(spec)(features={k: dict(v) for k, v in features.items()}, label=label, num_classes=num_classes)
+    as_json = {k: v.to_json() for k, v in features.items()}
+    model = user_model_fn(spec)(features=as_json, label=label, num_classes=num_classes)
     if not isinstance(model, keras.Model):
         raise ModelError(f"--model {spec} returned {type(model).__name__}, expected a keras.Model")
     return model
@@ -87,10 +89,10 @@ def _user(spec: str, features: Features, *, label: str, num_classes: int | None)
 
 def build_model(name: str, *, features: Features, label: str, num_classes: int | None) -> keras.Model:
     """Builds model ``name`` over ``features`` (inputs only); ``num_classes`` None means regression."""
-    if name == "mlp":
-        return _mlp(features, num_classes)
-    if name == "text":
-        return _text(features, num_classes)
-    if ":" in name:
+    kind = model_kind(name)
+    if kind == USER_MODEL:
         return _user(name, features, label=label, num_classes=num_classes)
-    raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")
+    return _BUILTIN[kind](features, num_classes)
+
+
+_BUILTIN = {"mlp": _mlp, "text": _text}

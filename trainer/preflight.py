@@ -11,15 +11,15 @@ import collections
 import dataclasses
 import posixpath
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from shardprep import fs, manifest, naming, planning
+from shardprep.schema import FeatureSpec, schema_from_json
 from trainer.errors import TrainerError
 
-__all__ = ["InputError", "InputPlan", "check_shards", "plan_input"]
+__all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input"]
 
 
-class InputError(TrainerError):
+class DataSetError(TrainerError):
     """The data set cannot feed this job; the message says why and what to change."""
 
 
@@ -33,7 +33,7 @@ class InputPlan:
     shards: tuple[manifest.ShardInfo, ...]
     shard_urls: tuple[str, ...]
     worker_plan: planning.WorkerPlan
-    feature_spec: Mapping[str, Mapping[str, Any]]
+    feature_spec: Mapping[str, FeatureSpec]
     inputs: tuple[str, ...]
     label: str
     per_worker_batch: int
@@ -42,9 +42,9 @@ class InputPlan:
 
     def __post_init__(self) -> None:
         if not 1 <= self.steps_per_epoch <= self.full_steps_per_epoch:
-            raise InputError(f"steps per epoch {self.steps_per_epoch} outside [1, {self.full_steps_per_epoch}]")
+            raise DataSetError(f"steps per epoch {self.steps_per_epoch} outside [1, {self.full_steps_per_epoch}]")
         if len(self.shard_urls) != len(self.shards):
-            raise InputError("shard_urls and shards differ in length")
+            raise DataSetError("shard_urls and shards differ in length")
 
     @property
     def num_workers(self) -> int:
@@ -96,35 +96,36 @@ def plan_input(
     m = data_manifest if data_manifest is not None else manifest.load(root)
     problems = manifest.problems(m)
     if problems:
-        raise InputError(
+        raise DataSetError(
             f"manifest at {root} is unsound ({'; '.join(problems)}): re-create the data set with shardprep.run"
         )
     if split not in m.splits:
-        raise InputError(f"--split {split!r} is not in the data set at {root} (it has {', '.join(sorted(m.splits))})")
-    known = ", ".join(sorted(m.features))
-    if label not in m.features:
-        raise InputError(f"--label {label!r} is not a feature of the data set at {root} (features: {known})")
-    label_spec = m.features[label]
-    if label_spec.get("shape") != [] or label_spec.get("dtype") not in ("int64", "float32"):
-        raise InputError(
-            f"--label {label!r} is {label_spec.get('dtype')} of shape {label_spec.get('shape')}: "
+        raise DataSetError(f"--split {split!r} is not in the data set at {root} (it has {', '.join(sorted(m.splits))})")
+    features = schema_from_json(m.features)
+    known = ", ".join(sorted(features))
+    if label not in features:
+        raise DataSetError(f"--label {label!r} is not a feature of the data set at {root} (features: {known})")
+    label_spec = features[label]
+    if label_spec.shape != () or label_spec.dtype not in ("int64", "float32"):
+        raise DataSetError(
+            f"--label {label!r} is {label_spec.dtype} of shape {list(label_spec.shape)}: "
             f"expected a scalar int64 (class id) or float32 (regression target)"
         )
-    missing = [f for f in inputs if f not in m.features]
+    missing = [f for f in inputs if f not in features]
     if missing:
-        raise InputError(f"feature(s) {', '.join(map(repr, missing))} not in the data set at {root} (features: {known})")
+        raise DataSetError(f"feature(s) {', '.join(map(repr, missing))} not in the data set at {root} (features: {known})")
     if not inputs:
-        raise InputError("the model takes no input features: name some with --features")
+        raise DataSetError("the model takes no input features: name some with --features")
     shards = m.splits[split].shards
     records = tuple(s.num_records for s in shards)
     try:
         worker_plan = planning.plan_workers(records, num_workers)
         full_steps = worker_plan.steps_per_epoch(per_worker_batch)
     except planning.PlanError as e:
-        raise InputError(str(e)) from None
+        raise DataSetError(str(e)) from None
     if full_steps == 0:
         fewest = min(worker_plan.records(w) for w in range(num_workers))
-        raise InputError(
+        raise DataSetError(
             f"split {split!r} has {sum(records)} records: the worker with the fewest gets {fewest}, fewer "
             f"than one per-worker batch of {per_worker_batch} (global batch {per_worker_batch * num_workers} "
             f"over {num_workers} workers), so no worker could take a full step; use a smaller batch, "
@@ -139,7 +140,7 @@ def plan_input(
         shards=tuple(shards),
         shard_urls=tuple(naming.join(root, s.path) for s in shards),
         worker_plan=worker_plan,
-        feature_spec={name: dict(m.features[name]) for name in (*inputs, label)},
+        feature_spec={name: features[name] for name in (*inputs, label)},
         inputs=tuple(inputs),
         label=label,
         per_worker_batch=per_worker_batch,
@@ -163,12 +164,12 @@ def check_shards(root: str, shards: Sequence[manifest.ShardInfo]) -> None:
         for shard in members:
             size = sizes.get(posixpath.basename(shard.path))
             if size is None:
-                raise InputError(
+                raise DataSetError(
                     f"shard {naming.join(root, shard.path)} listed in the manifest is missing: the data set "
                     f"is incomplete; run `python -m shardprep.verify {root}` or re-create it"
                 )
             if int(size) != shard.num_bytes:
-                raise InputError(
+                raise DataSetError(
                     f"shard {naming.join(root, shard.path)} is {size} bytes, the manifest says "
                     f"{shard.num_bytes}: the file was changed or copied incompletely; run "
                     f"`python -m shardprep.verify {root}`"

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import google_crc32c
 
 from shardprep import fs
-from trainer.preflight import InputError, InputPlan
+from trainer.preflight import DataSetError, InputPlan
 
 __all__ = ["stage_shards"]
 
@@ -64,7 +64,7 @@ def stage_shards(plan: InputPlan, *, shards: Iterable[int], stage_dir: str) -> I
             size = os.path.getsize(dest)
             if size != num_bytes or got != crc:
                 os.remove(dest)
-                raise InputError(
+                raise DataSetError(
                     f"staged copy of {url} has {size} bytes and CRC32C {got}, the manifest says {num_bytes} "
                     f"bytes and {crc}: the shard is corrupt; run `python -m shardprep.verify {plan.root}`"
                 )

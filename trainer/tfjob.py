@@ -14,6 +14,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from shardprep import cli
+from trainer.errors import TrainerError
+
 __all__ = ["DEFAULT_ENV", "build_tfjob", "main", "render"]
 
 PROG = "trainer.tfjob"
@@ -28,7 +31,7 @@ DEFAULT_ENV = {
 _CONTAINER = "tensorflow"  # the training operator looks for this container name
 
 
-class TFJobError(ValueError):
+class TFJobError(TrainerError):
     """A setting that would make a TFJob Kubernetes refuses or one that cannot train."""
 
 
@@ -169,34 +172,34 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, train_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     args = _parser().parse_args(own)
-    try:
-        env = {}
-        for item in args.env:
-            if not _ENV_RE.match(item):
-                raise TFJobError(f"--env {item!r}: expected KEY=VALUE")
-            key, value = item.split("=", 1)
-            env[key] = value
-        pvcs = []
-        for item in args.pvc:
-            claim, sep, path = item.partition(":")
-            if not (sep and claim and path.startswith("/")):
-                raise TFJobError(f"--pvc {item!r}: expected CLAIM:/MOUNT/PATH")
-            pvcs.append((claim, path))
-        job = build_tfjob(
-            name=args.name, image=args.image, workers=args.workers, train_args=train_args,
-            gpus_per_worker=args.gpus_per_worker, namespace=args.namespace, cpu=args.cpu, memory=args.memory,
-            env=env, pvcs=pvcs, shm_size=args.shm_size, backoff_limit=args.backoff_limit,
-            service_account=args.service_account,
-        )
-    except TFJobError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+    env = {}
+    for item in args.env:
+        if not _ENV_RE.match(item):
+            raise TFJobError(f"--env {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        env[key] = value
+    pvcs = []
+    for item in args.pvc:
+        claim, sep, path = item.partition(":")
+        if not (sep and claim and path.startswith("/")):
+            raise TFJobError(f"--pvc {item!r}: expected CLAIM:/MOUNT/PATH")
+        pvcs.append((claim, path))
+    job = build_tfjob(
+        name=args.name, image=args.image, workers=args.workers, train_args=train_args,
+        gpus_per_worker=args.gpus_per_worker, namespace=args.namespace, cpu=args.cpu, memory=args.memory,
+        env=env, pvcs=pvcs, shm_size=args.shm_size, backoff_limit=args.backoff_limit,
+        service_account=args.service_account,
+    )
     sys.stdout.write(render(job))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(PROG, _main, argv)
 
 
 if __name__ == "__main__":

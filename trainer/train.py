@@ -2,30 +2,32 @@
 
 Run the same command on every machine of the cluster, with TF_CONFIG set for each (or through
 ``python -m trainer.launch`` on one machine). Without TF_CONFIG it trains in a single process.
-Hidden flags, for tests and debugging: ``--input-mode naive-files`` (the uneven per-file baseline)
-and ``--debug-record-ids`` (each worker logs the ids of the records of every step, ``trainer.idlog``).
+Hidden flag, for tests and debugging: ``--debug-record-ids`` (each worker logs the ids of the
+records of every step, ``trainer.idlog``). Errors go through ``shardprep.cli.main``: one line, exit
+2 for a job that cannot work, 1 for a run that failed, 130 for an interrupt.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from shardprep.manifest import ManifestError
-from shardprep.planning import PlanError
+from shardprep import cli
+from shardprep.errors import RunError
 from trainer.cluster import parse_tf_config
-from trainer.config import EXPORTS, PRECISIONS, TrainConfig
-from trainer.errors import TrainerError
+from trainer.config import COMMUNICATIONS, EXPORTS, LOOPS, PRECISIONS, TrainConfig
 
-__all__ = ["main", "parse_args"]
+__all__ = ["build_parser", "config_from_args", "main", "parse_args"]
 
 PROG = "trainer.train"
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The trainer's flags (``prog`` for another entry point that takes the same ones)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
     p.add_argument("--split", default="train", help="split to train on (default: train)")
     p.add_argument("--model", required=True, help="mlp, text, or module:function returning a keras.Model")
@@ -37,8 +39,8 @@ def _build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--global-batch", type=int, help="examples per step over all replicas (must divide by them)")
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--model-dir", required=True, help="checkpoints, TensorBoard, summaries and the exported model")
-    p.add_argument("--loop", choices=("custom", "fit"), default="custom", help="custom loop or Keras fit")
-    p.add_argument("--communication", choices=("auto", "nccl", "ring"), default="auto")
+    p.add_argument("--loop", choices=LOOPS, default="custom", help="custom loop or Keras fit")
+    p.add_argument("--communication", choices=COMMUNICATIONS, default="auto")
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the replica count")
     p.add_argument(
@@ -54,12 +56,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
     p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval), every record once")
     p.add_argument("--debug-record-ids", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--input-mode", choices=("manifest", "naive-files"), default="manifest", help=argparse.SUPPRESS)
     return p
 
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
-    args = _build_parser().parse_args(argv)
+    return config_from_args(build_parser().parse_args(argv))
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The ``TrainConfig`` of parsed flags (which refuses values that cannot work)."""
     return TrainConfig(
         data=args.data,
         split=args.split,
@@ -81,7 +86,6 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         shuffle_buffer=args.shuffle_buffer,
         seed=args.seed,
         stage_dir=args.stage_dir,
-        input_mode=args.input_mode,
         log_every=args.log_every,
         export=args.export,
         eval_split=args.eval_split,
@@ -97,29 +101,33 @@ def _tf_error_line(error: Exception) -> str:
     return cause + (" (another worker failed or lost its connection)" if "Collective" in cause else "")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout, force=True)
     for noisy in ("tensorflow", "absl"):  # the trainer logs the cluster and checkpoints itself
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
-        config = parse_args(argv)
-        cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
-        # Imports TensorFlow: only once the settings are sound.
-        from trainer.job import run_job
+    config = parse_args(argv)
+    cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+    # Imports TensorFlow: only once the settings are sound.
+    from trainer.job import run_job
 
+    with tf_errors_as_run_errors():
         run_job(config, cluster=cluster)
-    except (TrainerError, ManifestError, PlanError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if type(e).__module__.startswith("tensorflow"):  # a peer failed or a collective broke
-            print(f"{PROG}: error: {type(e).__name__}: {_tf_error_line(e)}", file=sys.stderr)
-            return 1
-        raise
     return 0
+
+
+@contextlib.contextmanager
+def tf_errors_as_run_errors() -> Iterator[None]:
+    """A TensorFlow error (a peer failed, a collective broke) becomes a ``RunError`` of one good line."""
+    try:
+        yield
+    except Exception as e:
+        if type(e).__module__.startswith("tensorflow"):
+            raise RunError(f"{type(e).__name__}: {_tf_error_line(e)}") from e
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(PROG, _main, argv)
 
 
 if __name__ == "__main__":

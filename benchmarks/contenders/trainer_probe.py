@@ -3,8 +3,9 @@
 Records, for every step the loop measures, when it ended, its input wait, its duration and the
 examples each local replica got, and writes ``MODEL_DIR/timeline/worker-<i>.json`` at exit. With
 ``BENCH_ALLOW_UNEVEN=1`` the manifest's balance check lets an uneven data set through, so the
-trainer's per-file naive mode can be fed the raw, uneven files (the baseline being measured).
-Everything else is the trainer, unchanged.
+per-file naive baseline (``--naive-files``: ``benchmarks.naive_trainer`` instead of
+``trainer.train``) can be fed the raw, uneven files (the baseline being measured). Everything else
+is the trainer, unchanged.
 """
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ def main() -> int:
     _record_steps()
     model_dir = argv[argv.index("--model-dir") + 1]
     atexit.register(_dump, model_dir)
+    if "--naive-files" in argv:
+        argv.remove("--naive-files")
+        from benchmarks.naive_trainer import main as naive_main
+
+        return naive_main(argv)
     from trainer.train import main as train_main
 
     return train_main(argv)

@@ -1,8 +1,8 @@
-"""What every input reader shares: the input types and the byte-level helpers.
+"""What every input format shares: the input types, the ``Format`` protocol and byte-level reading.
 
 ``InputFile`` (one file), ``WorkUnit`` (the piece of it one worker parses), ``Bad`` (a record that
-cannot be read, with a stable reason code), ``InputError`` (an input that cannot be used at all),
-and reading a file's bytes (gzip or not) as lines with their offsets.
+cannot be read, with a stable reason code), and reading a file's bytes (gzip or not) as lines with
+their offsets. A file that cannot be used at all is an ``InputError`` (``shardprep.errors``).
 """
 from __future__ import annotations
 
@@ -12,19 +12,23 @@ import gzip
 import io
 import zlib
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING, ClassVar
 
 from shardprep import fs
+from shardprep.errors import InputError
 
-__all__ = ["BOM", "FORMATS", "Bad", "InputError", "InputFile", "StreamError", "WorkUnit", "open_input", "read_lines"]
+if TYPE_CHECKING:
+    from shardprep.schema import Schema
+    from shardprep.tfrecord import FramedBatch
+
+__all__ = [
+    "BOM", "FORMATS", "Bad", "Format", "InputError", "InputFile", "Record", "StreamError", "Unsupported", "WorkUnit", "open_input",
+    "read_lines",
+]
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
 BOM = b"\xef\xbb\xbf"
 READ_BLOCK = 1 << 20
-
-
-class InputError(ValueError):
-    """An input that cannot be used at all; the run stops before any work, with this one line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +70,41 @@ class Bad:
     reason: str
     detail: str
     raw: str | bytes
+
+
+Record = tuple[int, "dict | Bad"]  # (position, row or Bad): what ``Format.read`` yields
+
+
+class Format:
+    """One input format: how its files are cut into work units and how a unit is read.
+
+    ``plan`` and ``read`` are required. A format with a column-wise reader also overrides
+    ``column_wise`` (whether it takes this unit with this schema) and ``framed_batches``.
+    """
+
+    name: ClassVar[str]
+    extensions: ClassVar[tuple[str, ...]]
+
+    def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+        """The work units of a non-empty ``file``, in file order; ``InputError`` for a file that cannot be used."""
+        raise NotImplementedError
+
+    def read(self, unit: WorkUnit) -> Iterator[Record]:
+        """(position, row) or (position, Bad) for every record of ``unit``, in file order."""
+        raise NotImplementedError
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        """Whether ``framed_batches`` may read this unit (else the per-record path reads it all)."""
+        return False
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+        """The unit's records as framed TFRecord batches, in file order; raises ``Unsupported`` (after
+        the batches it could give) where the per-record path must take over."""
+        raise NotImplementedError(f"{self.name} has no column-wise reader")
+
+
+class Unsupported(Exception):
+    """Raised by ``Format.framed_batches``: this unit, from this batch on, needs the per-record path to decide."""
 
 
 class StreamError(Exception):
@@ -117,4 +156,3 @@ def read_lines(stream: IO[bytes], offset: int) -> Iterator[tuple[int, bytes]]:
         for line in lines:
             yield offset, line
             offset += len(line)
-

@@ -1,6 +1,6 @@
 """Column-wise encoding: a batch of scalar feature columns -> framed TFRecords of tf.train.Example.
 
-The bytes are exactly those of ``codec.example_encoder`` + ``tfrecord.frame`` row by row (a test
+The bytes are exactly those of ``example_encoder`` + ``tfrecord.frame`` row by row (a test
 checks it); the work is laid out by column instead. Each feature gives one piece per record, built
 for the whole column with numpy: a run of float features is one fixed-width block (constant entry
 prefixes and float32 values, as a structured array); an int64 feature is its entry prefix and
@@ -20,7 +20,8 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from shardprep import codec, tfrecord
+from shardprep import tfrecord
+from shardprep.example.wire import scalar_entry_prefix, scalar_runs
 from shardprep.schema import Schema
 
 __all__ = ["encode_framed", "supports"]
@@ -60,7 +61,7 @@ def _float_run(names: list[str], columns: Mapping[str, Any], n: int) -> tuple[li
     """One fixed-width piece per record for a run of float features: (prefix, value) pairs."""
     fields, prefixes = [], []
     for k, name in enumerate(names):
-        prefix = codec.scalar_entry_prefix(name, "float32", 4)
+        prefix = scalar_entry_prefix(name, "float32", 4)
         fields += [(f"p{k}", f"S{len(prefix)}"), (f"x{k}", "<f4")]
         prefixes.append(prefix)
     block = np.empty(n, dtype=fields)
@@ -74,7 +75,7 @@ def _float_run(names: list[str], columns: Mapping[str, Any], n: int) -> tuple[li
 def _by_length(name: str, dtype: str, sizes: np.ndarray) -> tuple[list[bytes], np.ndarray]:
     """Each record's entry prefix (it depends only on its value's encoded size), and its length."""
     unique, inverse = np.unique(sizes, return_inverse=True)
-    table = [codec.scalar_entry_prefix(name, dtype, int(size)) for size in unique.tolist()]
+    table = [scalar_entry_prefix(name, dtype, int(size)) for size in unique.tolist()]
     lengths = np.array([len(p) for p in table], dtype=np.int64)[inverse]
     return [table[i] for i in inverse.tolist()], lengths
 
@@ -103,7 +104,7 @@ def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[b
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[list[bytes]] = []
     body = np.zeros(n, dtype=np.int64)
-    for dtype, run in codec.scalar_runs(schema):
+    for dtype, run in scalar_runs(schema):
         if dtype == "float32":
             rows, width = _float_run(run, columns, n)
             pieces.append(rows)

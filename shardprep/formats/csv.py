@@ -1,19 +1,8 @@
-"""CSV: cutting a large file into work units at record boundaries, and reading a unit into rows.
-
-Cuts: the planner reads the file once with C-speed ``bytes.count``/``find`` and moves each nominal
-cut (every ``unit_bytes``) to just after the first newline at or after it that is outside quotes,
-recording the cut's byte offset and 1-based line number, so every unit starts exactly at a record.
-
-Quotes: RFC 4180 writes a quote inside a quoted field as two quotes, so the parity of the number of
-``"`` characters before a byte says whether it is inside a quoted field. That is exact for RFC 4180
-CSV. A stray quote in an unquoted field (``5" screen``) flips the parity for the rest of the file:
-if the file's total count of quotes is odd the planner notices and reads that file as one unit; if
-two stray quotes bracket quoted fields that hold newlines, a cut can land inside a record, which the
-reader of the unit before it detects (its last record runs past the cut) and reports as a fatal
-``InputError``, never as silently wrong rows. Lines end with ``\\n`` (``\\r\\n`` works too).
+"""CSV: the header, cuts at record boundaries (``cuts``), and reading a unit record by record.
 
 This is the per-record reader, the reference: ``csv_arrow`` reads the same units column-wise
-while it can prove it gives the same records, and hands the rest of a unit back to ``read_csv``.
+while it can prove it gives the same records, and hands the rest of a unit back to ``read``.
+Lines end with ``\\n`` (``\\r\\n`` works too).
 
 Bad records: ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the file, or a record
 the csv module refuses), ``invalid_utf8``, ``gzip_truncated`` and ``gzip_invalid``.
@@ -22,65 +11,51 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from shardprep import fs
-from shardprep.source_io import Bad, InputError, InputFile, StreamError, WorkUnit, open_input, read_lines
+from shardprep.formats.base import (
+    Bad,
+    Format,
+    InputError,
+    InputFile,
+    Record,
+    StreamError,
+    WorkUnit,
+    open_input,
+    read_lines,
+)
+from shardprep.formats.cuts import line_units
 
-__all__ = ["find_cuts", "read_csv", "read_header"]
+if TYPE_CHECKING:
+    from shardprep.schema import Schema
+    from shardprep.tfrecord import FramedBatch
 
-_SCAN_BLOCK = 8 << 20
+__all__ = ["CsvFormat", "read_header"]
+
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a single field may hold megabytes
 
 
-def find_cuts(url: str, unit_bytes: int, *, quotes: bool) -> tuple[list[tuple[int, int]], bool]:
-    """(offset, 1-based line) of each unit start after the first, and whether the file's quote count is odd.
+class CsvFormat(Format):
+    """CSV with a header line; large files cut at newlines outside quotes; a column-wise fast path."""
 
-    Each cut is just after the first newline at or after a multiple of ``unit_bytes`` whose quote
-    parity is even (outside quotes); it is found with C-speed ``count``/``find`` calls only.
-    """
-    cuts: list[tuple[int, int]] = []
-    target = unit_bytes
-    base, parity, line = 0, 0, 1  # file offset, quote parity and line number at the block's start
-    with fs.open_file(url, "rb") as f:
-        while block := f.read(_SCAN_BLOCK):
-            pos, par, ln = 0, parity, line  # the same, at block[pos]
-            while target < base + len(block):
-                rel = max(target - base, pos)
-                if quotes:
-                    par ^= block.count(b'"', pos, rel) & 1
-                ln += block.count(b"\n", pos, rel)
-                pos = rel
-                newline = _newline_outside_quotes(block, pos, par) if quotes else block.find(b"\n", pos)
-                if newline < 0:
-                    break  # look on in the next block, with the parity at its start
-                ln += block.count(b"\n", pos, newline + 1)
-                par = 0
-                pos = newline + 1
-                cuts.append((base + pos, ln))
-                target = -(-(base + pos) // unit_bytes) * unit_bytes
-            if quotes:
-                parity ^= block.count(b'"') & 1
-            line += block.count(b"\n")
-            base += len(block)
-    return [cut for cut in cuts if cut[0] < base], bool(parity)
+    name = "csv"
+    extensions = (".csv",)
 
+    def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+        return line_units(file, unit_bytes, columns=read_header(file), quotes=True)
 
-def _newline_outside_quotes(block: bytes, pos: int, par: int) -> int:
-    """Index of the first ``\\n`` at or after ``pos`` with even quote parity, or -1 in this block."""
-    while True:
-        if par:
-            quote = block.find(b'"', pos)
-            if quote < 0:
-                return -1
-            par, pos = 0, quote + 1
-        newline = block.find(b"\n", pos)
-        if newline < 0:
-            return -1
-        quote = block.find(b'"', pos, newline)
-        if quote < 0:
-            return newline
-        par, pos = 1, quote + 1
+    def read(self, unit: WorkUnit) -> Iterator[Record]:
+        return read_csv(unit)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        from shardprep.formats.csv_arrow import usable  # pyarrow only where a unit is parsed
+
+        return usable(unit, schema, extra_fields)
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+        from shardprep.formats.csv_arrow import framed_batches
+
+        return framed_batches(unit, schema, extra_fields)
 
 
 def read_header(file: InputFile) -> tuple[str, ...]:
@@ -163,7 +138,8 @@ def _text(lines: list) -> str:
     return b"".join(raw for _, raw, _ in lines).decode("utf-8", "replace").rstrip("\r\n")
 
 
-def read_csv(unit: WorkUnit) -> Iterator[tuple[int, dict | Bad]]:
+def read_csv(unit: WorkUnit) -> Iterator[Record]:
+    """(position, row) or (position, Bad) per record of ``unit``; a header row (unit start 0) is skipped."""
     columns = unit.columns
     limit = None if unit.file.gzip else unit.end
     header = unit.start == 0

@@ -1,6 +1,6 @@
-"""The fast CSV path: a work unit parsed column-wise by pyarrow and encoded by ``shardprep.columnar``.
+"""The fast CSV path: a work unit parsed column-wise by pyarrow and encoded by ``shardprep.example.columnar``.
 
-It yields exactly the records that ``csv_source.read_csv`` + ``codec`` would give, as framed
+It yields exactly the records that ``formats.csv.read_csv`` + ``example.example_encoder`` would give, as framed
 TFRecord batches, or it raises ``Unsupported`` before yielding the first batch that might differ:
 the caller then reads the unit again with the per-record path, skipping the records already
 yielded, so dead letters keep their exact line numbers, reasons and wording. It steps aside on
@@ -33,18 +33,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from shardprep import columnar
+from shardprep.example import columnar
+from shardprep.formats.base import BOM, Unsupported, WorkUnit, open_input
 from shardprep.schema import Schema
-from shardprep.source_io import BOM, WorkUnit, open_input
+from shardprep.tfrecord import FramedBatch
 
-__all__ = ["Unsupported", "framed_batches"]
+__all__ = ["Unsupported", "framed_batches", "usable"]
 
 BLOCK_BYTES = 1 << 20
 _INT64 = r"^-?[0-9]+$"
-
-
-class Unsupported(Exception):
-    """This unit, from this batch on, needs the per-record path to decide."""
 
 
 class _Checked(io.RawIOBase):
@@ -128,7 +125,8 @@ class _Checked(io.RawIOBase):
         return line
 
 
-def _usable(unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+def usable(unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+    """Whether this unit's columns and ``schema`` fit the column-wise path at all (see the module docs)."""
     names, columns = set(schema), set(unit.columns)
     return (unit.file.format == "csv" and bool(columns) and columnar.supports(schema) and names <= columns
             and (extra_fields == "ignore" or columns <= names))
@@ -165,9 +163,9 @@ def _columns(batch: pa.RecordBatch, schema: Schema) -> dict:
     return out
 
 
-def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[tuple[bytearray, np.ndarray]]:
-    """(framed records, their end offsets) per block of the unit, in file order; see the module docs."""
-    if not _usable(unit, schema, extra_fields):
+def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+    """Framed records and their end offsets per block of the unit, in file order; see the module docs."""
+    if not usable(unit, schema, extra_fields):
         raise Unsupported("the schema or the columns need the per-record path")
     marker = b"\n" + b",".join([b"0"] * len(unit.columns)) + b"\n"
     with open_input(unit.file, unit.start) as stream:
@@ -200,10 +198,10 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
             raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
 
 
-def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> tuple[bytearray, np.ndarray]:
+def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> FramedBatch:
     if not source.clean:
         raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
     try:
-        return columnar.encode_framed(schema, _columns(batch, schema), batch.num_rows)
+        return FramedBatch(*columnar.encode_framed(schema, _columns(batch, schema), batch.num_rows))
     except pa.ArrowException as e:
         raise Unsupported(f"a value pyarrow cannot convert: {e}") from None

@@ -1,21 +1,9 @@
-"""Input files: finding them, cutting them into work units, and reading units into rows or bad records.
+"""Input files: finding them, telling their format, cutting them into work units, sampling rows.
 
-Work units (``plan_units``, run once in the launcher): an empty file, a gzip file, a TFRecord file
-or a file of at most ``unit_bytes`` is one unit. A larger CSV or JSON Lines file is cut into byte
-ranges; a unit owns the records whose first byte lies in ``[start, end)``. The planner reads the
-file once with C-speed ``bytes.count``/``find`` and moves each nominal cut (every ``unit_bytes``) to
-just after the first newline at or after it that is outside quotes (JSON Lines: any newline), and
-records the cut's byte offset and 1-based line number, so every unit starts exactly at a record.
-A Parquet file is cut into runs of row groups.
-
-This module finds the files and dispatches to the per-format readers: ``csv_source`` (CSV cuts,
-quote parity and reading) and ``typed_sources`` (JSON Lines, TFRecord, Parquet). Their shared types
-live in ``source_io`` and are re-exported here.
-
-Bad records (``Bad.reason``): ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the
-file, or a record the csv module refuses), ``invalid_utf8``, ``json_invalid``, ``json_not_object``,
-``tfrecord_length_crc`` (reading resumes at the next record that checks), ``tfrecord_data_crc``,
-``tfrecord_truncated``, ``not_an_example``, ``gzip_truncated`` and ``gzip_invalid``.
+Dispatch is by format name, once, through ``REGISTRY``: each ``Format`` (``formats.csv``,
+``jsonl``, ``parquet``, ``tfrecord``) cuts its files and reads its units. An empty file is one
+unit of no records, whatever its format. Work units come out in a deterministic order (file,
+then place in the file).
 """
 from __future__ import annotations
 
@@ -23,26 +11,25 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from shardprep import csv_source, fs, typed_sources
-from shardprep.source_io import FORMATS, Bad, InputError, InputFile, WorkUnit
+from shardprep import fs
+from shardprep.formats.base import FORMATS, Bad, Format, InputError, InputFile, Record, WorkUnit
+from shardprep.formats.csv import CsvFormat
+from shardprep.formats.jsonl import JsonLinesFormat
+from shardprep.formats.parquet import ParquetFormat
+from shardprep.formats.tfrecord import TFRecordFormat
 
-__all__ = [
-    "FORMATS",
-    "Bad",
-    "InputError",
-    "InputFile",
-    "WorkUnit",
-    "detect_format",
-    "expand_inputs",
-    "plan_units",
-    "read_unit",
-    "sample_rows",
-]
+__all__ = ["REGISTRY", "detect_format", "expand_inputs", "format_of", "plan_units", "read_unit", "sample_rows"]
 
-_EXTENSIONS = {
-    ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
-    ".pq": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfr": "tfrecord",
-}
+REGISTRY: dict[str, Format] = {f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat())}
+if tuple(REGISTRY) != FORMATS:  # pragma: no cover - a programming error, caught by any test
+    raise ImportError(f"formats {tuple(REGISTRY)} != FORMATS {FORMATS}: every name needs exactly one Format")
+_EXTENSIONS = {ext: f.name for f in REGISTRY.values() for ext in f.extensions}
+
+
+def format_of(unit_or_file: WorkUnit | InputFile) -> Format:
+    """The ``Format`` that cuts and reads this file or unit."""
+    file = unit_or_file.file if isinstance(unit_or_file, WorkUnit) else unit_or_file
+    return REGISTRY[file.format]
 
 
 # --- finding inputs --------------------------------------------------------------------------------
@@ -132,33 +119,13 @@ def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024
 def _plan_file(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     if file.size == 0:
         return [WorkUnit(file, 0, 0, 0, 1)]
-    if file.format == "parquet":
-        return typed_sources.parquet_units(file, unit_bytes)
-    columns = csv_source.read_header(file) if file.format == "csv" else ()
-    if file.format == "jsonl":
-        typed_sources.check_json_lines(file)
-    whole = WorkUnit(file, 0, 0, file.size, 1, columns)
-    if file.gzip or file.format == "tfrecord" or file.size <= unit_bytes:
-        return [whole]
-    cuts, odd_quotes = csv_source.find_cuts(file.url, unit_bytes, quotes=file.format == "csv")
-    if odd_quotes:  # a stray or unterminated quote: parity is unreliable, read the file in one piece
-        return [whole]
-    starts = [(0, 1), *cuts]
-    ends = [offset for offset, _ in cuts] + [file.size]
-    return [WorkUnit(file, i, start, end, line, columns) for i, ((start, line), end) in enumerate(zip(starts, ends))]
+    return format_of(file).plan(file, unit_bytes)
 
 
 # --- reading ---------------------------------------------------------------------------------------
 
-_READERS = {
-    "csv": csv_source.read_csv,
-    "jsonl": typed_sources.read_jsonl,
-    "tfrecord": typed_sources.read_tfrecord,
-    "parquet": typed_sources.read_parquet,
-}
 
-
-def read_unit(unit: WorkUnit) -> Iterator[tuple[int, dict | Bad]]:
+def read_unit(unit: WorkUnit) -> Iterator[Record]:
     """(position, row) or (position, Bad) for every record of ``unit``, in file order.
 
     Rows: CSV column -> str; JSON object as parsed; TFRecord feature -> list of int/float/bytes;
@@ -166,7 +133,7 @@ def read_unit(unit: WorkUnit) -> Iterator[tuple[int, dict | Bad]]:
     """
     if unit.file.size == 0:
         return iter(())
-    return _READERS[unit.file.format](unit)
+    return format_of(unit).read(unit)
 
 
 def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: int = 8) -> list[dict]:

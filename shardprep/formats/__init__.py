@@ -1,0 +1,42 @@
+"""Input formats: one module per format behind one small protocol, ``base.Format``.
+
+``files`` finds input files, tells their format and dispatches by format name through
+``REGISTRY``; ``csv``, ``jsonl``, ``parquet`` and ``tfrecord`` cut files into work units and read
+them record by record with exact positions; ``csv_arrow`` is CSV's column-wise fast path (pyarrow,
+imported only when a unit is parsed). ``cuts`` places the cuts of line-based files.
+
+Bad records (``Bad.reason``): ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the
+file, or a record the csv module refuses), ``invalid_utf8``, ``json_invalid``, ``json_not_object``,
+``tfrecord_length_crc`` (reading resumes at the next record that checks), ``tfrecord_data_crc``,
+``tfrecord_truncated``, ``not_an_example``, ``gzip_truncated`` and ``gzip_invalid``.
+"""
+from __future__ import annotations
+
+from shardprep.formats.base import FORMATS, Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit
+from shardprep.formats.files import (
+    REGISTRY,
+    detect_format,
+    expand_inputs,
+    format_of,
+    plan_units,
+    read_unit,
+    sample_rows,
+)
+
+__all__ = [
+    "FORMATS",
+    "REGISTRY",
+    "Bad",
+    "Format",
+    "InputError",
+    "InputFile",
+    "Record",
+    "Unsupported",
+    "WorkUnit",
+    "detect_format",
+    "expand_inputs",
+    "format_of",
+    "plan_units",
+    "read_unit",
+    "sample_rows",
+]

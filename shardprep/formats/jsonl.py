@@ -1,0 +1,102 @@
+"""JSON Lines: one object per line; large files cut at any newline (``cuts``), read line by line.
+
+Bad records: ``invalid_utf8``, ``json_invalid``, ``json_not_object``, ``gzip_truncated`` and
+``gzip_invalid``. A file holding one JSON array is an ``InputError``.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+
+from shardprep.formats.base import (
+    BOM,
+    Bad,
+    Format,
+    InputError,
+    InputFile,
+    Record,
+    StreamError,
+    WorkUnit,
+    open_input,
+    read_lines,
+)
+from shardprep.formats.cuts import line_units
+
+try:  # optional fast path; any line it refuses or might read differently goes through json
+    import orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    orjson = None
+
+__all__ = ["JsonLinesFormat"]
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_TWENTY_DIGITS = b"0" * 20  # orjson reads integers >= 2**64 as floats; json keeps them exact
+
+
+class JsonLinesFormat(Format):
+    """JSON Lines (``.jsonl``, ``.json``, ``.ndjson``): rows are the objects as parsed."""
+
+    name = "jsonl"
+    extensions = (".jsonl", ".json", ".ndjson")
+
+    def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+        check_json_lines(file)
+        return line_units(file, unit_bytes, quotes=False)
+
+    def read(self, unit: WorkUnit) -> Iterator[Record]:
+        return read_jsonl(unit)
+
+
+def check_json_lines(file: InputFile) -> None:
+    """Refuses a file holding one JSON array (every record would be bad): JSON Lines has one object per line."""
+    with open_input(file, 0) as stream:
+        try:
+            head = stream.read(4096)
+        except (EOFError, OSError, zlib.error):
+            return  # the reader reports a broken gzip stream as a bad record
+    if head.removeprefix(BOM).lstrip().startswith(b"["):
+        raise InputError(f"{file.url!r} holds a JSON array, not JSON Lines (one object per line): convert it, e.g. "
+                         "jq -c '.[]' in.json > out.jsonl")
+
+
+def _json_row(raw: bytes, line: int) -> dict | Bad:
+    if orjson is not None and _TWENTY_DIGITS not in raw.translate(_DIGITS_TO_ZERO):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = _json_row  # a sentinel: let json decide and word the error
+    else:
+        value = _json_row
+    if value is _json_row:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Bad(line, "invalid_utf8", f"line {line} is not valid UTF-8 (byte {e.start}: {e.reason})", raw.rstrip(b"\r\n"))
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            return Bad(line, "json_invalid", f"line {line} is not valid JSON: {e}", text.rstrip("\r\n"))
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+        return Bad(line, "json_not_object", f"line {line} holds {kind}: expected one JSON object {{...}} per line",
+                   raw.decode("utf-8", "replace").rstrip("\r\n"))
+    return value
+
+
+def read_jsonl(unit: WorkUnit) -> Iterator[Record]:
+    limit = None if unit.file.gzip else unit.end
+    line = unit.first_position - 1
+    with open_input(unit.file, unit.start) as stream:
+        try:
+            for offset, raw in read_lines(stream, unit.start):
+                if limit is not None and offset >= limit:
+                    return
+                line += 1
+                if offset == 0 and raw.startswith(BOM):
+                    raw = raw[3:]
+                if raw.isspace() or not raw:
+                    continue
+                yield line, _json_row(raw, line)
+        except StreamError as e:
+            yield line + 1, Bad(line + 1, e.reason, f"line {line + 1}: {e.detail}", e.partial)

@@ -1,0 +1,122 @@
+"""Parquet: cut into runs of row groups; rows are column -> Python value.
+
+Dates and times become their integer value, decimals floats. A Parquet file that cannot be read,
+or a column type no Example feature can hold, is an ``InputError``.
+"""
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from shardprep import fs
+from shardprep.formats.base import Format, InputError, InputFile, Record, WorkUnit, open_input
+
+__all__ = ["ParquetFormat"]
+
+
+class ParquetFormat(Format):
+    """Parquet (``.parquet``, ``.pq``); a unit's ``start``/``end`` are row-group indices."""
+
+    name = "parquet"
+    extensions = (".parquet", ".pq")
+
+    def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+        return parquet_units(file, unit_bytes)
+
+    def read(self, unit: WorkUnit) -> Iterator[Record]:
+        return read_parquet(unit)
+
+
+def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if file.gzip:
+            with open_input(file, 0) as stream:
+                source: Any = pa.BufferReader(stream.read())
+        else:
+            source = stack.enter_context(fs.open_file(file.url, "rb"))
+        return pq.ParquetFile(source)
+    except (pa.ArrowException, OSError, EOFError, ValueError, zlib.error) as e:
+        raise InputError(f"{file.url!r} is not a readable Parquet file: {e}") from None
+
+
+def _cast_type(name: str, type_: Any, url: str, *, in_list: bool = False) -> Any:
+    """The Arrow type a column is cast to before it becomes Python values; None keeps it as it is."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_float16(type_) or t.is_decimal(type_):
+        target = pa.float64()
+    elif t.is_temporal(type_):  # dates, times, timestamps, durations: their integer value
+        target = pa.int64()
+    elif t.is_dictionary(type_):
+        target = type_.value_type if _cast_type(name, type_.value_type, url, in_list=True) is None else False
+    elif t.is_list(type_) or t.is_large_list(type_) or t.is_fixed_size_list(type_):
+        target = None if _cast_type(name, type_.value_type, url, in_list=True) is None else False
+    elif (t.is_integer(type_) or t.is_floating(type_) or t.is_boolean(type_) or t.is_null(type_) or t.is_string(type_)
+          or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
+          or t.is_fixed_size_binary(type_) or str(type_) in ("string_view", "binary_view")):
+        return None
+    else:
+        target = False
+    if target is False or (in_list and target is not None):
+        raise InputError(
+            f"{url!r}: column {name!r} has type {type_}, which a tf.train.Example feature cannot hold (only numbers, "
+            "strings, bytes, dates/times and flat lists of numbers or strings): flatten or drop that column"
+        )
+    return target
+
+
+def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+    """One unit per run of row groups whose compressed sizes add up to about ``unit_bytes``."""
+    with contextlib.ExitStack() as stack:
+        meta = _parquet_file(file, stack)
+        for field in meta.schema_arrow:
+            _cast_type(field.name, field.type, file.url)
+        meta = meta.metadata
+        groups = []  # (bytes, rows) per row group
+        for i in range(meta.num_row_groups):
+            rg = meta.row_group(i)
+            groups.append((sum(rg.column(j).total_compressed_size for j in range(rg.num_columns)), rg.num_rows))
+    if file.gzip or file.size <= unit_bytes or len(groups) <= 1:
+        return [WorkUnit(file, 0, 0, len(groups), 1)]
+    units: list[WorkUnit] = []
+    start, size, row = 0, 0, 1
+    for i, (nbytes, _) in enumerate(groups):
+        if i > start and size + nbytes > unit_bytes:
+            units.append(WorkUnit(file, len(units), start, i, row))
+            row += sum(rows for _, rows in groups[start:i])
+            start, size = i, 0
+        size += nbytes
+    units.append(WorkUnit(file, len(units), start, len(groups), row))
+    return units
+
+
+def read_parquet(unit: WorkUnit, batch_rows: int = 4096) -> Iterator[Record]:
+    import pyarrow as pa
+
+    if unit.end <= unit.start:
+        return
+    position = unit.first_position
+    with contextlib.ExitStack() as stack:
+        pf = _parquet_file(unit.file, stack)
+        casts = {f.name: _cast_type(f.name, f.type, unit.file.url) for f in pf.schema_arrow}
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=range(unit.start, unit.end)):
+            if any(casts.values()):
+                arrays = [_cast(col, casts[name], pa) for name, col in zip(batch.schema.names, batch.columns)]
+                batch = pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+            for row in batch.to_pylist():
+                yield position, row
+                position += 1
+
+
+def _cast(column: Any, target: Any, pa: Any) -> Any:
+    if target is None:
+        return column
+    if pa.types.is_temporal(column.type) and not pa.types.is_timestamp(column.type):
+        column = column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
+    return column.cast(target)

@@ -1,0 +1,146 @@
+"""The steps after Parse: Assign (global positions -> shard pieces), WriteShards, WriteRejected, Commit."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from shardprep import fs, naming, planning, writer
+from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
+from shardprep.config import ReshardConfig
+from shardprep.graph.elements import FACTS, BatchCount, RejectedBatch, ShardPiece, SpilledBatch, SplitPlan, shard_key
+from shardprep.graph.spill import slices, spill, spill_url
+from shardprep.permutation import Permutation
+
+__all__ = ["Assign", "Commit", "WriteRejected", "WriteShard", "plan_splits"]
+
+log = logging.getLogger("shardprep")
+
+
+def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int, SplitPlan]:
+    """A ``SplitPlan`` per split that holds records, from the counts side input.
+
+    Duplicates that runners sometimes deliver are dropped; conflicting ones fail the run.
+    """
+    by_key: dict[tuple, tuple[int, int]] = {}
+    for split, unit, part, n, size in counts:
+        key = (split, tuple(unit), part)
+        if by_key.setdefault(key, (n, size)) != (n, size):
+            raise RuntimeError(f"side input holds two different counts for {key}: refusing to shuffle")
+    plans = {}
+    for s, split in enumerate(config.splits):
+        keys = sorted(k for k in by_key if k[0] == s)
+        offsets, total, size = {}, 0, 0
+        for k in keys:
+            offsets[k] = total
+            total += by_key[k][0]
+            size += by_key[k][1]
+        if not total:
+            continue
+        try:
+            num_shards = config.num_shards_for(split.name, total, size)
+        except planning.PlanError as e:
+            plans[s] = SplitPlan({}, 0, None, None, error=str(e))
+            continue
+        perm = Permutation(total, config.seed + s) if config.shuffle else None
+        plans[s] = SplitPlan(offsets, num_shards, perm, PlanFact(s, total, size, num_shards))
+    return plans
+
+
+class Assign(beam.DoFn):
+    """Gives every record its global position and deals positions round-robin to shards.
+
+    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch touches: a byte range of the
+    batch's reordered spill file; and each split's PlanFact or ErrorFact once (tag ``FACTS``).
+    """
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+        self._plans: dict[int, SplitPlan] | None = None
+
+    def process(self, batch: SpilledBatch, counts: list) -> Iterator[Any]:
+        if self._plans is None:
+            self._plans = plan_splits(self._config, counts)
+            for plan in self._plans.values():
+                yield pvalue.TaggedOutput(FACTS, ErrorFact(plan.error) if plan.error is not None else plan.fact)
+        split, unit, part = batch.split, batch.unit, batch.part
+        plan = self._plans[split]
+        if plan.error is not None:
+            return
+        num_shards, perm = plan.num_shards, plan.permutation
+        ends = np.frombuffer(batch.ends, dtype="<u8")
+        start = plan.offsets[(split, tuple(unit), part)]
+        index = np.arange(start, start + len(ends), dtype=np.uint64)
+        position = perm(index) if perm is not None else index
+        shard = position % np.uint64(num_shards)
+        order = position // np.uint64(num_shards)
+        # Reorder the batch by (shard, order) once and spill it; each shard's piece is then one
+        # byte range of that file, and only (url, offset, length) crosses the GroupByKey.
+        by_shard = np.lexsort((order, shard))
+        records = slices(fs.read_bytes(batch.url), ends)
+        out_url = spill_url(self._config, f"sorted-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+        spill(out_url, b"".join([records[i] for i in by_shard.tolist()]))
+        del records
+        lengths = np.diff(ends, prepend=np.uint64(0))[by_shard]
+        new_ends = np.cumsum(lengths, dtype="<u8")
+        sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_shard)) + 1).tolist(), len(ends)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            first = int(new_ends[lo - 1]) if lo else 0
+            piece_ends = (new_ends[lo:hi] - np.uint64(first)).astype("<u8")
+            yield (shard_key(split, int(sorted_shard[lo]), num_shards),
+                   ShardPiece(sorted_order[lo:hi].tobytes(), out_url, first, int(new_ends[hi - 1]), piece_ends.tobytes()))
+
+
+class WriteShard(beam.DoFn):
+    """One shard's pieces in; the shard file, its records in order, and a ShardFact out."""
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+        self._shards = Metrics.counter("shardprep", "shards_written")
+
+    def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
+        (split, shard, num_shards), pieces = item
+        orders, records = [], []
+        for piece in pieces:
+            orders.append(np.frombuffer(piece.orders, dtype="<u8"))
+            records.extend(slices(fs.read_bytes(piece.url, piece.start, piece.end), np.frombuffer(piece.ends, dtype="<u8")))
+        order = np.argsort(np.concatenate(orders), kind="stable")
+        name = self._config.splits[split].name
+        path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
+        framed = b"".join([records[i] for i in order.tolist()])
+        info = writer.write_shard(self._config.output, path, framed, len(records), compress=self._config.gzip)
+        self._shards.inc()
+        log.info("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
+        yield ShardFact(split, shard, num_shards, info)
+
+
+class WriteRejected(beam.DoFn):
+    """Every unit's dead letters in; one dead-letter file, units in order, and a RejectFact out."""
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+
+    def process(self, item: tuple[int, Iterable[RejectedBatch]]) -> Iterator[RejectFact]:
+        _, batches = item
+        lines = [line for batch in sorted(batches, key=lambda b: tuple(b.unit)) for line in batch.lines]
+        path = naming.rejected_path(self._config.run_id, 0, 1)
+        count = writer.write_rejected(self._config.output, path, lines)
+        log.info("wrote %d dead letters to %s", count, path)
+        yield RejectFact(path, count)
+
+
+class Commit(beam.DoFn):
+    """Every fact in; the manifest (or the failure report) out: its URL."""
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+
+    def process(self, item: tuple) -> Iterator[str]:
+        _, facts = item
+        yield commit(self._config, list(facts))

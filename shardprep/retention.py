@@ -1,0 +1,55 @@
+"""Which run folders of a data set folder readers may still need, and removing the others.
+
+A data set folder holds the committed run (named by ``DIR/manifest.json``), the last
+``keep_previous`` committed runs before it (a trainer that loaded an older manifest finishes its
+epochs on them: ``manifest.load(root, run_id=...)``), and possibly folders of runs that crashed or
+refused to commit. The commit step and ``python -m shardprep.clean`` remove what is not kept,
+always under the folder's lease (``shardprep.lease``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shardprep import fs, lease, manifest, naming
+from shardprep.errors import ManifestError
+
+__all__ = ["committed_runs", "current_runs", "remove_stale_runs", "run_folders", "stale_runs"]
+
+
+def run_folders(root: str) -> list[str]:
+    """Names of the run folders directly inside ``root``."""
+    return [name for name in fs.listdir(root) if naming.is_run_id(name)]
+
+
+def committed_runs(root: str) -> set[str]:
+    """Runs that were committed at some time: named by the manifest now, or holding their manifest copy."""
+    runs = {r for r in run_folders(root) if fs.exists(naming.join(root, manifest.run_copy_path(r)))}
+    return runs | current_runs(root)
+
+
+def current_runs(root: str) -> set[str]:
+    """Runs the manifest names now; empty without a (readable) manifest."""
+    try:
+        return manifest.load(root).run_ids
+    except ManifestError:
+        return set()
+
+
+def stale_runs(runs: Sequence[str], *, current: set[str], committed: set[str], keep_previous: int) -> list[str]:
+    """The run folders to remove: all but ``current`` and the newest ``keep_previous`` committed ones.
+
+    Run ids sort by their start time; runs on one folder never overlap (the lease), so that is
+    also the order in which they committed.
+    """
+    previous = sorted(r for r in committed if r not in current and r in runs)
+    keep = set(current) | set(previous[-keep_previous:] if keep_previous > 0 else ())
+    return sorted(r for r in runs if r not in keep)
+
+
+def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep_previous: int) -> list[str]:
+    """Removes the run folders ``stale_runs`` picks; the caller holds the lease. Returns them."""
+    gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous)
+    for name in gone:
+        lease.pause("clean.remove")
+        fs.remove(naming.join(root, name), recursive=True)
+    return gone

@@ -1,0 +1,51 @@
+"""Small committed data sets built straight through the commit step (real shards, no Beam): fast
+enough for race trials and hostile-folder tests. Run as a script, it commits one run and exits 1
+when the run was refused (as ``shardprep.run`` does), for tests that race processes."""
+from __future__ import annotations
+
+import sys
+import time
+
+from shardprep import naming, tfrecord, writer
+from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
+from shardprep.config import ReshardConfig
+from shardprep.example import example_encoder
+from shardprep.schema import FeatureSpec
+
+FEATURES = {"x": {"dtype": "int64", "shape": []}, "y": {"dtype": "float32", "shape": [2]}}
+
+
+def prepare(out: str, run_id: str, *, splits: tuple[str, ...] = ("train", "eval"), records: int = 8,
+            num_shards: int = 2, keep_previous: int = 1, overwrite: bool = True) -> tuple[ReshardConfig, list]:
+    """Writes the shards of ``run_id`` under ``out`` and returns (config, facts) ready to commit."""
+    from shardprep import planning
+
+    config = ReshardConfig(output=out, run_id=run_id, features=FEATURES, sources=(("in.csv", 40),),
+                           splits=tuple(planning.Split(s, 1 / len(splits)) for s in splits), num_shards=num_shards,
+                           overwrite=overwrite, keep_previous=keep_previous)
+    encode = example_encoder({"x": FeatureSpec("int64", ()), "y": FeatureSpec("float32", (2,))})
+    facts: list = [UnitFact((0, 0), 0, records * len(splits), 0, (records,) * len(splits), ())]
+    for k, split in enumerate(splits):
+        framed = [tfrecord.frame(encode({"x": 1000 * k + i, "y": [i / 2, -i / 4]})) for i in range(records)]
+        facts.append(PlanFact(k, records, sum(map(len, framed)), num_shards))
+        for shard in range(num_shards):
+            path = naming.shard_path(run_id, split, shard, num_shards, gzip=False)
+            part = framed[shard::num_shards]
+            facts.append(ShardFact(k, shard, num_shards, writer.write_shard(out, path, b"".join(part), len(part), compress=False)))
+    return config, facts
+
+
+def committed(out: str, run_id: str, **kwargs) -> str:
+    """Writes and commits one run; returns the manifest's URL, or the report's if refused."""
+    config, facts = prepare(out, run_id, **kwargs)
+    return commit(config, facts)
+
+
+if __name__ == "__main__":  # python commit_fixtures.py OUT RUN_ID START_AT
+    config, facts = prepare(sys.argv[1], sys.argv[2])
+    if time.time() > float(sys.argv[3]):
+        sys.exit("late: the shards were not written before the agreed start; the race did not happen")
+    time.sleep(float(sys.argv[3]) - time.time())
+    url = commit(config, facts)
+    print(url)
+    sys.exit(1 if url.endswith(naming.REPORT) else 0)

@@ -1,0 +1,102 @@
+"""The outer training loop, written once (as Orbit's controller): epochs, checkpoints, progress
+lines, then evaluation and the final save and export.
+
+It drives a ``StepRunner``, which only runs steps: the custom loop's ``strategy.run`` step
+(``trainer.loop.CustomRunner``) or Keras ``fit`` (``trainer.fit.FitRunner``). The runner reports
+each finished step through ``on_step``; the controller decides what happens between steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+from trainer import evaluate
+from trainer.checkpoints import Checkpoints, export_model
+from trainer.metrics import Meter, Progress
+from trainer.session import Session
+
+__all__ = ["Controller", "LoopSettings", "OnStep", "RunResult", "StepRunner"]
+
+OnStep = Callable[[int, float], None]  # (global step just finished, 1-based; its loss)
+
+
+class StepRunner(Protocol):
+    """Runs the steps of one epoch (or the rest of one) and reports each to the controller."""
+
+    def run_epoch(self, *, epoch: int, start: int, stop: int, on_step: OnStep) -> int:
+        """Runs global steps ``start`` .. ``stop - 1`` of ``epoch``; returns the step reached."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """What the controller runs: ``total_steps`` from ``start_step``, ``steps_per_epoch`` each."""
+
+    start_step: int
+    total_steps: int
+    steps_per_epoch: int
+    checkpoint_every: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start_step <= self.total_steps:
+            raise ValueError(f"start step {self.start_step} outside [0, {self.total_steps}]")
+        if self.steps_per_epoch < 1 or self.checkpoint_every < 0:
+            raise ValueError("steps_per_epoch must be >= 1 and checkpoint_every >= 0")
+
+
+class RunResult(NamedTuple):
+    """What a finished run leaves: the final global step, eval scores, the exported model's URL."""
+
+    final_step: int
+    scores: dict[str, Any]
+    exported: str | None
+
+
+class Controller:
+    """Owns everything around the steps; ``checkpoints`` None: no checkpoints (baselines)."""
+
+    def __init__(self, *, session: Session, settings: LoopSettings, meter: Meter, progress: Progress,
+                 checkpoints: Checkpoints | None) -> None:
+        self.session, self.settings, self.meter = session, settings, meter
+        self.progress, self.checkpoints = progress, checkpoints
+        self._epoch = 0
+
+    def _on_step(self, step: int, loss: float) -> None:
+        s = self.settings
+        self.progress.update(step=step, epoch=self._epoch, loss=loss, force=step % s.steps_per_epoch == 0)
+        if self.checkpoints is not None and s.checkpoint_every and step % s.checkpoint_every == 0:
+            self.checkpoints.save(step)
+
+    def train(self, runner: StepRunner) -> int:
+        """Trains from ``start_step`` to ``total_steps``, epoch by epoch; returns the final step."""
+        s = self.settings
+        step = s.start_step
+        while step < s.total_steps:
+            self._epoch = step // s.steps_per_epoch
+            stop = min(s.total_steps, (self._epoch + 1) * s.steps_per_epoch)
+            if step % s.steps_per_epoch == 0:
+                self.meter.reset_accuracy()  # accuracy is reported over the last epoch
+            step = runner.run_epoch(epoch=self._epoch, start=step, stop=stop, on_step=self._on_step)
+        if self.checkpoints is not None:
+            self.checkpoints.save(step)
+        self.progress.close()
+        return step
+
+    def run(self, runner: StepRunner) -> RunResult:
+        """``train``, then ``--eval-split`` scores and the export (every worker takes part)."""
+        final_step = self.train(runner)
+        ses = self.session
+        scores: dict[str, Any] = {}
+        if ses.eval_plan is not None:
+            scores = evaluate.evaluate(
+                ses.strategy, ses.model, ses.eval_plan, worker=ses.worker, batch_size=ses.plan.per_worker_batch,
+                classification=ses.classification,
+            )
+        exported = export_model(
+            ses.model, model_dir=ses.config.model_dir, is_chief=ses.cluster.is_chief, worker_index=ses.worker,
+            fmt=ses.config.export,
+        )
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+        return RunResult(final_step, scores, exported)
