@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench bench-quick clean
+.PHONY: install test test-fast lint demo demo-images bench bench-quick clean
 
 $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -29,6 +29,9 @@ lint: install
 demo: install
 	$(PY) -m trainer.demo
 
+demo-images: install
+	$(PY) -m trainer.demo_images
+
 bench: install
 	$(PY) -m benchmarks.run --profile full
 
@@ -36,4 +39,4 @@ bench-quick: install
 	$(PY) -m benchmarks.run --profile quick
 
 clean:
-	rm -rf $(VENV) demo build dist *.egg-info
+	rm -rf $(VENV) demo demo-images build dist *.egg-info

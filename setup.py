@@ -32,6 +32,9 @@ EXTRAS = {
         "matplotlib>=3.7",
         "psutil>=5.9",
         "py-spy>=0.3",
+        # tests/test_tfds.py proves our TFDS metadata with the real library; never a core dependency.
+        "tensorflow-datasets==4.9.*",
+        "importlib_resources>=6",  # tensorflow-datasets 4.9.10 imports it without declaring it
     ],
 }
 EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})
@@ -51,6 +54,10 @@ setuptools.setup(
         "tfrecord-lite>=0.0.8",
         "pyarrow>=25,<26",  # csv_arrow reads CSV as the csv module does: property-tested on this series
         "numpy>=1.24",
+        "pillow>=10,<13",  # --format images: --check-images decode and --max-side (workers decode there)
     ],
     extras_require=EXTRAS,
+    # The compiled hot path; optional: without a C compiler shardprep.native falls back to Python.
+    # setuptools puts the .c source in the sdist, so Dataflow workers build it too.
+    ext_modules=[setuptools.Extension("shardprep.native._native", ["shardprep/native/_native.c"], optional=True)],
 )

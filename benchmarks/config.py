@@ -7,8 +7,8 @@ import dataclasses
 
 __all__ = ["PARTS", "PROFILES", "Profile"]
 
-PARTS = ("csv", "tfrecord", "balance", "trainer", "scaling", "profile")
-DEFAULT_PARTS = ("csv", "tfrecord", "balance", "trainer", "scaling")
+PARTS = ("csv", "tfrecord", "balance", "trainer", "scaling", "images", "profile")
+DEFAULT_PARTS = ("csv", "tfrecord", "balance", "trainer", "scaling", "images")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks import images
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 REPO = os.path.dirname(HERE)
@@ -29,6 +31,7 @@ LABELS = {
     "hashed": "hashed key ranges (TFDS)",
     "raw_files": "raw input files",
     "direct": "DirectRunner (1 process)",
+    "direct_all_cores": "DirectRunner, every core (default)",
     "dask_2_workers": "Dask, 2 workers",
 }
 
@@ -229,7 +232,7 @@ def _img(path: str | None) -> list[str]:
 
 def section_summary(results: dict) -> list[str]:
     rows = []
-    for part in ("csv", "tfrecord", "balance", "trainer", "scaling"):
+    for part in ("csv", "tfrecord", "balance", "trainer", "scaling", "images"):
         for g in results.get(part, {}).get("goals", []):
             op = ">=" if g["at_least"] else "<="
             rows.append([part, g["goal"], f"{op} {g['target']}{g.get('unit', '')}",
@@ -268,16 +271,32 @@ def section_tfrecord(results: dict) -> list[str]:
     if not part:
         return []
     d, s = part["dataset"], part["summary"]
-    rows = [[_label(n), v["wall_s"], v["cpu_s"], v["mb_per_s"], v["records_per_s"], v["tree_rss_mb"], v["n"]]
-            for n, v in s.items()]
-    return [
+
+    def rows_of(summary: dict) -> list[list]:
+        return [[_label(n), v["wall_s"], v["cpu_s"], v["mb_per_s"], v.get("us_per_record", "-"), v["tree_rss_mb"], v["n"]]
+                for n, v in summary.items()]
+
+    head = ["contender", "wall s", "CPU s", "MB/s", "us/record", "peak RSS MB", "runs"]
+    out = [
         "## 2. TFRecord to TFRecord re-shard", "",
         f"{d['rows']:,} existing tf.Examples (written by TensorFlow), {d['mb']:.0f} MB in 2 files of "
-        f"{', '.join(f'{x:.0f}' for x in d['files_mb'])} MB, to {d['num_shards']} shards, vs `cp` of the same bytes.", "",
-        *_table(["contender", "wall s", "CPU s", "MB/s", "records/s", "peak RSS MB", "runs"], rows), "",
+        f"{', '.join(f'{x:.0f}' for x in d['files_mb'])} MB, to {d['num_shards']} shards: shardprep (default: every "
+        "core; and `--direct_num_workers=1`), the batched plain script (`tf.data.TFRecordDataset(files).batch(4096)"
+        ".as_numpy_iterator()`, 64 `tf.io.TFRecordWriter`s round-robin, TensorFlow's import included; "
+        "`benchmarks/contenders/tfdata_reshard.py`) and `cp` of the same bytes.", "",
+        *_table(head, rows_of(s)), "",
         f"shardprep reaches **{100 * part['ratios']['fraction_of_cp']:.1f}%** of `cp`'s throughput.", "",
-        *_goals(part["goals"]), "", _meta_line(part.get("meta")), "",
     ]
+    if "one_file" in part:
+        out += [f"The same records as one {d['mb']:.0f} MB file (units of {d.get('one_file_unit_mb', 64)} MB), "
+                "`--direct_num_workers=2 --direct_running_mode=multi_processing` vs one worker:", "",
+                *_table(head, rows_of(part["one_file"])), ""]
+    prof = part.get("profile")
+    if prof:  # py-spy, added by hand from the commands it names (see BENCHMARKS.md)
+        out += [f"py-spy profile, before (`{prof['before_commit']}`) and after, {prof['setup']}:", "",
+                *_table(["where", "before s", "after s"], [[k, b, a] for k, b, a in prof["rows"]]), "",
+                f"Command: `{prof['command']}`.", ""]
+    return [*out, *_goals(part["goals"]), "", _meta_line(part.get("meta")), ""]
 
 
 def section_balance(results: dict, img: str | None) -> list[str]:
@@ -417,6 +436,7 @@ def render(results: dict) -> str:
         *section_balance(results, imgs["balance"]),
         *section_trainer(results, imgs["timelines"]),
         *section_scaling(results, imgs["scaling"]),
+        *images.section(results),
         *section_profile(results, imgs["profile"]),
     ]
     if os.path.exists(ANALYSIS):

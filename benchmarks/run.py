@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks import balance, data, harness
+from benchmarks import balance, data, harness, images
 from benchmarks.config import DEFAULT_PARTS, PARTS, PROFILES, Profile
 from benchmarks.harness import PYTHON, Contender, Run, alternate, paired_ratio, run_process, summarize
 from benchmarks.tfrecords import count_files
@@ -204,38 +204,95 @@ def _dataset_for(rows: int, state: dict, shards: int) -> str:
 # --- 2. TFRecord -> TFRecord -----------------------------------------------------------------------
 
 
+def _tfdata_cmd(files: Sequence[str], output: str, shards: int) -> list[str]:
+    """The batched plain tf.data script (issue 11's yardstick), TensorFlow's import included."""
+    return [PYTHON, "-m", "benchmarks.contenders.tfdata_reshard", *(a for f in files for a in ("--input", f)),
+            "--output", output, "--num-shards", str(shards)]
+
+
+def _per_record(summary: dict, mb: float, rows: int) -> dict:
+    out = _throughput(summary, mb, rows)
+    out["us_per_record"] = round(1e6 * summary["wall_s"] / rows, 2)
+    return out
+
+
 def part_tfrecord(p: Profile, state: dict) -> dict:
+    """Two uneven TFRecord files -> 64 shards: shardprep (every core; one worker), the batched tf.data
+    script and ``cp``; then the same records as one file, 2 worker processes vs 1 (the file is cut)."""
     rows = p.tfrecord_rows
     folder = data.tfrecord_set(rows)
     files = data.tfrecord_files(folder)
     nbytes = sum(os.path.getsize(f) for f in files)
     mb = nbytes / 1e6
     work = os.path.join(WORK, "tfrecord")
-    sp_out, cp_out = os.path.join(work, "shardprep"), os.path.join(work, "cp")
+    sp_out, sp1_out, tf_out, cp_out = (os.path.join(work, n) for n in ("shardprep", "shardprep_1w", "tfdata", "cp"))
     n = p.num_shards
 
-    def prepare_cp() -> None:
-        _fresh(cp_out)()
-        os.makedirs(cp_out)
+    def prepare_dir(path: str) -> Callable[[], None]:
+        def prepare() -> None:
+            _fresh(path)()
+            os.makedirs(path)
+        return prepare
 
+    pattern = os.path.join(folder, "*.tfrecord")
     contenders = [
-        Contender("shardprep", _shardprep_cmd(os.path.join(folder, "*.tfrecord"), sp_out, n),
-                  prepare=_fresh(sp_out), check=_check_shardprep(sp_out, rows, n)),
-        Contender("cp", ["cp", *files, cp_out + "/"], prepare=prepare_cp, check=_check_bytes(cp_out, nbytes)),
+        Contender("shardprep", _shardprep_cmd(pattern, sp_out, n), prepare=_fresh(sp_out),
+                  check=_check_shardprep(sp_out, rows, n)),
+        Contender("shardprep_1w", _shardprep_cmd(pattern, sp1_out, n, "--direct_num_workers=1"),
+                  prepare=_fresh(sp1_out), check=_check_shardprep(sp1_out, rows, n)),
+        Contender("tfdata_batched", _tfdata_cmd(files, tf_out, n), prepare=prepare_dir(tf_out),
+                  check=_check_files(_files(tf_out, "part-"), rows, n)),
+        Contender("cp", ["cp", *files, cp_out + "/"], prepare=prepare_dir(cp_out), check=_check_bytes(cp_out, nbytes)),
     ]
     _warm(files)
     log(f"[tfrecord] {rows} tf.Examples, {mb:.0f} MB in {len(files)} files -> {n} shards; {p.tfrecord_repeats} rounds")
     runs = alternate(contenders, p.tfrecord_repeats, log=log)
-    summary = {name: _throughput(summarize(rs), mb, rows) for name, rs in runs.items()}
-    fraction = summary["cp"]["wall_s"] / summary["shardprep"]["wall_s"]
+    summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in runs.items()}
+
+    # One file: cut into byte-range units, so two worker processes share it.
+    one_dir = os.path.join(work, "one")
+    os.makedirs(one_dir, exist_ok=True)
+    one = os.path.join(one_dir, "all.tfrecord")
+    with open(one, "wb") as out:
+        for f in files:
+            with open(f, "rb") as src:
+                shutil.copyfileobj(src, out, 16 << 20)
+    unit_mb = str(max(1, int(mb // 16)))  # 16 units, whatever the profile's size
+    one_out2, one_out1 = os.path.join(work, "one_2w"), os.path.join(work, "one_1w")
+    one_contenders = [
+        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--unit-mb", unit_mb, "--direct_num_workers=2",
+                                                "--direct_running_mode=multi_processing"),
+                  prepare=_fresh(one_out2), check=_check_shardprep(one_out2, rows, n)),
+        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--unit-mb", unit_mb, "--direct_num_workers=1"),
+                  prepare=_fresh(one_out1), check=_check_shardprep(one_out1, rows, n)),
+    ]
+    _warm([one])
+    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb} MB: 2 workers vs 1")
+    one_runs = alternate(one_contenders, p.tfrecord_repeats, log=log)
+    one_summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in one_runs.items()}
     shutil.rmtree(work, ignore_errors=True)
+
+    def speed(a: dict, b: str, c: str) -> float:
+        return a[c]["wall_s"] / a[b]["wall_s"]
+
+    vs_script, vs_script_1w = speed(summary, "shardprep", "tfdata_batched"), speed(summary, "shardprep_1w", "tfdata_batched")
+    cut = speed(one_summary, "one_file_2w", "one_file_1w")
+    fraction = summary["cp"]["wall_s"] / summary["shardprep"]["wall_s"]
     return {
         "dataset": {"rows": rows, "mb": round(mb, 1), "files_mb": [round(os.path.getsize(f) / 1e6, 1) for f in files],
-                    "num_shards": n},
+                    "num_shards": n, "one_file_unit_mb": int(unit_mb)},
         "summary": summary,
-        "ratios": {"fraction_of_cp": round(fraction, 4)},
-        "goals": [_goal("shardprep throughput, % of cp's", 100 * fraction, 30.0, unit="%")],
-        "runs": _runs_json(runs),
+        "one_file": one_summary,
+        "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
+                   "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3)},
+        "goals": [
+            _goal("shardprep (default) speed / batched tf.data script's", vs_script, 1.5),
+            _goal("shardprep --direct_num_workers=1 speed / batched tf.data script's", vs_script_1w, 1.0),
+            _goal("one file: 2 workers' speed / 1 worker's (the file is cut)", cut, 1.6),
+            _goal("shardprep peak RSS, MB (whole process tree)", summary["shardprep"]["tree_rss_mb"], 500.0,
+                  at_least=False, unit="MB"),
+        ],
+        "runs": _runs_json({**runs, **one_runs}),
     }
 
 
@@ -420,9 +477,12 @@ def part_scaling(p: Profile, state: dict) -> dict:
         files = data.csv_files(folder)
         mb = sum(os.path.getsize(f) for f in files) / 1e6
         direct_out, dask_out = os.path.join(WORK, "scaling", "direct"), os.path.join(WORK, "scaling", "dask")
+        cores_out = os.path.join(WORK, "scaling", "direct-all-cores")
         contenders = [
-            Contender("direct", _shardprep_cmd(os.path.join(folder, "*.csv"), direct_out, n),
+            Contender("direct", _shardprep_cmd(os.path.join(folder, "*.csv"), direct_out, n, "--local-workers", "1"),
                       prepare=_fresh(direct_out), check=_check_shardprep(direct_out, p.dask_rows, n)),
+            Contender("direct_all_cores", _shardprep_cmd(os.path.join(folder, "*.csv"), cores_out, n),
+                      prepare=_fresh(cores_out), check=_check_shardprep(cores_out, p.dask_rows, n)),
             Contender("dask_2_workers", _shardprep_cmd(os.path.join(folder, "*.csv"), dask_out, n, "--runner",
                                                        "dask", "--dask-workers", "2"),
                       prepare=_fresh(dask_out), check=_check_shardprep(dask_out, p.dask_rows, n)),
@@ -438,7 +498,7 @@ def part_scaling(p: Profile, state: dict) -> dict:
         if rows == p.csv_rows and reused:
             runs, source = list(reused), "csv part"
         else:
-            runs = list(dask_runs["direct"]) if rows == p.dask_rows else []
+            runs = list(dask_runs.get("direct_all_cores", [])) if rows == p.dask_rows else []  # the default, as here
             source = "dask comparison" if runs else "this part"
             out = os.path.join(WORK, "scaling", f"rows-{rows}")
             _warm(files)
@@ -491,7 +551,7 @@ def part_profile(p: Profile, state: dict) -> dict:
 
 
 PART_FUNCS = {"csv": part_csv, "tfrecord": part_tfrecord, "balance": part_balance, "trainer": part_trainer,
-              "scaling": part_scaling, "profile": part_profile}
+              "scaling": part_scaling, "profile": part_profile, "images": images.part_images}
 
 
 def _meta(profile: Profile) -> dict:
@@ -533,6 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, help="override the rounds of every comparison")
     ap.add_argument("--beam-dask-rows", type=int, help="also run the naive Beam job on the Dask runner on this many "
                     "rows, for Beam's real shard counts with many bundles (slow: about a minute per 50k rows)")
+    ap.add_argument("--tfrecord-rows", type=int, help="override the TFRecord part's size (rows)")
     ap.add_argument("--results", default=LATEST, help="results JSON to update (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md and the plots")
     args = ap.parse_args(argv)
@@ -547,6 +608,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         profile = dataclasses.replace(profile, repeats=args.repeats, tfrecord_repeats=args.repeats,
                                       tfdata_repeats=args.repeats, dask_repeats=args.repeats)
+    if args.tfrecord_rows:
+        import dataclasses
+
+        profile = dataclasses.replace(profile, tfrecord_rows=args.tfrecord_rows)
     if args.beam_dask_rows is not None:
         import dataclasses
 

@@ -22,11 +22,19 @@ selects its own tag into a list of its own; every partition handed on is a list,
 iterator; a side input becomes one graph dependency (computed once, handed to every task as a
 list); and every sink (a bag nobody consumes) is computed. Elements keep Beam's global window
 only: this runner is for batch pipelines. Like Beam's, it reports no metrics.
+
+Cost (py-spy of 2 workers on 48 MB of CSV): the DoFn work is the DirectRunner's; the rest is fixed
+per worker process (importing Beam and shardprep, distributed's event loop, the nanny) plus, as
+shipped, a DoFn signature (``inspect``) and ``setup`` per partition, which ``_signature`` now does
+once per step and worker thread. Size a cluster for the DoFn work (``BENCHMARKS.md``: CPU s per
+GB) and give it inputs large enough (several 64 MB units per worker) to amortise the start-up.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -59,9 +67,28 @@ def _concat(parts: Iterable[list]) -> list:
     return [x for part in parts for x in part]
 
 
-def _run_dofn(partition: Iterable[Any], signature_fn: Any, window_fn: Any, label: str, args: list, kwargs: dict,
-              side_specs: Sequence[tuple], *side_values: list) -> list[tuple[str | None, Any]]:
+_SET_UP: dict[tuple[str, int], DoFnSignature] = {}  # ("run token/full label", thread) -> a set-up DoFn
+
+
+def _signature(step: str, fn: Any) -> tuple[DoFnSignature, bool]:
+    """The DoFn of ``step`` (run token/full label) in this worker thread (DoFns need not be thread
+    safe), and whether it is new (to set up). Beam's runners keep a set-up DoFn for many bundles;
+    building the signature (``inspect`` of every method) and ``setup`` per partition cost more than
+    a small partition's work."""
+    key = (step, threading.get_ident())
+    if key in _SET_UP:
+        return _SET_UP[key], False
+    token = step.split("/", 1)[0]
+    for old in [k for k in _SET_UP if not k[0].startswith(token + "/")]:  # a later run on a long-lived cluster
+        del _SET_UP[old]
+    _SET_UP[key] = DoFnSignature(fn)
+    return _SET_UP[key], True
+
+
+def _run_dofn(partition: Iterable[Any], step: str, signature_fn: Any, window_fn: Any, label: str, args: list,
+              kwargs: dict, side_specs: Sequence[tuple], *side_values: list) -> list[tuple[str | None, Any]]:
     """One Dask partition through a DoFn, as one bundle; returns ``(tag, element)`` pairs."""
+    signature, new = _signature(step, signature_fn)
     receivers = beam_ops.OneReceiver()
     side_inputs = [
         SideInputMap(view_class, view_options, [WindowedValue(v, 0, _GLOBAL) for v in values])
@@ -77,7 +104,7 @@ def _run_dofn(partition: Iterable[Any], signature_fn: Any, window_fn: Any, label
         process_batch_yields_elements=False,
     )
     invoker = DoFnInvoker.create_invoker(
-        DoFnSignature(signature_fn),
+        signature,
         handler,
         context=DoFnContext(label, state=None),
         side_inputs=side_inputs,
@@ -86,12 +113,12 @@ def _run_dofn(partition: Iterable[Any], signature_fn: Any, window_fn: Any, label
         user_state_context=None,
         bundle_finalizer_param=DoFn.BundleFinalizerParam(),
     )
-    invoker.invoke_setup()
+    if new:
+        invoker.invoke_setup()
     invoker.invoke_start_bundle()
     for item in partition:
         invoker.invoke_process(beam_ops.get_windowed_value(item, window_fn))
     invoker.invoke_finish_bundle()
-    invoker.invoke_teardown()
     out = []
     for value in receivers.values:  # TaggedOutput(tag, windowed) or, for the main output, windowed
         tag, windowed = (value.tag, value.value) if isinstance(value, TaggedOutput) else (None, value)
@@ -104,6 +131,7 @@ class _Visitor(PipelineVisitor):
     """Builds one bag per leaf transform; ParDo bags hold ``(tag, element)`` pairs."""
 
     bag_kwargs: dict
+    token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)  # this run, for ``_SET_UP``
     bags: dict = dataclasses.field(default_factory=dict)
     tagged: set = dataclasses.field(default_factory=set)
     consumed: set = dataclasses.field(default_factory=set)
@@ -140,7 +168,8 @@ class _Visitor(PipelineVisitor):
             specs.append((type(si), si._view_options()))
             values.append(self.bag_of(si.pvalue).reduction(list, _concat))  # one dependency, computed once
         return bag.map_partitions(
-            _run_dofn, transform.fn, window_fn, transform.label, list(transform.args), dict(transform.kwargs), specs,
+            _run_dofn, f"{self.token}/{node.full_label}", transform.fn, window_fn, transform.label,
+            list(transform.args), dict(transform.kwargs), specs,
             *values,
         )
 

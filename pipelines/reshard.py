@@ -8,17 +8,24 @@ imports an entry point.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+from apache_beam.runners.runner import PipelineResult
 
 from shardprep.config import ReshardConfig
-from shardprep.errors import UsageError
+from shardprep import retention
+from shardprep.errors import RunError, UsageError
 from shardprep.formats import WorkUnit
-from shardprep.graph import Reshard
+from shardprep.graph import Reshard, spill
+from shardprep.graph.units import num_chunks
+
+from pipelines import local
 
 __all__ = ["RUNNERS", "build", "run"]
 
@@ -47,16 +54,18 @@ def _dask_cluster(address: str | None, workers: int | None) -> Iterator[str]:
         yield cluster.scheduler_address
 
 
-def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, num_units: int) -> PipelineOptions:
+def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, num_units: int,
+             local_workers: int = 1) -> PipelineOptions:
     args = list(beam_args)
     if runner == "direct":
-        args = ["--runner=DirectRunner", *args]
+        args = ["--runner=DirectRunner", *local.direct_args(local_workers, args), *args]
     elif runner == "dask":
         args = [f"--dask_client_address={dask_address}", *args]
         if not any(a.startswith(("--dask_npartitions", "--dask_partition_size")) for a in args):
-            # Beam's Dask runner puts up to 128 units in one partition (one task); one unit per
-            # partition is what Reshuffle gives on other runners.
-            args.append(f"--dask_npartitions={max(1, min(num_units, 4096))}")
+            # Beam's Dask runner puts up to 128 elements in one partition (one task); one chunk of
+            # units (graph.units: one unit each up to MAX_CHUNKS) per partition is what Reshuffle
+            # gives on other runners.
+            args.append(f"--dask_npartitions={num_chunks(num_units)}")
     elif runner == "dataflow":
         from pipelines.dataflow_flags import dataflow_args
 
@@ -76,30 +85,81 @@ def run(
     beam_args: Sequence[str] = (),
     dask_address: str | None = None,
     dask_workers: int | None = None,
+    local_workers: int | None = None,
 ) -> bool:
     """Runs the re-shard to completion (the commit step writes the manifest or a report).
 
-    Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
+    ``local_workers``: processes of the direct runner (default: one per core, one for tiny inputs;
+    ``pipelines.local``). Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds
+    the job graph.
     """
     with contextlib.ExitStack() as stack:
         beam_runner = None
+        workers, input_bytes = 1, sum(size for _, size in config.sources)
+        if runner == "direct":
+            workers = local.plan_workers(requested=local_workers, input_bytes=input_bytes,
+                                         num_units=len(units), cores=local.machine_cores())
+            workers = local.workers_of([*local.direct_args(workers, beam_args), *beam_args])
+            if workers > 1:
+                log.info("direct runner: %d worker processes (--local-workers to choose)", workers)
+                stack.callback(local.remove_worker_logs, local.install_worker_logs())
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
             dask_address = stack.enter_context(_dask_cluster(dask_address, dask_workers))
             beam_runner = DaskRunner()
-        options = _options(runner, beam_args, dask_address, len(units))
+        options = _options(runner, beam_args, dask_address, len(units), workers)
         if runner == "dataflow":
             from pipelines.dataflow_flags import check_locations
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
         build(pipeline, config, units)
-        result = pipeline.run()
-        if runner == "dask":
-            stack.callback(result.client.close)  # before the cluster it talks to goes away
-        if runner == "dataflow" and options.view_as(TestOptions).dry_run:
+        started = time.monotonic()
+        try:
+            result = _run_and_wait(pipeline, runner, options, stack)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM through shardprep.interrupts: nothing of the run stays
+            retention.discard_run(config.output, config.run_id, whole=True)
+            raise
+        except Exception as e:
+            full = _out_of_space(e)
+            retention.discard_run(config.output, config.run_id, whole=full)  # a full disk: all, for the rerun
+            if not full:
+                raise
+            raise RunError(
+                f"no space left on the device of {config.output}: this run needs about "
+                f"{spill.RUN_SPACE_FACTOR * input_bytes / 1e6:,.0f} MB free there ({spill.RUN_SPACE_FACTOR}x the "
+                f"{input_bytes / 1e6:,.1f} MB of "
+                f"input: shards plus one copy in spill); its files were removed; free space or choose another "
+                f"--output and rerun") from e
+        if result is None:
+            retention.discard_run(config.output, config.run_id, whole=True)  # the staged units (graph.units)
             log.info("dry run: the Dataflow job graph of run %s was built and not submitted", config.run_id)
             return False
-        result.wait_until_finish()
+        if runner == "direct":
+            local.summarize(result, workers=workers, seconds=time.monotonic() - started)
         return True
+
+
+def _run_and_wait(pipeline: beam.Pipeline, runner: str, options: PipelineOptions,
+                  stack: contextlib.ExitStack) -> PipelineResult | None:
+    """Runs the pipeline to the end; None for a Dataflow dry run (nothing submitted)."""
+    result = pipeline.run()
+    if runner == "dask":
+        stack.callback(result.client.close)  # before the cluster it talks to goes away
+    if runner == "dataflow" and options.view_as(TestOptions).dry_run:
+        return None
+    result.wait_until_finish()
+    return result
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` is, or wraps, a full disk (a worker's error reaches here as text)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if f"[Errno {errno.ENOSPC}]" in str(seen) or "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -9,36 +9,76 @@ traceback is logged only with ``--verbose``.
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 
 from shardprep.errors import RunError, UsageError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "UsageError", "configure_logging", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "SafeFormatter", "UsageError", "configure_logging", "main",
+           "safe"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def safe(text: object) -> str:
+    """``text`` with control and bidi-override characters escaped (``\\x1b``, ``\\n``, ``\\u202e``):
+    file names and record text cannot forge log lines or drive the terminal (log injection)."""
+    s = str(text)
+    if not _UNSAFE.search(s):
+        return s
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii")
+                       if unicodedata.category(m.group()) == "Cc" else f"\\u{ord(m.group()):04x}", s)
+
+
+class SafeFormatter(logging.Formatter):
+    """One line per record, its message escaped by ``safe``; a traceback only where asked (``--verbose``)."""
+
+    def __init__(self, fmt: str, *, tracebacks: bool) -> None:
+        super().__init__(fmt)
+        self._tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord(record.__dict__)
+        record.msg, record.args = safe(record.getMessage()), None
+        if not self._tracebacks:
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return super().format(record)
+
+
+# Beam logs a failed pipeline as "ERROR ... Traceback" before raising; the CLI prints the error once
+_QUIET_UNLESS_VERBOSE = ("apache_beam", "distributed", "tornado", "absl")
+
+
 def configure_logging(verbose: bool = False) -> None:
+    """``[shardprep] message`` lines on stderr, escaped; third-party warnings kept, their tracebacks only with --verbose."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+    handler.setFormatter(SafeFormatter("[%(name)s] %(message)s", tracebacks=verbose))
     logger = logging.getLogger("shardprep")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
     logger.propagate = False
-    logging.getLogger().setLevel(logging.WARNING)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    for name in _QUIET_UNLESS_VERBOSE:
+        logging.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
 def _one_line(error: BaseException) -> str:
-    """The whole message of an expected error, its lines joined."""
-    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+    """The whole message of an expected error, its lines joined, escaped."""
+    return safe(" ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__)
 
 
 def _last_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(error).__name__
+    return safe(lines[-1]) if lines else type(error).__name__
 
 
 def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

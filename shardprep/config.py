@@ -7,7 +7,7 @@ from typing import Any
 from shardprep import planning
 from shardprep.errors import SchemaError, UsageError
 from shardprep.naming import COMPRESSIONS
-from shardprep.schema import EXTRA_FIELDS
+from shardprep.schema import EXTRA_FIELDS, ON_MISSING
 
 __all__ = ["COMPRESSIONS", "ReshardConfig"]
 
@@ -37,6 +37,13 @@ class ReshardConfig:
     keep_previous: int = 1  # committed runs kept besides the new one, for readers of older manifests
     extra_fields: str = "reject"
     batch_records: int = 20_000
+    versions: tuple[str, ...] = ()  # ``fs.version`` of each source at planning; the commit refuses a change
+    allow_non_finite: bool = False  # store NaN/Infinity floats instead of dead letter ``non_finite``
+    tfds_features: dict[str, Any] | None = None  # a TFDS input's features.json, kept as the output's (tfds_metadata)
+    on_missing: str = "omit"  # a missing value leaves its feature out of the Example, or is a dead letter (reject)
+    required: tuple[str, ...] = ()  # features whose missing value is dead letter ``missing_value`` (--required)
+    statistics: bool = False  # per split and feature statistics in the manifest (--statistics; decodes every record)
+    stats_top_k: int = 1000  # most frequent string values per feature and split in the manifest's statistics
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -61,6 +68,15 @@ class ReshardConfig:
                              f"(e.g. --target-shard-mb 128)")
         if not self.features:
             raise SchemaError("the schema has no features: give a --schema with at least one feature")
+        if self.versions and len(self.versions) != len(self.sources):
+            raise ValueError(f"{len(self.versions)} versions for {len(self.sources)} sources: expected one per source")
+        if self.stats_top_k < 0:
+            raise UsageError(f"--stats-top-k {self.stats_top_k}: expected 0 or more")
+        if self.on_missing not in ON_MISSING:
+            raise UsageError(f"--on-missing {self.on_missing!r}: expected one of {', '.join(ON_MISSING)}")
+        unknown = [n for n in self.required if n not in self.features]
+        if unknown:
+            raise UsageError(f"--required {','.join(unknown)}: not a feature of the schema ({', '.join(sorted(self.features)[:10])})")
         if self.extra_fields not in EXTRA_FIELDS:
             raise UsageError(f"extra_fields {self.extra_fields!r}: expected one of {', '.join(EXTRA_FIELDS)}")
 

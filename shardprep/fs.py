@@ -82,6 +82,19 @@ def size(url: str) -> int:
     return int(fs.size(path))
 
 
+def version(url: str) -> str:
+    """A token that changes when the file at ``url`` is rewritten, cut, appended to or replaced:
+    size, mtime and inode locally; size and generation on GCS; size and the store's time/etag elsewhere.
+    Raises ``FileNotFoundError`` for a file that is gone."""
+    if is_local(url):
+        st = os.stat(url.removeprefix("file://"))
+        return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    fs, path = filesystem(url)
+    fs.invalidate_cache(path)
+    info = fs.info(path)
+    return ":".join(str(info.get(k, "")) for k in ("size", "generation", "mtime", "updated", "ETag"))
+
+
 def listdir(url: str) -> list[str]:
     """Names (not paths) directly inside a folder; empty if it does not exist."""
     fs, path = filesystem(url)

@@ -31,6 +31,17 @@ def _show(value: list) -> str:
     return text + (f" (+{len(value) - 8})" if len(value) > 8 else "")
 
 
+def _stats_row(name: str, s: dict) -> list:
+    """One feature's statistics as a table row (``shardprep.stats``): blanks where they do not apply."""
+    def num(key: str) -> str:
+        return f"{s[key]:.6g}" if key in s else ""
+    lengths = f"{s['length_min']}..{s['length_max']}" if "length_min" in s else ""
+    distinct = f"{s['distinct']:,}{'+' if s.get('distinct_capped') else ''}" if "distinct" in s else ""
+    top = ", ".join(f"{v!r}: {c:,}" for v, c in s.get("top", [])[:3])
+    return [name, f"{s['count']:,}", f"{s['missing']:,}", num("min"), num("max"), num("mean"), num("std"), lengths,
+            distinct, top[:60]]
+
+
 def _main(argv: Sequence[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m shardprep.inspect", description=__doc__.split(": ", 1)[1])
     p.add_argument("dir", metavar="DIR", help="data set folder (local, NFS or gs://)")
@@ -42,18 +53,26 @@ def _main(argv: Sequence[str] | None) -> int:
     workers = {name: planning.valid_worker_counts(len(s.shards)) for name, s in m.splits.items()}
     if args.json:
         print(json.dumps({"splits": stats, "file_mode_workers": workers, "features": m.features,
+                          "statistics": m.statistics,
                           "accounting": m.to_json()["accounting"]}, indent=2))
         return 0
     print(f"{args.dir}: {sum(s['records'] for s in stats.values()):,} records, compression {m.compression}, "
           f"seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {m.created}")
     print(table(
-        ["split", "shards", "records", "bytes", "records/shard min/median/max", "bytes/shard min/median/max"],
+        ["split", "shards", "records", "bytes", "records/shard min/median/max", "bytes/shard min/median/max",
+         "bytes spread"],
         [[n, s["shards"], f"{s['records']:,}", human_bytes(s["bytes"]),
           f"{s['min_records']:,} / {s['median_records']:,.0f} / {s['max_records']:,}",
-          f"{human_bytes(s['min_bytes'])} / {human_bytes(s['median_bytes'])} / {human_bytes(s['max_bytes'])}"]
+          f"{human_bytes(s['min_bytes'])} / {human_bytes(s['median_bytes'])} / {human_bytes(s['max_bytes'])}",
+          f"{100 * s['bytes_spread']:.1f}%"]
          for n, s in stats.items()]))
     print()
-    print(table(["feature", "dtype", "shape"], [[k, v["dtype"], v["shape"]] for k, v in m.features.items()]))
+    print(table(["feature", "dtype", "shape", "class names"],
+                [[k, v["dtype"], v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
+    for split, features in m.statistics.items():
+        print(f"\nstatistics of {split!r}:")
+        print(table(["feature", "count", "missing", "min", "max", "mean", "std", "lengths", "distinct", "most frequent"],
+                    [_stats_row(k, s) for k, s in features.items()]))
     for name in m.splits:
         print(f"\nworker counts that read whole shards of {name!r} (file mode): "
               f"{', '.join(map(str, workers[name]))}; any other count reads exact record ranges (range mode)")

@@ -85,6 +85,7 @@ class Manifest:
     seed: int
     shuffled: bool
     compression: str = "none"
+    statistics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # split -> feature -> stats
     record_type: str = "tf.train.Example"
     created: str = ""
     tool_version: str = TOOL_VERSION
@@ -124,6 +125,7 @@ class Manifest:
                 "by_reason": dict(self.rejected.by_reason),
             },
             "accounting": dataclasses.asdict(self.accounting),
+            **({"statistics": self.statistics} if self.statistics else {}),
         }
 
     @classmethod
@@ -172,6 +174,7 @@ class Manifest:
             record_type=_field(doc, "record_type", str) if "record_type" in doc else "tf.train.Example",
             created=str(doc.get("created", "")),
             tool_version=str(doc.get("tool_version", "")),
+            statistics=_field(doc, "statistics", dict) if "statistics" in doc else {},
         )
         for path in [s.path for split in manifest.splits.values() for s in split.shards] + list(manifest.rejected.paths):
             _check_relative(path)

@@ -7,6 +7,7 @@ Layout (docs/design.md, "Output layout and commit protocol")::
     DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
     DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
     DIR/<run-id>/report.json              (only when a run refused to commit)
+    DIR/<run-id>/units.bin                (the run's work units and input list, staged by the launcher)
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ __all__ = [
     "MANIFEST",
     "MANIFEST_FORMAT",
     "REJECTED",
+    "TFDS_FEATURES",
+    "TFDS_INFO",
+    "TFDS_LABELS_SUFFIX",
     "ShardName",
     "is_run_id",
     "join",
@@ -31,6 +35,8 @@ __all__ = [
     "report_path",
     "shard_path",
     "split_of",
+    "tfds_shard_template",
+    "units_path",
     "validate_split_name",
 ]
 
@@ -39,6 +45,10 @@ MANIFEST_FORMAT = "shardprep.manifest"  # the manifest's "format" key: what tell
 COMPRESSIONS = ("none", "gzip")  # shard compressions; "gzip" adds the ".gz" suffix
 REJECTED = "rejected"
 REPORT = "report.json"
+UNITS = "units.bin"  # the work units and input list, read by the workers and the commit (graph.units)
+TFDS_INFO = "dataset_info.json"  # TFDS metadata beside the manifest (shardprep.tfds_metadata)
+TFDS_FEATURES = "features.json"
+TFDS_LABELS_SUFFIX = ".labels.txt"  # a ClassLabel's names: DIR/<feature file name>.labels.txt
 _SPLIT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _RUN_RE = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
 _SHARD_RE = re.compile(
@@ -88,6 +98,12 @@ def shard_path(run_id: str, split: str, index: int, count: int, *, gzip: bool = 
     return f"{run_id}/{split}/{_file_name(split, index, count, 'tfrecord', gzip)}"
 
 
+def tfds_shard_template(run_id: str) -> str:
+    """TFDS's ``filepathTemplate`` for this run's shards: TFDS formats it to ``shard_path`` exactly
+    (``SHARD_X_OF_Y`` pads to 5 digits or the count's width, as ``_file_name`` does)."""
+    return f"{run_id}/{{SPLIT}}/{{SPLIT}}-{{SHARD_X_OF_Y}}.tfrecord"
+
+
 def rejected_path(run_id: str, index: int, count: int) -> str:
     """Path of a dead-letter file relative to the data set folder."""
     return f"{run_id}/{REJECTED}/{_file_name(REJECTED, index, count, 'jsonl', False)}"
@@ -95,6 +111,10 @@ def rejected_path(run_id: str, index: int, count: int) -> str:
 
 def report_path(run_id: str) -> str:
     return f"{run_id}/{REPORT}"
+
+
+def units_path(run_id: str) -> str:
+    return f"{run_id}/{UNITS}"
 
 
 def parse_shard_name(path: str) -> ShardName:

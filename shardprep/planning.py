@@ -11,7 +11,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from shardprep import naming
+import numpy as np
+
+from shardprep import naming, native
 from shardprep.errors import PlanError
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "shard_of",
     "shard_sizes",
     "split_index",
+    "split_indices",
     "valid_worker_counts",
 ]
 
@@ -90,6 +93,18 @@ def split_index(record: bytes | memoryview, seed: int, thresholds: Sequence[int]
         if h < bound:
             return i
     return len(thresholds) - 1
+
+
+def split_indices(blob: bytes | bytearray | memoryview, starts: np.ndarray, stops: np.ndarray, seed: int,
+                  thresholds: Sequence[int]) -> np.ndarray:
+    """``split_index`` of every record ``blob[starts[i]:stops[i]]`` at once (uint8), in compiled code where built."""
+    if len(thresholds) == 1:
+        return np.zeros(len(starts), np.uint8)
+    bounds = list(thresholds[:-1])  # the last bound never decides: a hash past every other one is the last split
+    k = next((i for i, b in enumerate(bounds) if b >= _HASH_SPACE), len(bounds))  # a bound past every hash: split k
+    which = native.split_indices(blob, np.ascontiguousarray(starts, "<i8"), np.ascontiguousarray(stops, "<i8"), seed,
+                                 np.asarray(bounds[:k], "<u8"))
+    return np.frombuffer(which, np.uint8)
 
 
 def check_num_shards(num_shards: int, workers: int | None) -> None:

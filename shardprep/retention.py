@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from shardprep import fs, lease, manifest, naming
 from shardprep.errors import ManifestError
 
-__all__ = ["committed_runs", "current_runs", "remove_stale_runs", "run_folders", "stale_runs"]
+__all__ = ["committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders", "stale_runs"]
 
 
 def run_folders(root: str) -> list[str]:
@@ -53,3 +53,17 @@ def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep
         lease.pause("clean.remove")
         fs.remove(naming.join(root, name), recursive=True)
     return gone
+
+
+def discard_run(root: str, run_id: str, *, whole: bool) -> None:
+    """Removes what an uncommitted run left in ``root``: its spill, or its whole folder (``whole``,
+    e.g. after an interrupt). A run the manifest names is committed and is never touched. The one
+    place that clears a failed or interrupted run's leftovers."""
+    if run_id in current_runs(root):
+        return
+    url = naming.join(root, run_id if whole else f"{run_id}/spill")
+    try:
+        if fs.exists(url):
+            fs.remove(url, recursive=True)
+    except OSError:  # best effort: a later commit or ``shardprep.clean`` removes it
+        pass

@@ -12,8 +12,13 @@ import sys
 from collections.abc import Sequence
 
 from pipelines import reshard
-from shardprep import cli, config, formats, fs, lease, manifest, naming, planning, schema
+from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
 from shardprep.errors import InputError, RunError, UsageError
+from shardprep.formats import csv as csv_format
+from shardprep.formats import dialect
+from shardprep.formats import tfds as tfds_input
+from shardprep.formats.dialect import DEFAULT_NULL_VALUES
+from shardprep.formats.images import ImageOptions, ImageSource, image_schema
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
@@ -24,7 +29,8 @@ examples:
   python -m shardprep.run --input gs://b/raw/*.jsonl --output gs://b/ds --num-shards 256 --compression gzip
   python -m shardprep.run ... --runner dataflow --project P --region R --temp_location gs://b/tmp --setup_file ./setup.py
 
-Unknown flags are passed to Apache Beam. The data set is committed by DIR/manifest.json, written last.
+Flags Apache Beam knows (--temp_location, --direct_num_workers ...) are passed to it; any other argument is
+refused. The data set is committed by DIR/manifest.json, written last.
 """
 
 
@@ -59,15 +65,48 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--shards-per-worker", type=int, metavar="K", help="with --workers: exactly W*K shards per split")
     sh.add_argument("--target-shard-mb", type=float, default=128.0, metavar="MB",
                     help="shard size --workers aims for (default: %(default)s)")
-    sh.add_argument("--split", default="train", metavar="SPEC",
+    sh.add_argument("--split", default=None, metavar="SPEC",
                     help="splits and their shares, e.g. train=0.9,eval=0.1; membership is a keyed hash of each "
-                    "record, stable across runs and runners (default: %(default)s)")
+                    "record, stable across runs and runners (default: train; --format tfds: the TFDS splits kept)")
     sh.add_argument("--seed", type=int, default=42, help="seed of the split hash and of the shuffle (default: %(default)s)")
     sh.add_argument("--no-shuffle", action="store_true", help="keep input order, dealt round-robin to shards")
+    tab = p.add_argument_group("CSV dialect and missing values")
+    tab.add_argument("--delimiter", metavar="C", help="CSV field delimiter: one character, or tab, space, comma, "
+                     "semicolon, pipe (default: sniffed per file among , ; tab |, and logged)")
+    tab.add_argument("--no-header", action="store_true", help="line 1 of each CSV file is data (give --column-names)")
+    tab.add_argument("--column-names", metavar="A,B,C", help="CSV column names (replace the header's, if any)")
+    tab.add_argument("--null-values", metavar="V,...", help="CSV values that mean missing, comma-separated, an empty "
+                     "item for the empty field (default: the empty field, " + ", ".join(DEFAULT_NULL_VALUES[1:]) + ")")
+    tab.add_argument("--required", metavar="A,B", help="features whose missing value makes the record dead letter "
+                     "missing_value (e.g. the label)")
+    tab.add_argument("--on-missing", default="omit", choices=schema.ON_MISSING,
+                     help="omit: a missing value leaves its feature out of the Example, and the manifest marks it "
+                     "nullable; reject: every missing value is dead letter missing_value (default: %(default)s)")
+    tab.add_argument("--statistics", action="store_true",
+                     help="write per split and feature statistics (count, missing, min/max/mean/std, list lengths, "
+                     "distinct and most frequent strings) into the manifest; decodes every record (costs CPU)")
+    tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
+                     help="most frequent values per string feature and split in the manifest's statistics "
+                     "(default: %(default)s)")
     bad = p.add_argument_group("bad records")
     bad.add_argument("--max-bad-records", type=int, default=0, metavar="N",
                      help="accept up to N bad records (kept in DIR/<run>/rejected/); above N nothing is "
                      "committed (default: %(default)s)")
+    bad.add_argument("--max-record-mb", type=float, default=64.0, metavar="MB",
+                     help="a record (line, TFRecord frame) larger than this is dead letter record_too_large, read "
+                     "in bounded memory (default: %(default)s)")
+    bad.add_argument("--allow-non-finite", action="store_true",
+                     help="store NaN and +-Infinity float values (default: dead letter non_finite)")
+    img = p.add_argument_group("images (--format images: --input is ROOT/<class>/<image> or a CSV/JSON Lines listing)")
+    img.add_argument("--check-images", default="header", choices=("header", "decode"),
+                     help="header: read each image's header only (fast); decode: decode every pixel with Pillow, "
+                     "which also catches damage inside the data (default: %(default)s)")
+    img.add_argument("--max-side", type=int, metavar="PX",
+                     help="re-encode images whose longer side exceeds PX as JPEG of that size (default: keep bytes)")
+    img.add_argument("--jpeg-quality", type=int, default=90, metavar="Q", help="JPEG quality of --max-side (default: %(default)s)")
+    img.add_argument("--image-path-column", default="path", metavar="NAME", help="listing column of image paths (default: %(default)s)")
+    img.add_argument("--image-label-column", default="label", metavar="NAME",
+                     help="listing column of class names (default: %(default)s)")
     run = p.add_argument_group("execution")
     run.add_argument("--runner", default="direct", choices=reshard.RUNNERS,
                      help="direct: in this process; dask: a local Dask cluster (or --dask-address); "
@@ -75,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
                      "(default: %(default)s)")
     run.add_argument("--dask-address", metavar="HOST:PORT", help="join this Dask scheduler instead of starting one")
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
+    run.add_argument("--local-workers", type=int, metavar="N",
+                     help="direct runner: worker processes on this machine (default: one per core; one for inputs "
+                     "under 64 MB or of one work unit); Beam's --direct_num_workers/--direct_running_mode win")
     run.add_argument("--unit-mb", type=float, default=64.0, metavar="MB",
                      help="large line-based files are cut into work units of about this size (default: %(default)s)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
@@ -92,8 +134,10 @@ def _refuse_finished(output: str, overwrite: bool) -> None:
 
 def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> None:
     """Refuses an output folder that the input globs reach (a rerun would read its own shards)."""
-    root = (os.path.abspath(output) if fs.is_local(output) else output).rstrip("/") + "/"
-    inside = [f.url for f in files if f.url.startswith(root)]
+    local = fs.is_local(output)
+    root = (os.path.realpath(output.removeprefix("file://")) if local else output).rstrip("/") + "/"
+    inside = [f.url for f in files if (os.path.realpath(f.url) if local and fs.is_local(f.url) else f.url).startswith(root)]
+    inside += [f.url for f in files if f.format == "images" and root.startswith(f.url.rstrip("/") + "/")]  # a folder
     if inside:
         raise UsageError(
             f"--output {output} is inside the input: {inside[0]} matches --input; write the data set elsewhere "
@@ -102,6 +146,12 @@ def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> 
 
 
 def _schema(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> tuple[schema.Schema, str]:
+    if files and isinstance(files[0], ImageSource):
+        if args.schema:
+            raise UsageError("--schema does not go with --format images: image Examples have fixed fields")
+        return image_schema(files[0].classes), "reject"
+    if files and files[0].format == "tfds" and not args.schema:
+        return tfds_input.read_schema(files), "reject"  # from its features.json, no sampling
     if args.schema:
         return schema.load_schema(args.schema), "ignore"
     rows = formats.sample_rows(files)
@@ -113,28 +163,53 @@ def _schema(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> tup
     return schema.infer_schema(rows, text=all(f.format == "csv" for f in files)), "reject"
 
 
+def _names(text: str | None, flag: str) -> tuple[str, ...]:
+    try:
+        return dialect.parse_names(text, flag) if text is not None else ()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[formats.InputFile]:
+    """The CSV files with their dialect: the flags, and the delimiter sniffed where not given."""
+    names = _names(args.column_names, "--column-names")
+    if args.no_header and not names:
+        raise UsageError("--no-header needs --column-names a,b,c: the columns have no names otherwise")
+    try:
+        delimiter = dialect.parse_delimiter(args.delimiter) if args.delimiter is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    nulls = tuple(args.null_values.split(",")) if args.null_values is not None else None
+    return csv_format.resolve_dialects(files, delimiter=delimiter, header=not args.no_header,
+                                       column_names=names, null_values=nulls)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args, beam_args = parser().parse_known_args(argv)
     cli.configure_logging(args.verbose)
-    for flag in beam_args:
-        if flag.startswith("--") and "-" in flag[2:].split("=")[0]:
-            raise UsageError(f"unknown flag {flag} (Beam flags use underscores, e.g. --direct_num_workers); see --help")
-    for flag, value, example in (("--unit-mb", args.unit_mb, 64), ("--target-shard-mb", args.target_shard_mb, 128)):
-        if not value > 0:  # before any input is read
-            raise UsageError(f"{flag} {value:g}: expected a size above 0 (e.g. {flag} {example})")
-    splits = planning.parse_splits(args.split)
+    run_checks.refuse_unknown_args(beam_args)  # everything about the command line before any input is read
+    run_checks.check_flags(args)
+    run_checks.check_output(args.output)
+    splits = planning.parse_splits(args.split or "train")
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
     _refuse_finished(args.output, args.overwrite)
-    files = formats.expand_inputs(args.input, args.format)
+    files = formats.expand_inputs(args.input, args.format, ImageOptions(
+        args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column))
+    if args.format == "tfds":  # the TFDS splits kept, unless --split merges and re-splits them
+        files, splits = tfds_input.splits_of(files, args.split)
     _refuse_output_in_input(args.output, files)
-    units = formats.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024))
+    files = _dialects(args, files)
+    units = formats.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024),
+                               max_record_bytes=int(args.max_record_mb * 1024 * 1024))
     features, extra = _schema(args, files)
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,
         run_id=naming.new_run_id(),
         features=schema.schema_to_json(features),
         sources=tuple((f.url, f.size) for f in files),
+        versions=tuple(f.version for f in files),
+        allow_non_finite=args.allow_non_finite,
         splits=splits,
         seed=args.seed,
         shuffle=not args.no_shuffle,
@@ -147,12 +222,19 @@ def _main(argv: Sequence[str] | None) -> int:
         overwrite=args.overwrite,
         keep_previous=args.keep_previous,
         extra_fields=extra,
+        tfds_features=tfds_input.output_features(files, args.schema),
+        on_missing=args.on_missing,
+        required=_names(args.required, "--required"),
+        statistics=args.statistics,
+        stats_top_k=args.stats_top_k,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
-        ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
-                          dask_address=args.dask_address, dask_workers=args.dask_workers)
+        with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
+            ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
+                              dask_address=args.dask_address, dask_workers=args.dask_workers,
+                              local_workers=args.local_workers)
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
             return 0

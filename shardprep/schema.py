@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "EXTRA_FIELDS",
     "INT64_MAX",
     "INT64_MIN",
+    "ON_MISSING",
     "FeatureSpec",
     "Schema",
     "SchemaError",
@@ -46,6 +48,7 @@ __all__ = [
 
 DTYPES = ("int64", "float32", "string")
 EXTRA_FIELDS = ("reject", "ignore")  # what a field outside the schema does to its row: --extra-fields
+ON_MISSING = ("omit", "reject")  # what a missing value does: left out of the Example, or a dead letter (--on-missing)
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _MANIFEST_FORMAT = MANIFEST_FORMAT
@@ -57,8 +60,17 @@ class FeatureSpec:
 
     dtype: str
     shape: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()  # class names in label order (an int64 label; e.g. image/class/label)
+    nullable: bool = False  # some rows leave it out (a missing value); ``missing`` of them in the run
+    missing: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.names, list):
+            object.__setattr__(self, "names", tuple(self.names))
+        if not isinstance(self.names, tuple) or not all(isinstance(n, str) for n in self.names):
+            raise SchemaError(f"names {self.names!r}: expected a list of class names (strings)")
+        if self.names and self.dtype != "int64":
+            raise SchemaError(f"names go with an int64 label, not dtype {self.dtype!r}")
         if self.dtype not in DTYPES:
             raise SchemaError(f"dtype {self.dtype!r} is not supported: expected one of {', '.join(DTYPES)}")
         shape = self.shape
@@ -75,7 +87,12 @@ class FeatureSpec:
             )
 
     def to_json(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": list(self.shape)}
+        doc: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
+        if self.names:
+            doc["names"] = list(self.names)
+        if self.nullable:
+            doc.update(nullable=True, missing=self.missing)
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> FeatureSpec:
@@ -83,7 +100,7 @@ class FeatureSpec:
         if not isinstance(doc, Mapping):
             raise SchemaError(f'feature spec {doc!r} is not an object: expected {{"dtype": "int64", "shape": []}}')
         missing = [k for k in ("dtype", "shape") if k not in doc]
-        unknown = sorted(set(doc) - {"dtype", "shape"})
+        unknown = sorted(set(doc) - {"dtype", "shape", "names", "nullable", "missing"})
         if missing or unknown:
             raise SchemaError(
                 f"feature spec {dict(doc)!r} has {'missing key(s) ' + ', '.join(missing) if missing else ''}"
@@ -93,7 +110,13 @@ class FeatureSpec:
         shape = doc["shape"]
         if not isinstance(shape, (list, tuple)):
             raise SchemaError(f"shape {shape!r} is not a list: expected [] (scalar), [n] or [-1]")
-        return cls(doc["dtype"], tuple(shape))
+        names = doc.get("names", [])
+        if not isinstance(names, (list, tuple)):
+            raise SchemaError(f"names {names!r} is not a list: expected the class names in label order")
+        nullable, missing = doc.get("nullable", False), doc.get("missing", 0)
+        if not isinstance(nullable, bool) or type(missing) is not int or missing < 0:
+            raise SchemaError(f"nullable {nullable!r} / missing {missing!r}: expected true/false and a count")
+        return cls(doc["dtype"], tuple(shape), tuple(names), nullable, missing)
 
 
 Schema = dict[str, FeatureSpec]
@@ -255,4 +278,41 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
     if text is None:
         text = all(isinstance(v, str) for values in columns.values() for v in values)
     infer = _infer_text if text else _infer_typed
-    return {name: infer(name, columns[name]) for name in sorted(columns)}
+    schema = {name: infer(name, columns[name]) for name in sorted(columns)}
+    for name, spec in schema.items():
+        if spec.dtype == "float32":
+            _warn_lost_integers(name, columns[name])
+    return schema
+
+
+FLOAT32_EXACT_INT = 2**24  # float32 holds every integer up to this; 16777217 is stored as 16777216
+
+
+def _warn_lost_integers(name: str, values: list[Any]) -> None:
+    """Says so when a column inferred float32 holds integers float32 cannot hold exactly (ids, counts)."""
+    def big(v: Any) -> bool:
+        if isinstance(v, (list, tuple)):
+            return any(big(x) for x in v)
+        if isinstance(v, str):
+            try:
+                v = int(v.strip())
+            except ValueError:
+                return False
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool) and abs(int(v)) > FLOAT32_EXACT_INT
+    example = next((v for v in values if big(v)), None)
+    if example is not None:
+        logging.getLogger("shardprep").warning(
+            "column %r mixes integers and floats, so it is float32, which rounds integers above 2**24 (%r is "
+            "stored as %r): give --schema with %r as string (or int64 if its floats are whole) to keep them exact",
+            name, example,
+            _float32(example), name)
+
+
+def _float32(v: Any) -> Any:
+    import struct
+
+    v = v[0] if isinstance(v, (list, tuple)) else v
+    try:
+        return int(struct.unpack("<f", struct.pack("<f", float(v)))[0])
+    except (ValueError, OverflowError, struct.error):
+        return v

@@ -31,6 +31,8 @@ def split_stats(split: SplitInfo) -> dict[str, float]:
         "min_bytes": min(sizes),
         "median_bytes": statistics.median(sizes),
         "max_bytes": max(sizes),
+        # (max - min) / median of shard bytes: records balance exactly, bytes (a shard's read time) need not
+        "bytes_spread": round((max(sizes) - min(sizes)) / statistics.median(sizes), 4) if statistics.median(sizes) else 0.0,
     }
 
 

@@ -16,8 +16,8 @@ import google_crc32c
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CorruptRecordError", "FramedBatch", "frame", "frame_all", "mask", "masked_crc", "read_records",
-           "scan_records"]
+__all__ = ["CorruptRecordError", "FramedBatch", "data_crc_error", "frame", "frame_all", "length_crc_error", "mask",
+           "masked_crc", "next_record", "read_records", "record_at", "scan_records", "truncated_error"]
 
 
 class FramedBatch(NamedTuple):
@@ -111,6 +111,38 @@ def scan_records(stream: IO[bytes]) -> Iterator[bytes | CorruptRecordError]:
     return _frames(stream, check_crc=True, recover=True)
 
 
+def record_at(index: int | None, offset: int) -> str:
+    """How a detail names a record: its number where known, else only its byte offset."""
+    return f"record {index + 1} at byte {offset}" if index is not None else f"the record at byte {offset}"
+
+
+def truncated_error(index: int | None, offset: int, raw: bytes) -> CorruptRecordError:
+    """The stream ends inside the record at ``offset``, of which ``raw`` was read."""
+    if len(raw) < 12:
+        detail = f"{record_at(index, offset)}: the file ends inside its 12-byte header"
+    else:
+        detail = f"{record_at(index, offset)}: the file ends inside a record of {_U64_LE.unpack_from(raw)[0]} bytes"
+    return CorruptRecordError(index or 0, offset, "tfrecord_truncated", detail, raw)
+
+
+def length_crc_error(index: int | None, offset: int, header: bytes, found: int | None, *,
+                     recover: bool = True) -> CorruptRecordError:
+    """The length field at ``offset`` fails its CRC; reading resumes at ``found`` (None: nowhere)."""
+    detail = (f"{record_at(index, offset)}: the length field fails its CRC (the file is corrupt or not a TFRecord "
+              "file)")
+    if recover:
+        detail += ("; no sound record follows, so the rest of the file is unread" if found is None else
+                   f"; bytes {offset} to {found} skipped, reading resumes at byte {found}")
+    return CorruptRecordError(index or 0, offset, "tfrecord_length_crc", detail, header)
+
+
+def data_crc_error(index: int | None, offset: int, data: bytes) -> CorruptRecordError:
+    """The data of the record at ``offset`` fails its CRC (its length passed, so framing goes on)."""
+    return CorruptRecordError(index or 0, offset, "tfrecord_data_crc",
+                              f"{record_at(index, offset)}: its {len(data)} data bytes fail their CRC (the file is "
+                              "corrupt)", data)
+
+
 def _frames(stream: IO[bytes], *, check_crc: bool, recover: bool) -> Iterator[bytes | CorruptRecordError]:
     read = stream.read
     index = offset = 0
@@ -119,42 +151,27 @@ def _frames(stream: IO[bytes], *, check_crc: bool, recover: bool) -> Iterator[by
         if not header:
             return
         if len(header) < 12:
-            yield CorruptRecordError(
-                index, offset, "tfrecord_truncated",
-                f"record {index + 1} at byte {offset}: the file ends inside its 12-byte header", header,
-            )
+            yield truncated_error(index, offset, header)
             return
         (length,) = _U64_LE.unpack_from(header)
         if check_crc and masked_crc(header[:8]) != _U32_LE.unpack_from(header, 8)[0]:
-            detail = f"record {index + 1} at byte {offset}: the length field fails its CRC (the file is corrupt or not a TFRecord file)"
             if not recover:
-                yield CorruptRecordError(index, offset, "tfrecord_length_crc", detail, header)
+                yield length_crc_error(index, offset, header, None, recover=False)
                 return
-            found = _next_record(stream, offset + 1, header[1:])
+            found = next_record(stream, offset + 1, header[1:])
+            yield length_crc_error(index, offset, header, found)
             if found is None:
-                yield CorruptRecordError(index, offset, "tfrecord_length_crc",
-                                         f"{detail}; no sound record follows, so the rest of the file is unread", header)
                 return
-            yield CorruptRecordError(index, offset, "tfrecord_length_crc",
-                                     f"{detail}; bytes {offset} to {found} skipped, reading resumes at byte {found}", header)
             stream.seek(found)
             index, offset = index + 1, found
             continue
         data = _read_exact(read, length)
         footer = _read_exact(read, 4) if len(data) == length else b""
         if len(footer) < 4:
-            yield CorruptRecordError(
-                index, offset, "tfrecord_truncated",
-                f"record {index + 1} at byte {offset}: the file ends inside a record of {length} bytes",
-                header + data + footer,
-            )
+            yield truncated_error(index, offset, header + data + footer)
             return
         if check_crc and masked_crc(data) != _U32_LE.unpack(footer)[0]:
-            yield CorruptRecordError(
-                index, offset, "tfrecord_data_crc",
-                f"record {index + 1} at byte {offset}: its {length} data bytes fail their CRC (the file is corrupt)",
-                data,
-            )
+            yield data_crc_error(index, offset, data)
             if not recover:
                 return
         else:
@@ -163,7 +180,7 @@ def _frames(stream: IO[bytes], *, check_crc: bool, recover: bool) -> Iterator[by
         offset += length + 16
 
 
-def _next_record(stream: IO[bytes], start: int, ahead: bytes) -> int | None:
+def next_record(stream: IO[bytes], start: int, ahead: bytes) -> int | None:
     """The first offset at or after ``start`` where a whole record checks (both CRCs), or None.
 
     ``ahead`` holds the bytes from ``start`` already read. The scan only reads forward (a backward

@@ -36,7 +36,8 @@ SAMPLE_RECORDS = 16  # records per shard decoded against the manifest's features
 
 def feature_problems(example: dict[str, list], features: dict[str, dict]) -> list[str]:
     """How a decoded Example differs from the manifest's features (name, dtype, shape); empty if it fits."""
-    out = [f"feature {name!r} is missing" for name in sorted(set(features) - set(example))]
+    out = [f"feature {name!r} is missing" for name in sorted(set(features) - set(example))
+           if not features[name].get("nullable")]  # a nullable feature is left out where its value is missing
     out += [f"feature {name!r} is not in the manifest" for name in sorted(set(example) - set(features))]
     for name in sorted(set(features) & set(example)):
         values, spec = example[name], features[name]

@@ -41,11 +41,22 @@ def committed(out: str, run_id: str, **kwargs) -> str:
     return commit(config, facts)
 
 
-if __name__ == "__main__":  # python commit_fixtures.py OUT RUN_ID START_AT
+def _barrier(folder: str, name: str, parties: int, timeout: float = 300.0) -> None:
+    """Waits until ``parties`` processes have reached this point (a file each in ``folder``), so that
+    racing commits start together however slowly each one wrote its shards."""
+    import os
+
+    open(os.path.join(folder, f"ready-{name}"), "w").close()
+    deadline = time.monotonic() + timeout
+    while sum(n.startswith("ready-") for n in os.listdir(folder)) < parties:
+        if time.monotonic() > deadline:
+            sys.exit("barrier: the other process never got ready; the race did not happen")
+        time.sleep(0.005)
+
+
+if __name__ == "__main__":  # python commit_fixtures.py OUT RUN_ID BARRIER_DIR
     config, facts = prepare(sys.argv[1], sys.argv[2])
-    if time.time() > float(sys.argv[3]):
-        sys.exit("late: the shards were not written before the agreed start; the race did not happen")
-    time.sleep(float(sys.argv[3]) - time.time())
+    _barrier(sys.argv[3], sys.argv[2], parties=2)
     url = commit(config, facts)
     print(url)
     sys.exit(1 if url.endswith(naming.REPORT) else 0)

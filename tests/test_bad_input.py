@@ -278,6 +278,14 @@ def clean_text(out: Path) -> None:
     assert texts == sorted(f"text {i}".encode() for i in range(10)), texts[:3]
 
 
+def nullable(name: str, missing: int) -> Callable[[Path], None]:
+    def check(out: Path) -> None:
+        spec = manifest.load(str(out)).features[name]
+        assert (spec.get("nullable"), spec.get("missing")) == (True, missing), spec
+
+    return check
+
+
 def dtype_is(name: str, dtype: str) -> Callable[[Path], None]:
     def check(out: Path) -> None:
         assert manifest.load(str(out)).features[name]["dtype"] == dtype
@@ -313,13 +321,30 @@ CASES: list[Case] = [
          csv_file(bad={5: "3,0.3,te\rxt"}), dead_letter("csv_parse", 5)),
     Case("csv_type_mismatch", "CSV value 'abc' in a float32 column (--schema)",
          schema_file(SCHEMA_DOC, csv_file(bad={5: "3,abc,text"})), dead_letter("type_mismatch", 5), args=(S,)),
-    Case("csv_missing_value", "empty CSV value in an int64 column (--schema)",
-         schema_file(SCHEMA_DOC, csv_file(bad={5: ",0.3,text"})), dead_letter("missing_value", 5), args=(S,)),
+    Case("csv_missing_value", "empty CSV value in an int64 column (--schema, --on-missing reject)",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: ",0.3,text"})), dead_letter("missing_value", 5), args=(S, "--on-missing=reject")),
+    Case("csv_missing_value_omitted", "empty CSV value in an int64 column: left out, the feature nullable",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: ",0.3,text"})), works(), args=(S,), check=nullable("id", 1)),
+    Case("csv_missing_value_required", "empty CSV value in a --required column",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: ",0.3,text"})), dead_letter("missing_value", 5),
+         args=(S, "--required=id")),
     Case("csv_int64_overflow", "CSV integer beyond int64 in an int64 column (--schema)",
          schema_file(SCHEMA_DOC, csv_file(bad={5: "99999999999999999999,0.3,text"})), dead_letter("out_of_range", 5),
          args=(S,)),
     Case("csv_float32_overflow", "CSV value 1e39 in a float32 column (--schema)",
          schema_file(SCHEMA_DOC, csv_file(bad={5: "3,1e39,text"})), dead_letter("out_of_range", 5), args=(S,)),
+    Case("csv_nan", "CSV value nan in a float32 column (--schema; nan not a --null-values)",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3,nan,text"})), dead_letter("non_finite", 5),
+         args=(S, "--null-values=")),
+    Case("csv_nan_missing", "CSV value nan in a float32 column: a default null value, left out",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3,nan,text"})), works(), args=(S,), check=nullable("x", 1)),
+    Case("csv_minus_infinity", "CSV value -Infinity in a float32 column (--schema)",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3,-Infinity,text"})), dead_letter("non_finite", 5), args=(S,)),
+    Case("csv_float_beyond_double", "CSV value 1e400 (beyond a double) in a float32 column (--schema)",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3,1e400,text"})), dead_letter("out_of_range", 5), args=(S,)),
+    Case("csv_record_too_large", "one CSV line of 2 MiB with --max-record-mb 1",
+         csv_file(bad={5: "3,0.5," + "y" * (2 << 20)}), dead_letter("record_too_large", 5),
+         args=("--max-record-mb", "1")),
     Case("csv_blank_lines", "blank lines between CSV rows (skipped, line numbers still exact)",
          csv_file(bad={4: "", 7: "5,0.5"}), dead_letter("csv_columns", 7)),
     Case("csv_bad_rows_in_second_file", "second of two CSV files has a short row",
@@ -347,13 +372,18 @@ CASES: list[Case] = [
          csv_file(bad={3: "1", 6: "4"}), refused("2 bad records (more than --max-bad-records 0)", 1),
          subprocess=True),
     Case("every_record_bad", "every CSV row too short (schema inferred)",
-         csv_file(bad={i: "1" for i in range(2, 12)}), refused("every record is bad")),
+         csv_file(bad={i: "1" for i in range(2, 12)}), refused("the CSV header has 3 names but the rows have 1 fields")),
     Case("every_record_bad_with_schema", "every CSV row too short, --schema and --max-bad-records 100",
-         schema_file(SCHEMA_DOC, csv_file(bad={i: "1" for i in range(2, 12)})), refused("received no records", 1),
+         schema_file(SCHEMA_DOC, csv_file(bad={i: "1" for i in range(2, 12)})),
+         refused("the CSV header has 3 names but the rows have 1 fields"),
          args=(S, "--max-bad-records", "100")),
     # JSON Lines
     Case("jsonl_invalid_json", "a JSON Lines line cut mid-object", jsonl_file(bad={5: '{"id": 4, "x": '}),
          dead_letter("json_invalid", 5)),
+    Case("jsonl_nan", "a JSON Lines value NaN", jsonl_file(bad={5: '{"id": 4, "x": NaN, "text": "t"}'}),
+         dead_letter("non_finite", 5)),
+    Case("jsonl_infinity", "a JSON Lines value Infinity", jsonl_file(bad={5: '{"id": 4, "x": Infinity, "text": "t"}'}),
+         dead_letter("non_finite", 5)),
     Case("jsonl_array_line", "a JSON Lines line holding an array", jsonl_file(bad={5: "[1, 2]"}),
          dead_letter("json_not_object", 5)),
     Case("jsonl_scalar_line", "a JSON Lines line holding a number", jsonl_file(bad={5: "42"}),
@@ -370,14 +400,18 @@ CASES: list[Case] = [
     Case("jsonl_type_changes_after_sample", "a float field turns into a string on line 1150 of 1200, "
          "past the 1000-row inference sample", mixed_type_after_sample, dead_letter("type_mismatch", 1150)),
     Case("jsonl_null_scalar", "null in a scalar float field", jsonl_file(bad={5: {"id": 4, "x": None, "text": "t"}}),
-         dead_letter("missing_value", 5)),
+         dead_letter("missing_value", 5), args=("--on-missing=reject",)),
     Case("jsonl_missing_field", "a line without field x", jsonl_file(bad={5: {"id": 4, "text": "t"}}),
-         dead_letter("missing_value", 5)),
+         dead_letter("missing_value", 5), args=("--on-missing=reject",)),
+    Case("jsonl_null_scalar_omitted", "null in a scalar float field: left out, the feature nullable",
+         jsonl_file(bad={5: {"id": 4, "x": None, "text": "t"}}), works(), check=nullable("x", 1)),
     Case("jsonl_unknown_field_schema", "a field outside --schema (dropped)",
          schema_file(SCHEMA_DOC, jsonl_file(bad={5: {"id": 4, "x": 0.4, "text": "t", "extra": 1}})), works(),
          args=(S,), check=features_are("id", "text", "x")),
-    Case("jsonl_json_array_file", "a .json file holding one JSON array",
-         raw_file("a.json", json.dumps(_json_rows(3)).encode(), 3), refused("holds a JSON array, not JSON Lines")),
+    Case("jsonl_json_array_file", "a .json file holding one JSON array: read as records",
+         raw_file("a.json", json.dumps(_json_rows(3)).encode(), 3), works()),
+    Case("jsonl_json_array_in_jsonl", "a .jsonl file holding one JSON array",
+         raw_file("a.jsonl", json.dumps(_json_rows(3)).encode(), 3), refused("holds a JSON array, not JSON Lines")),
     Case("jsonl_empty_file", "a 0-byte JSON Lines file", raw_file("a.jsonl", b""),
          refused("found no valid records to infer a schema")),
     Case("jsonl_bom_crlf_blank", "JSON Lines with a BOM, \\r\\n and blank lines",
@@ -394,7 +428,9 @@ CASES: list[Case] = [
     Case("parquet_struct_column", "a Parquet struct column", parquet_file(table=_struct_table),
          refused("which a tf.train.Example feature cannot hold")),
     Case("parquet_null", "a Parquet null in a float column", parquet_file(table=_null_table),
-         dead_letter("missing_value", 3)),
+         dead_letter("missing_value", 3), args=("--on-missing=reject",)),
+    Case("parquet_null_omitted", "a Parquet null in a float column: left out, the feature nullable",
+         parquet_file(table=_null_table), works(), check=nullable("x", 1)),
     # TFRecord
     Case("tfrecord_bad_length_crc", "record 5's length CRC is wrong (reading resumes at record 6, the next "
          "offset where a whole record checks)",

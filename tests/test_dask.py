@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import apache_beam as beam
@@ -16,7 +19,7 @@ import pytest
 from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from conftest import run_cli, sample_rows, uneven_csvs, write_csv
+from conftest import ROOT, run_cli, sample_rows, uneven_csvs, write_csv
 from pipelines.dask_runner import DaskRunner
 from shardprep import config, formats, manifest, naming, planning, run
 from shardprep.graph import elements, parse, spill, stages
@@ -101,6 +104,46 @@ def test_dask_cli_starts_its_own_local_cluster(raw, direct, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "starting a Dask LocalCluster with 2 worker processes" in proc.stderr
     assert contents(out) == direct["two-splits"]
+
+
+@pytest.fixture(scope="module")
+def separate_cluster(tmp_path_factory):
+    """``dask scheduler`` and ``dask worker`` as separate processes on loopback: the shape of a
+    cluster of machines (nothing shared with this process but the file system)."""
+    folder = tmp_path_factory.mktemp("cluster")
+    info = folder / "scheduler.json"
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(info)],
+                              env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                       "--host", "127.0.0.1", "--no-dashboard", "--local-directory", str(folder)],
+                                      env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_dask_cluster_of_separate_processes_gives_direct_runners_bytes(raw_with_bad, direct, separate_cluster,
+                                                                       tmp_path):
+    out = tmp_path / "ds"
+    proc = run_cli("shardprep.run", "--input", f"{raw_with_bad}/*.csv", "--output", out, *DEAD_LETTERS,
+                   "--runner", "dask", "--dask-address", separate_cluster)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert contents(out) == direct["dead-letters"]
+    assert not list(out.glob("run-*/spill")), "spill left after commit"
 
 
 def test_too_many_bad_records_commit_nothing_on_dask(raw_with_bad, cluster, tmp_path, capsys):

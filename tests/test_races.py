@@ -33,17 +33,18 @@ def _run_id(i: int) -> str:
     return f"run-20261201T{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}Z-{i:08x}"
 
 
-def _race(out: str, trial: int, rng: random.Random) -> None:
-    start = time.time() + (8.0 if out.startswith("gs://") else 4.0)  # both have written their shards by then
+def _race(out: str, trial: int, rng: random.Random, barrier: Path) -> None:
+    barrier = barrier / f"trial-{trial}"  # both processes write their shards, then start committing together
+    barrier.mkdir(parents=True)
     procs = []
     for k in range(2):
         delays = f"{STEPS[(trial + 4 * k) % len(STEPS)]}={rng.uniform(0.05, 0.6):.2f}"
         env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "SHARDPREP_TEST_DELAYS": delays}
         procs.append(subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "commit_fixtures.py"), out, _run_id(2 * trial + k + 1), str(start)],
+            [sys.executable, str(ROOT / "tests" / "commit_fixtures.py"), out, _run_id(2 * trial + k + 1), str(barrier)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = [(p.wait(120), *p.communicate()) for p in procs]
-    assert not any("late:" in r[2] for r in results), results
+    results = [(p.wait(360), *p.communicate()) for p in procs]
+    assert not any("barrier:" in r[2] for r in results), results
     codes = sorted(r[0] for r in results)
     assert codes == [0, 1], results
     loser = next(r for r in results if r[0] == 1)
@@ -59,14 +60,14 @@ def test_two_commits_race_locally_exactly_one_wins(tmp_path) -> None:
     rng = random.Random(13)
     out = str(tmp_path / "ds")
     for trial in range(20):
-        _race(out, trial, rng)
+        _race(out, trial, rng, tmp_path / "barrier")
 
 
 @pytest.mark.slow
-def test_two_commits_race_on_gcs_exactly_one_wins(gcs) -> None:  # noqa: F811
+def test_two_commits_race_on_gcs_exactly_one_wins(gcs, tmp_path) -> None:  # noqa: F811
     rng = random.Random(31)
     for trial in range(9):
-        _race(gcs.url("ds"), trial, rng)
+        _race(gcs.url("ds"), trial, rng, tmp_path / "barrier")
 
 
 def test_two_cli_runs_on_one_output_the_second_is_refused(tmp_path) -> None:
@@ -166,5 +167,6 @@ def test_clean_command_removes_old_and_crashed_runs_under_the_lease(tmp_path) ->
     (out / lease.LEASE).unlink()
     done = run_cli("shardprep.clean", out)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == [naming.MANIFEST, _run_id(2)]
+    assert sorted(p.name for p in out.iterdir()) == sorted([naming.MANIFEST, naming.TFDS_INFO, naming.TFDS_FEATURES,
+                                                           _run_id(2)])  # with the TFDS metadata (tfds_metadata)
     assert verify.verify(str(out))[0] == []

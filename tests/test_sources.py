@@ -214,10 +214,17 @@ def test_jsonl_rows_and_bad_lines(tmp_path):
     assert bads[8].raw == b'{"a": "\xff"}'
 
 
-@pytest.mark.parametrize("name, data", [("a.json", '\ufeff [{"a": 1},\n {"a": 2}]'), ("a.json.gz", gzip.compress(b"[1]"))])
+@pytest.mark.parametrize("name, data", [("a.jsonl", '\ufeff [{"a": 1},\n {"a": 2}]'), ("a.jsonl.gz", gzip.compress(b"[1]"))])
 def test_a_json_array_is_not_json_lines(tmp_path, name, data):
     with pytest.raises(InputError, match=r"holds a JSON array, not JSON Lines .* jq -c"):
         read(write(tmp_path / name, data))
+
+
+@pytest.mark.parametrize("name, data", [("a.json", '\ufeff [{"a": 1},\n {"a": 2}, 3]'),
+                                        ("a.json.gz", gzip.compress(b'[{"a": 1}, {"a": 2}, 3]'))])
+def test_a_json_array_file_is_read_as_records(tmp_path, name, data):
+    rows = read(write(tmp_path / name, data))
+    assert [r for _, r in rows[:2]] == [{"a": 1}, {"a": 2}] and rows[2][1].reason == "json_not_object"
 
 
 @pytest.mark.parametrize("unit", [1, 7, 50, 10_000])

@@ -63,6 +63,8 @@ def test_ctrl_c_is_forwarded() -> None:
     assert proc.returncode == 130, out
     assert "SIGINT: forwarding to the workers" in out
     assert not any(_alive(pid) for pid in _pids(out))
+    after = out[out.index("SIGINT: forwarding"):].splitlines()[1:]  # the workers' shutdown noise stays hidden
+    assert "Traceback" not in out and after == ["[launch] interrupted: all workers stopped"], out
 
 
 def test_usage_errors_are_one_line() -> None:

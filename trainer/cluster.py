@@ -112,8 +112,8 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
         return ClusterInfo()
     try:
         doc: Any = json.loads(text)
-    except ValueError as e:
-        raise ClusterError(f"TF_CONFIG is not valid JSON ({e}): {text[:200]!r}") from None
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than Python's stack
+        raise ClusterError(f"TF_CONFIG is not valid JSON ({type(e).__name__}: {e}): {text[:200]!r}") from None
     if not isinstance(doc, dict):
         raise ClusterError(f"TF_CONFIG must be a JSON object with 'cluster' and 'task', got {type(doc).__name__}")
     cluster, task = doc.get("cluster"), doc.get("task")

@@ -45,6 +45,7 @@ class TrainConfig:
     export: str = "keras"
     eval_split: str | None = None
     record_ids: bool = False  # --debug-record-ids (trainer.idlog)
+    image_size: int = 64  # --model image: decoded, resized and cropped to this square size
 
     def __post_init__(self) -> None:
         if (self.per_replica_batch is None) == (self.global_batch is None):
@@ -55,6 +56,8 @@ class TrainConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {value}: expected at least 1")
         if self.epochs < 1:
             raise ConfigError(f"--epochs {self.epochs}: expected at least 1")
+        if self.image_size < 8:
+            raise ConfigError(f"--image-size {self.image_size}: expected at least 8 pixels")
         for name in ("checkpoint_every", "shuffle_buffer", "log_every"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 0 or more")

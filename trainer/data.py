@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from shardprep import fs
 from shardprep.schema import FeatureSpec
+from trainer import image_input
 from trainer.preflight import InputPlan
 
 __all__ = [
@@ -38,9 +39,19 @@ def parse_spec(features: Mapping[str, FeatureSpec]) -> dict[str, Any]:
         dtype = _DTYPES[feature.dtype]
         if feature.shape == (-1,):
             spec[name] = tf.io.RaggedFeature(dtype)
+        elif feature.nullable:  # a record may leave it out (a missing value): it reads as zeros / empty strings
+            spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype, default_value=_empty(feature))
         else:
             spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype)
     return spec
+
+
+def _empty(feature: FeatureSpec) -> Any:
+    """The value of a missing nullable feature: zeros, or empty strings, of its shape."""
+    value: Any = b"" if feature.dtype == "string" else 0
+    for size in reversed(feature.shape):
+        value = [value] * size
+    return value
 
 
 def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.TensorSpec]:
@@ -51,6 +62,9 @@ def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.Ten
         else tf.RaggedTensorSpec([batch_size, None], _DTYPES[f.dtype])
         for name, f in plan.feature_spec.items()
     }
+    if plan.image_size:  # decoded by image_input.preprocess
+        del spec[image_input.ENCODED]
+        spec[image_input.IMAGE] = tf.TensorSpec([batch_size, plan.image_size, plan.image_size, 3], tf.float32)
     return spec, spec.pop(plan.label)
 
 
@@ -92,12 +106,15 @@ def record_ids(serialized: tf.Tensor) -> tf.Tensor:
     return tf.strings.to_hash_bucket_fast(serialized, (1 << 63) - 1)
 
 
-def parser(plan: InputPlan, *, with_ids: bool = False) -> Callable[[tf.Tensor], tuple[Any, ...]]:
+def parser(plan: InputPlan, *, with_ids: bool = False, training: bool = True) -> Callable[[tf.Tensor], tuple[Any, ...]]:
+    """Parses a batch; with ``plan.image_size``, also decodes its images (random crop/flip when ``training``)."""
     spec = parse_spec(plan.feature_spec)
 
     def parse(serialized: tf.Tensor) -> tuple[Any, ...]:
         # One vectorized parse per batch, not one per record.
         features = tf.io.parse_example(serialized, spec)
+        if plan.image_size:
+            features = image_input.preprocess(features, plan.image_size, training=training)
         label = features.pop(plan.label)
         return (features, label, record_ids(serialized)) if with_ids else (features, label)
 
@@ -154,7 +171,7 @@ def worker_batches(
 def eval_batches(plan: InputPlan, *, worker: int, batch_size: int) -> tf.data.Dataset:
     """One pass over ``worker``'s records of ``plan``, the last batch partial (evaluation)."""
     ds = worker_records(plan, worker).batch(batch_size)
-    return ds.map(parser(plan), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return ds.map(parser(plan, training=False), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def distribute(

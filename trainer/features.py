@@ -16,7 +16,7 @@ __all__ = ["BUILTIN_MODELS", "USER_MODEL", "ModelError", "input_features", "mode
 
 Features = Mapping[str, FeatureSpec]
 NUMERIC = ("int64", "float32")
-BUILTIN_MODELS = ("mlp", "text")
+BUILTIN_MODELS = ("mlp", "text", "image")
 USER_MODEL = "user"  # the kind of ``--model module:function``
 
 
@@ -25,12 +25,12 @@ class ModelError(TrainerError):
 
 
 def model_kind(name: str) -> str:
-    """``mlp``, ``text`` or ``USER_MODEL``; refuses any other ``--model``."""
+    """``mlp``, ``text``, ``image`` or ``USER_MODEL``; refuses any other ``--model``."""
     if name in BUILTIN_MODELS:
         return name
     if ":" in name:
         return USER_MODEL
-    raise ModelError(f"--model {name!r} is unknown: use mlp, text, or module:function for your own model")
+    raise ModelError(f"--model {name!r} is unknown: use mlp, text, image, or module:function for your own model")
 
 
 def _is_numeric(spec: FeatureSpec) -> bool:
@@ -66,6 +66,11 @@ def input_features(name: str, features: Features, *, label: str, requested: Sequ
         bad = [f for f in requested if features[f].dtype != "string" or features[f].shape != ()]
         if bad:
             raise ModelError(f"--model text takes scalar string features; {', '.join(bad)} are not")
+    elif kind == "image":
+        image = features.get("image/encoded")
+        if image is None or image.dtype != "string" or image.shape != () or set(requested) - {"image/encoded"}:
+            raise ModelError("--model image reads the scalar string feature image/encoded (shardprep.run --format images)")
+        chosen = ["image/encoded"]
     else:
         user_model_fn(name)
         chosen = candidates

@@ -5,6 +5,7 @@ workers, so a bad job fails on every worker in seconds, identically, instead of 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +32,7 @@ class JobPlan(NamedTuple):
     train: preflight.InputPlan
     eval: preflight.InputPlan | None
     identity: dict[str, Any]
+    run_id: str | None = None  # the data set run trained on: a resume pins it (``resume.pinned_run``)
 
 
 def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) -> JobPlan:
@@ -38,6 +40,12 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     num_replicas = cluster.num_workers * local_replicas
     global_batch = global_batch_size(config, num_replicas=num_replicas)
     m = manifest.load(config.data)
+    pinned = resume.pinned_run(config.model_dir, config.data)  # a resume keeps the data run it started on
+    if pinned and pinned not in m.run_ids:  # a re-shard committed since: that run's own manifest
+        newer = ",".join(sorted(m.run_ids))
+        m = manifest.load(config.data, run_id=pinned)
+        log.info("resuming on data set run %s (pinned by the checkpoints in %s), not the newer %s", pinned,
+                 config.model_dir, newer)
     inputs = input_features(config.model, schema_from_json(m.features), label=config.label, requested=config.features)
     plan = preflight.plan_input(
         root=config.data,
@@ -57,7 +65,12 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         plan.steps_per_epoch, plan.dropped_records, plan.num_records, 100 * plan.dropped_records / plan.num_records,
     )
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=config.shuffle_buffer, seed=config.seed)
-    return JobPlan(plan, _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs), identity)
+    eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs)
+    if config.model == "image":  # data.parser decodes image/encoded to this size
+        plan = dataclasses.replace(plan, image_size=config.image_size)
+        eval_plan = eval_plan and dataclasses.replace(eval_plan, image_size=config.image_size)
+    runs = sorted(m.run_ids)
+    return JobPlan(plan, eval_plan, identity, runs[0] if len(runs) == 1 else None)
 
 
 def _plan_eval(
@@ -91,8 +104,8 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
     from trainer import controller, metrics, session, strategy
 
     gpus = strategy.local_gpus()
-    plan, eval_plan, identity = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
-    resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief)
+    plan, eval_plan, identity, run_id = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
+    resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief, run_id=run_id, data=config.data)
     ses = session.open_session(
         config, cluster=cluster, plan=plan, eval_plan=eval_plan, shards=[p.shard for p in plan.pieces(cluster.worker_index)],
         gpus=gpus,

@@ -77,7 +77,8 @@ class Launcher:
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
             self.tails[index].append(line)
-            self._print(f"[worker {index}] {line}")
+            if not self.interrupted:  # after Ctrl-C the workers' gRPC/TF shutdown noise stays in their tails
+                self._print(f"[worker {index}] {cli.safe(line)}")
 
     def start(self) -> None:
         addresses = [f"127.0.0.1:{p}" for p in free_ports(self.workers)]
@@ -142,6 +143,7 @@ class Launcher:
             return 1
         self._drain()
         if self.interrupted:
+            self._print("[launch] interrupted: all workers stopped")
             return 130
         self._print(f"[launch] all {self.workers} worker(s) finished")
         return 0

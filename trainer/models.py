@@ -32,12 +32,28 @@ def _head(x: Any, num_classes: int | None) -> Any:
     return keras.layers.Dense(num_classes or 1, dtype="float32", name="logits")(x)
 
 
-def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (64, 64)) -> keras.Model:
+def _standardised(name: str, t: Any, statistics: Mapping[str, dict]) -> Any:
+    """``(x - mean) / std`` with the manifest's statistics of the training split, inside the model, so the
+    exported model takes raw values; unchanged where the data set has no statistics (older manifests)."""
+    stats = statistics.get(name, {})
+    if "mean" not in stats:
+        return t
+    std = stats.get("std") or 1.0
+    return keras.layers.Normalization(mean=stats["mean"], variance=std * std, name=f"standardise_{_safe(name)}")(t)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (64, 64), *,
+         statistics: Mapping[str, dict] | None = None) -> keras.Model:
     inputs = _inputs(features)
     columns = []
     for name, t in inputs.items():
         t = keras.ops.cast(t, "float32") if features[name].dtype != "float32" else t
-        columns.append(keras.layers.Reshape((1,))(t) if not features[name].shape else t)
+        t = keras.layers.Reshape((1,))(t) if not features[name].shape else t
+        columns.append(_standardised(name, t, statistics or {}))
     x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
     for i, width in enumerate(hidden):
         x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)
@@ -87,12 +103,24 @@ def _user(spec: str, features: Features, *, label: str, num_classes: int | None)
     return model
 
 
-def build_model(name: str, *, features: Features, label: str, num_classes: int | None) -> keras.Model:
-    """Builds model ``name`` over ``features`` (inputs only); ``num_classes`` None means regression."""
+def build_model(name: str, *, features: Features, label: str, num_classes: int | None,
+                statistics: Mapping[str, dict] | None = None) -> keras.Model:
+    """Builds model ``name`` over ``features`` (inputs only); ``num_classes`` None means regression.
+
+    ``statistics``: the manifest's statistics of the training split (``mlp`` standardises with them).
+    """
     kind = model_kind(name)
     if kind == USER_MODEL:
         return _user(name, features, label=label, num_classes=num_classes)
+    if kind == "mlp":
+        return _mlp(features, num_classes, statistics=statistics)
     return _BUILTIN[kind](features, num_classes)
 
 
-_BUILTIN = {"mlp": _mlp, "text": _text}
+def _image(features: Features, num_classes: int | None) -> keras.Model:
+    from trainer.image_model import build_image_model
+
+    return build_image_model(num_classes)
+
+
+_BUILTIN = {"mlp": _mlp, "text": _text, "image": _image}

@@ -39,6 +39,8 @@ class InputPlan:
     per_worker_batch: int
     steps_per_epoch: int
     full_steps_per_epoch: int
+    image_size: int = 0  # --model image: ``data.parser`` decodes image/encoded to this size (trainer.image_input)
+    statistics: Mapping[str, dict] = dataclasses.field(default_factory=dict)  # feature -> the manifest's stats of the split
 
     def __post_init__(self) -> None:
         if not 1 <= self.steps_per_epoch <= self.full_steps_per_epoch:
@@ -111,6 +113,12 @@ def plan_input(
             f"--label {label!r} is {label_spec.dtype} of shape {list(label_spec.shape)}: "
             f"expected a scalar int64 (class id) or float32 (regression target)"
         )
+    if label_spec.nullable:
+        raise DataSetError(
+            f"--label {label!r} is missing in {label_spec.missing:,} record(s) of the data set at {root}: re-shard with "
+            f"`shardprep.run ... --required {label} --max-bad-records {label_spec.missing}` so that rows without a "
+            "label become dead letters"
+        )
     missing = [f for f in inputs if f not in features]
     if missing:
         raise DataSetError(f"feature(s) {', '.join(map(repr, missing))} not in the data set at {root} (features: {known})")
@@ -146,6 +154,7 @@ def plan_input(
         per_worker_batch=per_worker_batch,
         steps_per_epoch=min(full_steps, steps_cap) if steps_cap else full_steps,
         full_steps_per_epoch=full_steps,
+        statistics=m.statistics.get(split, {}),
     )
 
 

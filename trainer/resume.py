@@ -18,7 +18,7 @@ from shardprep import fs, manifest, naming
 from trainer.errors import TrainerError
 from trainer.preflight import InputPlan
 
-__all__ = ["ResumeError", "check_resume", "plan_changes", "plan_identity", "plan_url"]
+__all__ = ["ResumeError", "check_resume", "pinned_run", "plan_changes", "plan_identity", "plan_url"]
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,44 @@ def plan_url(model_dir: str) -> str:
     return naming.join(model_dir, "checkpoints/input_plan.json")
 
 
-def check_resume(model_dir: str, identity: Mapping[str, Any], *, is_chief: bool) -> None:
+def _pin_url(model_dir: str) -> str:
+    return naming.join(model_dir, "checkpoints/data_run.json")
+
+
+def pinned_run(model_dir: str, data: str) -> str | None:
+    """The run of data set ``data`` the checkpoints in ``model_dir`` were trained on; None without
+    checkpoints, or when they were trained on another data set folder (the plan check names it).
+
+    A resume reads that run's manifest (``manifest.load(root, run_id=...)``), not the newest one, so
+    a re-shard committed with ``--overwrite`` meanwhile does not switch the data under it.
+    """
+    url = _pin_url(model_dir)
+    if not fs.exists(naming.join(model_dir, "checkpoints/checkpoint")) or not fs.exists(url):
+        return None
+    try:
+        doc = json.loads(fs.read_bytes(url))
+        run_id, pinned_data = doc.get("run_id"), doc.get("data")
+    except (ValueError, AttributeError, RecursionError):
+        raise ResumeError(f"{url} is damaged: remove it to resume on the data set's current run") from None
+    if pinned_data is not None and str(pinned_data).rstrip("/") != data.rstrip("/"):
+        return None
+    return run_id if isinstance(run_id, str) and naming.is_run_id(run_id) else None
+
+
+def check_resume(model_dir: str, identity: Mapping[str, Any], *, is_chief: bool, run_id: str | None = None,
+                 data: str | None = None) -> None:
     """Refuses a resume under another plan; without a checkpoint, the chief records ``identity``.
 
     Runs on every worker before the strategy connects them, so all of them refuse alike.
     """
     url = plan_url(model_dir)
     has_checkpoint = fs.exists(naming.join(model_dir, "checkpoints/checkpoint"))
-    saved = json.loads(fs.read_bytes(url)) if fs.exists(url) else None
+    try:
+        saved = json.loads(fs.read_bytes(url)) if fs.exists(url) else None
+    except (ValueError, RecursionError) as e:
+        raise ResumeError(f"{url} is damaged ({type(e).__name__}): remove it, or use a new --model-dir") from None
+    if saved is not None and not isinstance(saved, dict):
+        raise ResumeError(f"{url} is not a JSON object: remove it, or use a new --model-dir")
     if has_checkpoint and saved is not None:
         changes = plan_changes(saved, identity)
         if changes:
@@ -89,3 +119,6 @@ def check_resume(model_dir: str, identity: Mapping[str, Any], *, is_chief: bool)
     if is_chief:
         with fs.write_atomic(url) as f:
             f.write(json.dumps(dict(identity), indent=2, sort_keys=True).encode() + b"\n")
+        if run_id:  # the data run later resumes pin (``pinned_run``)
+            with fs.write_atomic(_pin_url(model_dir)) as f:
+                f.write(json.dumps({"data": data, "run_id": run_id}).encode() + b"\n")

@@ -79,7 +79,8 @@ def open_session(
             config.model,
             features={name: plan.feature_spec[name] for name in plan.inputs},
             label=config.label,
-            num_classes=config.num_classes if classification else None,
+            num_classes=max(config.num_classes, len(plan.feature_spec[config.label].names)) if classification else None,
+            statistics=plan.statistics,
         )
         optimizer = keras.optimizers.Adam(learning_rate)
         if loss_scale:

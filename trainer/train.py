@@ -30,10 +30,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
     p.add_argument("--split", default="train", help="split to train on (default: train)")
-    p.add_argument("--model", required=True, help="mlp, text, or module:function returning a keras.Model")
+    p.add_argument("--model", required=True,
+                   help="mlp, text, image (a residual CNN over image/encoded), or module:function returning a keras.Model")
     p.add_argument("--label", required=True, help="feature to predict: int64 = class id, float32 = regression")
     p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use)")
-    p.add_argument("--num-classes", type=int, default=2, help="classes of an int64 label (default: 2)")
+    p.add_argument("--num-classes", type=int, default=2,
+                   help="classes of an int64 label (default: 2, or the label's class names in the manifest)")
+    p.add_argument("--image-size", type=int, default=64, help="--model image: square input size in pixels (default: 64)")
     batch = p.add_mutually_exclusive_group(required=True)
     batch.add_argument("--per-replica-batch", type=int, help="examples per replica per step")
     batch.add_argument("--global-batch", type=int, help="examples per step over all replicas (must divide by them)")
@@ -90,6 +93,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         export=args.export,
         eval_split=args.eval_split,
         record_ids=args.debug_record_ids,
+        image_size=args.image_size,
     )
 
 
@@ -103,6 +107,8 @@ def _tf_error_line(error: Exception) -> str:
 
 def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout, force=True)
+    for handler in logging.getLogger().handlers:  # control characters from paths and names escaped (cli.safe)
+        handler.setFormatter(cli.SafeFormatter("%(asctime)s %(levelname)s %(message)s", tracebacks=True))
     for noisy in ("tensorflow", "absl"):  # the trainer logs the cluster and checkpoints itself
         logging.getLogger(noisy).setLevel(logging.WARNING)
     config = parse_args(argv)

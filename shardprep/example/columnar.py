@@ -22,9 +22,9 @@ import numpy as np
 
 from shardprep import tfrecord
 from shardprep.example.wire import scalar_entry_prefix, scalar_runs
-from shardprep.schema import Schema
+from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
-__all__ = ["encode_framed", "supports"]
+__all__ = ["encode_framed", "from_rows", "supports"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -34,6 +34,37 @@ _U32 = struct.Struct("<I").pack
 def supports(schema: Schema) -> bool:
     """Whether every feature is a scalar this module encodes."""
     return all(spec.shape == () and spec.dtype in _DTYPES for spec in schema.values())
+
+
+def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, Any] | None:
+    """The columns of parsed rows (JSON objects) when every value has exactly the type its scalar
+    feature takes as is (float32: int or float, finite in float32; int64: int in range; string:
+    str); else None, and the row encoder must decide each row (dead letters, lists of one value,
+    numbers in strings, booleans)."""
+    names = set(schema)
+    if extra_fields != "ignore" and any(row.keys() - names for row in rows):
+        return None
+    out: dict[str, Any] = {}
+    try:
+        for name, spec in schema.items():
+            values = [row[name] for row in rows]
+            types = set(map(type, values))
+            if spec.dtype == "float32" and types <= {int, float}:
+                with np.errstate(over="ignore", invalid="ignore"):  # as Python: to float64, then float32
+                    column = np.array(values, dtype=np.float64).astype(np.float32)
+                if not np.isfinite(column).all():
+                    return None
+                out[name] = column
+            elif spec.dtype == "int64" and types == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
+                out[name] = np.array(values, dtype=np.int64)
+            elif spec.dtype == "string" and types == {str}:
+                data = [v.encode("utf-8") for v in values]
+                out[name] = (np.cumsum([0, *map(len, data)], dtype=np.int64), b"".join(data))
+            else:
+                return None
+    except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
+        return None
+    return out
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,13 +5,14 @@ Each feature gets a fast path for the common cases and a slow, precise path that
 """
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardprep.example.generated import scalar_row_encoder
 from shardprep.example.wire import VARINTS, RecordError, feature_message, int64_varint, int_prefix, map_entry, varint
-from shardprep.schema import EXTRA_FIELDS, INT64_MAX, INT64_MIN, FeatureSpec, Schema
+from shardprep.schema import EXTRA_FIELDS, INT64_MAX, ON_MISSING, INT64_MIN, FeatureSpec, Schema
 
 __all__ = ["example_encoder"]
 
@@ -27,11 +28,14 @@ def _float_of(name: str, v: Any) -> float:
         if not s:
             raise RecordError("missing_value", f"field {name!r} is empty: expected a float32")
         try:
-            return float(s)
+            x = float(s)
         except ValueError:
             raise RecordError(
                 "type_mismatch", f"field {name!r} holds {_show(v)}: expected a float32 (a number or a string holding one)"
             ) from None
+        if math.isinf(x) and s.lstrip("+-").lower() not in ("inf", "infinity"):  # 1e400: a number, too large
+            raise RecordError("out_of_range", f"field {name!r} holds {_show(v)}: outside the float32 range")
+        return x
     if isinstance(v, (int, float)) or (hasattr(v, "__float__") and not isinstance(v, (bytes, list, tuple, dict))):
         try:
             return float(v)
@@ -88,7 +92,7 @@ def _wrong_type(name: str, v: Any, expected: str) -> RecordError:
 _CONVERT = {"float32": _float_of, "int64": _int_of, "string": _bytes_of}
 
 
-def _values(name: str, spec: FeatureSpec, v: Any) -> list:
+def _values(name: str, spec: FeatureSpec, v: Any, allow_non_finite: bool = False) -> list:
     """Checks one value against its spec and converts it: the slow, precise path that names the error."""
     convert = _CONVERT[spec.dtype]
     shape = spec.shape
@@ -106,6 +110,9 @@ def _values(name: str, spec: FeatureSpec, v: Any) -> list:
             "shape_mismatch", f"field {name!r} holds {len(items)} values {_show(v)}: expected {_expected(spec)}"
         )
     out = [convert(name, item) for item in items]
+    if spec.dtype == "float32" and not allow_non_finite and not all(map(math.isfinite, out)):
+        raise RecordError("non_finite", f"field {name!r} holds {_show(v)}: NaN and infinities are not stored "
+                          "(pass --allow-non-finite to keep them)")
     if spec.dtype == "float32":
         try:
             struct.pack(f"<{len(out)}f", *out)
@@ -122,13 +129,13 @@ def _expected(spec: FeatureSpec) -> str:
     return f"exactly {spec.shape[0]} {spec.dtype} values"
 
 
-def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
+def _feature_encoder(name: str, spec: FeatureSpec, allow_non_finite: bool) -> Callable[[Any], bytes]:
     """A function value -> encoded map entry, with a fast path for the common cases."""
     key = name.encode("utf-8")
     kv = b"\x0a" + varint(len(key)) + key + b"\x12"  # entry bytes up to the Feature's length
 
     def slow(v: Any) -> bytes:
-        feature = feature_message(spec.dtype, _values(name, spec, v))
+        feature = feature_message(spec.dtype, _values(name, spec, v, allow_non_finite))
         return map_entry(key, feature)
 
     dtype, shape = spec.dtype, spec.shape
@@ -143,7 +150,10 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
                     t = type(v)
                     # decoded TFRecords hold one-value lists; anything odd goes to the slow path whole
                     x = float(v) if t is str else v[0] if t is list and len(v) == 1 else v
-                    return prefix + pack(x)
+                    out = prefix + pack(x)
+                    if x - x and (not allow_non_finite or t is str):  # NaN or infinite (x - x is 0 for finite x)
+                        return slow(v)  # which names the reason, or tells "inf" from an overflowing "1e400"
+                    return out
                 except (ValueError, TypeError, struct.error, OverflowError):
                     return slow(v)
         else:
@@ -151,7 +161,9 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
             def enc(v: Any) -> bytes:
                 try:
                     if type(v) is list:
-                        return prefix + pack(*v)
+                        out = prefix + pack(*v)
+                        if allow_non_finite or all(map(math.isfinite, v)):
+                            return out
                 except (TypeError, struct.error, OverflowError):
                     pass
                 return slow(v)
@@ -197,7 +209,8 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
         if type(v) is list:
             try:
                 if dtype == "float32":
-                    feature = feature_message(dtype, v) if shape == (-1,) or len(v) == shape[0] else None
+                    ok = (shape == (-1,) or len(v) == shape[0]) and (allow_non_finite or all(map(math.isfinite, v)))
+                    feature = feature_message(dtype, v) if ok else None
                 elif dtype == "int64" and (shape == (-1,) or len(v) == shape[0]):
                     feature = feature_message(dtype, v)
                 else:
@@ -210,12 +223,23 @@ def _feature_encoder(name: str, spec: FeatureSpec) -> Callable[[Any], bytes]:
     return enc
 
 
-def example_encoder(schema: Schema, *, extra_fields: str = "reject") -> Callable[[Mapping[str, Any]], bytes]:
+def example_encoder(schema: Schema, *, extra_fields: str = "reject", allow_non_finite: bool = False,
+                    on_missing: str = "reject", required: tuple[str, ...] = (),
+                    missing: dict[str, int] | None = None) -> Callable[[Mapping[str, Any]], bytes]:
     """A function row -> serialized tf.train.Example; raises ``RecordError`` for a row that does not fit.
+
+    A float32 value that is NaN or infinite is a ``non_finite`` error unless ``allow_non_finite``
+    (a text number too large for a double, ``1e400``, is ``out_of_range`` like ``1e39``).
 
     ``extra_fields``: ``"reject"`` makes a key outside the schema an ``unknown_field`` error;
     ``"ignore"`` drops such keys.
+
+    ``on_missing``: ``"omit"`` leaves a feature whose value is ``None`` or absent out of the Example
+    (counted in ``missing``, by name, for rows that encode), except for ``required`` names and
+    any-length lists (an empty list, as before); ``"reject"`` makes it a ``missing_value`` error.
     """
+    if on_missing not in ON_MISSING:
+        raise ValueError(f"on_missing={on_missing!r}: expected one of {', '.join(ON_MISSING)}")
     if extra_fields not in EXTRA_FIELDS:
         raise ValueError(f"extra_fields={extra_fields!r}: expected one of {', '.join(EXTRA_FIELDS)}")
     if not schema:
@@ -223,7 +247,7 @@ def example_encoder(schema: Schema, *, extra_fields: str = "reject") -> Callable
     for name, spec in schema.items():
         if not isinstance(name, str) or not name or not isinstance(spec, FeatureSpec):
             raise ValueError(f"schema entry {name!r}: {spec!r} is not valid: expected a non-empty name -> FeatureSpec")
-    encoders = tuple((name, _feature_encoder(name, schema[name])) for name in sorted(schema))
+    encoders = tuple((name, _feature_encoder(name, schema[name], allow_non_finite)) for name in sorted(schema))
     names = frozenset(schema)
     reject = extra_fields == "reject"
 
@@ -236,7 +260,25 @@ def example_encoder(schema: Schema, *, extra_fields: str = "reject") -> Callable
                 f"{', ...' if len(names) > 8 else ''}): add them to --schema, or drop them",
             )
         get = row.get
-        body = b"".join([enc(get(name)) for name, enc in encoders])
+        if not omit:
+            body = b"".join([enc(get(name)) for name, enc in encoders])
+            return b"\x0a" + varint(len(body)) + body
+        parts, absent = [], []
+        for name, enc in encoders:
+            v = get(name)
+            if v is None and name in optional:
+                absent.append(name)
+                continue
+            if v is None and name in must:
+                raise RecordError("missing_value", f"field {name!r} is missing and --required names it")
+            parts.append(enc(v))
+        if missing is not None:
+            for name in absent:
+                missing[name] = missing.get(name, 0) + 1
+        body = b"".join(parts)
         return b"\x0a" + varint(len(body)) + body
 
-    return scalar_row_encoder(schema, encode, names=names, reject=reject) or encode
+    omit = on_missing == "omit"
+    must = frozenset(required)
+    optional = frozenset(n for n, spec in schema.items() if spec.shape != (-1,)) - must
+    return scalar_row_encoder(schema, encode, names=names, reject=reject, finite=not allow_non_finite) or encode

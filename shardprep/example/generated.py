@@ -19,11 +19,11 @@ _MAX_MISSES = 1000
 
 
 def scalar_row_encoder(schema: Schema, generic: Callable[[Mapping[str, Any]], bytes], *, names: frozenset[str],
-                        reject: bool) -> Callable[[Mapping[str, Any]], bytes] | None:
+                        reject: bool, finite: bool = True) -> Callable[[Mapping[str, Any]], bytes] | None:
     """For a schema of scalar features only: one function, generated once, that encodes a row
     with the per-feature fast paths inlined and each run of float features packed, prefixes and
     all, by one ``struct`` call (same bytes as ``generic``). A row it does not take as is (a
-    missing value, a list, a bad number ...) goes to ``generic``, which encodes it or raises the
+    missing value, a list, a bad number, NaN unless not ``finite`` ...) goes to ``generic``, which encodes it or raises the
     precise ``RecordError``; after ``_MAX_MISSES`` such rows in a row (decoded TFRecords, whose
     values are lists) it steps aside for good. None for other schemas."""
     if any(spec.shape != () or spec.dtype not in DTYPES for spec in schema.values()):
@@ -38,6 +38,9 @@ def scalar_row_encoder(schema: Schema, generic: Callable[[Mapping[str, Any]], by
                 env[f"p{i}_{k}"] = prefix
                 fmt += f"{len(prefix)}sf"
                 lines += [f"v = get({name!r})", f"x{i}_{k} = float(v) if type(v) is str else v"]
+                # NaN and infinities go to ``generic`` (x - x is 0 only for a finite x), which
+                # rejects them or, allowed, still tells a text "inf" from an overflowing "1e400"
+                lines += [f"if x{i}_{k} - x{i}_{k}{'' if finite else ' and type(v) is str'}: raise ValueError"]
                 args += [f"p{i}_{k}", f"x{i}_{k}"]
             env[f"pack{i}"] = struct.Struct(fmt).pack
             parts.append(f"pack{i}({', '.join(args)})")

@@ -10,25 +10,29 @@ import contextlib
 import dataclasses
 import gzip
 import io
+import json
 import zlib
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, ClassVar
+from typing import IO, TYPE_CHECKING, ClassVar, NamedTuple
 
 from shardprep import fs
 from shardprep.errors import InputError
+from shardprep.formats.dialect import CsvDialect
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema
     from shardprep.tfrecord import FramedBatch
 
 __all__ = [
-    "BOM", "FORMATS", "Bad", "Format", "InputError", "InputFile", "Record", "StreamError", "Unsupported", "WorkUnit", "open_input",
-    "read_lines",
+    "BOM", "FORMATS", "MAX_RECORD_BYTES", "Bad", "Format", "InputError", "InputFile", "LongLine", "Record",
+    "StreamError", "Unsupported", "WorkUnit", "line_size", "open_input", "read_lines", "too_large",
 ]
 
-FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
+FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json")
 BOM = b"\xef\xbb\xbf"
 READ_BLOCK = 1 << 20
+MAX_RECORD_BYTES = 64 << 20  # --max-record-mb's default
+RAW_HEAD_BYTES = 1024  # what a dead letter keeps of a record too large to keep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +44,9 @@ class InputFile:
     size: int
     format: str
     gzip: bool
+    version: str = ""  # ``fs.version`` at planning: the commit refuses a file that changed since
+    split: str = ""  # the split every record of the file goes to (a TFDS shard); "": by the keyed hash
+    dialect: CsvDialect | None = None  # a CSV file's delimiter, header and null values (None: the defaults)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -56,6 +63,7 @@ class WorkUnit:
     end: int
     first_position: int
     columns: tuple[str, ...] = ()
+    max_record_bytes: int = MAX_RECORD_BYTES  # a larger record is dead letter ``record_too_large``
 
     @property
     def key(self) -> tuple[int, int]:
@@ -72,7 +80,22 @@ class Bad:
     raw: str | bytes
 
 
+class Decoded(NamedTuple):
+    """A record that ``Format.framed_batches`` read but leaves to the per-record encoder to judge."""
+
+    position: int
+    row: dict
+
+
 Record = tuple[int, "dict | Bad"]  # (position, row or Bad): what ``Format.read`` yields
+
+
+def row_text(row: object) -> str:
+    """A row as a dead letter's ``raw`` text: JSON where it can be, else its repr."""
+    try:
+        return json.dumps(row, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(row)
 
 
 class Format:
@@ -97,9 +120,10 @@ class Format:
         """Whether ``framed_batches`` may read this unit (else the per-record path reads it all)."""
         return False
 
-    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch | Bad | Decoded]:
         """The unit's records as framed TFRecord batches, in file order; raises ``Unsupported`` (after
-        the batches it could give) where the per-record path must take over."""
+        the batches it could give) where the per-record path must take over. A reader that judges
+        records itself (TFRecord) also yields ``Bad`` ones and ``Decoded`` rows for the encoder."""
         raise NotImplementedError(f"{self.name} has no column-wise reader")
 
 
@@ -128,10 +152,39 @@ def open_input(file: InputFile, start: int) -> Iterator[IO[bytes]]:
             yield raw
 
 
-def read_lines(stream: IO[bytes], offset: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, line with its ``\\n``) of every line; the last line may lack one. Raises ``StreamError``."""
+class LongLine(bytes):
+    """What ``read_lines`` gives for a line over its limit: the line's first bytes; ``size`` is its length."""
+
+    size: int
+
+    def __new__(cls, head: bytes, size: int) -> LongLine:
+        line = super().__new__(cls, head[:RAW_HEAD_BYTES])
+        line.size = size
+        return line
+
+
+def line_size(line: bytes) -> int:
+    """The length of a line from ``read_lines`` in the file (a ``LongLine`` keeps only its head)."""
+    return line.size if isinstance(line, LongLine) else len(line)
+
+
+def too_large(position: int, line: bytes, limit: int, what: str = "line") -> Bad:
+    """The dead letter of a record over the size limit; its raw text is the record's head only."""
+    return Bad(position, "record_too_large", f"{what} {position} holds {line_size(line):,} bytes, more than the record "
+               f"limit of {limit:,} (--max-record-mb); its first {len(line)} bytes are kept here", bytes(line))
+
+
+def read_lines(stream: IO[bytes], offset: int, max_line: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(offset, line with its ``\\n``) of every line; the last line may lack one. Raises ``StreamError``.
+
+    A line longer than ``max_line`` comes as a ``LongLine`` (its head and size): memory stays
+    bounded by ``max_line`` plus one block whatever the input holds.
+    """
     read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
     parts: list[bytes] = []
+    held = 0  # bytes in parts
+    skipping: LongLine | None = None  # the head of a line over the limit, while its rest is skipped
+    skipped = 0
     while True:
         try:
             chunk = read(READ_BLOCK)
@@ -139,20 +192,41 @@ def read_lines(stream: IO[bytes], offset: int) -> Iterator[tuple[int, bytes]]:
             raise StreamError("gzip_truncated", offset, b"".join(parts), f"the gzip data ends early ({e})") from None
         except (gzip.BadGzipFile, zlib.error) as e:
             raise StreamError("gzip_invalid", offset, b"".join(parts), f"the gzip data is corrupt ({e})") from None
+        if skipping is not None:
+            if not chunk:
+                yield offset, LongLine(skipping, skipped)
+                return
+            end = chunk.find(b"\n")
+            if end < 0:
+                skipped += len(chunk)
+                continue
+            skipped += end + 1
+            yield offset, LongLine(skipping, skipped)
+            offset += skipped
+            skipping, chunk = None, chunk[end + 1:]
+            if not chunk:
+                continue
         if not chunk:
             if parts:
                 yield offset, b"".join(parts)
             return
         if b"\n" not in chunk:
             parts.append(chunk)
+            held += len(chunk)
+            if max_line is not None and held > max_line:
+                head = b"".join(parts)
+                skipping, skipped, parts, held = head[:RAW_HEAD_BYTES], len(head), [], 0
             continue
         if parts:
             parts.append(chunk)
             chunk = b"".join(parts)
-            parts = []
+            parts, held = [], 0
         lines = io.BytesIO(chunk).readlines()
         if not lines[-1].endswith(b"\n"):
             parts.append(lines.pop())
+            held = len(parts[0])
         for line in lines:
-            yield offset, line
+            yield offset, (line if max_line is None or len(line) <= max_line else LongLine(line, len(line)))
             offset += len(line)
+        if max_line is not None and held > max_line:
+            skipping, skipped, parts, held = parts[0][:RAW_HEAD_BYTES], held, [], 0

@@ -4,33 +4,50 @@ This is the per-record reader, the reference: ``csv_arrow`` reads the same units
 while it can prove it gives the same records, and hands the rest of a unit back to ``read``.
 Lines end with ``\\n`` (``\\r\\n`` works too).
 
+Each file is read in its ``CsvDialect`` (``formats.dialect``): the delimiter (``--delimiter``, else
+sniffed per file by ``resolve_dialects``, which refuses files of one run that disagree), whether
+line 1 is a header, the column names, and the null values: a field equal to one of them is
+``None`` in the row (missing, never a string). The header must have as many names as the first
+rows have fields, else the file is refused with both counts.
+
 Bad records: ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the file, or a record
-the csv module refuses), ``invalid_utf8``, ``gzip_truncated`` and ``gzip_invalid``.
+the csv module refuses), ``invalid_utf8``, ``record_too_large`` (a record over ``--max-record-mb``,
+read in bounded memory), ``gzip_truncated`` and ``gzip_invalid``.
 """
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING
 
 from shardprep.formats.base import (
+    MAX_RECORD_BYTES,
     Bad,
     Format,
     InputError,
     InputFile,
+    LongLine,
     Record,
     StreamError,
     WorkUnit,
+    line_size,
     open_input,
     read_lines,
+    too_large,
 )
 from shardprep.formats.cuts import line_units
+from shardprep.formats.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff_delimiter
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema
     from shardprep.tfrecord import FramedBatch
 
-__all__ = ["CsvFormat", "read_header"]
+__all__ = ["CsvFormat", "dialect_of", "read_header", "resolve_dialects"]
+
+log = logging.getLogger("shardprep")
+HEADER_CHECK_ROWS = 20  # rows compared with the header's field count at planning
 
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a single field may hold megabytes
 
@@ -58,23 +75,86 @@ class CsvFormat(Format):
         return framed_batches(unit, schema, extra_fields)
 
 
+def dialect_of(file: InputFile) -> CsvDialect:
+    """The dialect ``file`` is read in (the defaults: comma, a header line, the default null values)."""
+    return or_default(file.dialect)
+
+
 def read_header(file: InputFile) -> tuple[str, ...]:
-    """The column names: the first record of the file (a UTF-8 BOM stripped); () when there is none."""
+    """The column names: the header (a UTF-8 BOM stripped) or ``--column-names``; () for an empty file.
+
+    Raises ``InputError`` when the header cannot be read, lacks or repeats a name, or has another
+    number of fields than every one of the first rows.
+    """
+    dialect = dialect_of(file)
+    rows = []
     with open_input(file, 0) as stream:
-        for _line, lines, row, error in _csv_records(stream, 0, 1):
-            if error or not all(ok for _, _, ok in lines):
+        for _line, lines, row, error in _csv_records(stream, 0, 1, delimiter=dialect.delimiter):
+            if not rows and (error or not all(ok for _, _, ok in lines)):
                 problem = error[1] if error else "it is not valid UTF-8"
                 raise InputError(f"{file.url!r}: the CSV header cannot be read: {problem}")
-            empty = [str(i + 1) for i, name in enumerate(row) if not name.strip()]
-            if empty:
-                raise InputError(f"{file.url!r}: the CSV header {row!r} has no name for column(s) "
-                                 f"{', '.join(empty)}: every column needs a name (the first line is the header)")
-            repeated = sorted({name for name in row if row.count(name) > 1})
-            if repeated:
-                raise InputError(f"{file.url!r}: the CSV header repeats column name(s) {', '.join(map(repr, repeated))}: "
-                                 "every column needs its own name; rename them")
-            return tuple(row)
-    return ()
+            if row is not None:
+                rows.append(row)
+            if len(rows) > HEADER_CHECK_ROWS:
+                break
+    if not rows:
+        return ()
+    names = list(dialect.column_names) or rows[0]
+    data = rows[1:] if dialect.header else rows
+    where = "--column-names" if dialect.column_names else "the CSV header"
+    empty = [str(i + 1) for i, name in enumerate(names) if not name.strip()]
+    if empty:
+        raise InputError(f"{file.url!r}: {where} {names!r} has no name for column(s) "
+                         f"{', '.join(empty)}: every column needs a name (the first line is the header)")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputError(f"{file.url!r}: {where} repeats column name(s) {', '.join(map(repr, repeated))}: "
+                         "every column needs its own name; rename them")
+    counts = {len(row) for row in data}
+    if len(counts) == 1 and (fields := counts.pop()) != len(names):
+        raise InputError(
+            f"{file.url!r}: {where} has {len(names)} names but the rows have {fields} fields "
+            f"({dialect.describe()}): fix the header, give --column-names with {fields} names"
+            f"{'' if dialect.column_names else ' and --no-header if line 1 is data'}, or set --delimiter")
+    return tuple(names)
+
+
+def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None, header: bool = True,
+                     column_names: tuple[str, ...] = (), null_values: tuple[str, ...] | None = None,
+                     ) -> list[InputFile]:
+    """``files`` with each CSV file's dialect set; the delimiter sniffed per file when not given.
+
+    Raises ``InputError`` when the CSV files of one run sniff to different delimiters.
+    """
+    base = CsvDialect(header=header, column_names=column_names,
+                      **({} if null_values is None else {"null_values": null_values}))
+    out, chosen = [], {}
+    for file in files:
+        if file.format != "csv":
+            out.append(file)
+            continue
+        found = delimiter or _sniff(file)
+        chosen.setdefault(found, file.url)
+        out.append(dataclasses.replace(file, dialect=dataclasses.replace(base, delimiter=found)))
+    if len(chosen) > 1:
+        (d1, u1), (d2, u2) = list(chosen.items())[:2]
+        raise InputError(f"the CSV files disagree on the delimiter: {u1!r} uses {d1!r}, {u2!r} uses {d2!r}; "
+                         "convert them to one dialect or read them in separate runs (or force one with --delimiter)")
+    if chosen and not delimiter:
+        log.info("CSV delimiter %r (sniffed from the first lines; --delimiter sets it)", next(iter(chosen)))
+    return out
+
+
+def _sniff(file: InputFile) -> str:
+    if file.size == 0:
+        return ","
+    with open_input(file, 0) as stream:
+        try:
+            head = stream.read(SNIFF_BYTES)
+        except (EOFError, OSError) as e:  # a broken gzip stream: the readers report it
+            log.debug("%s: cannot sniff the delimiter (%s)", file.url, e)
+            return ","
+    return sniff_delimiter(head, complete=len(head) < SNIFF_BYTES) or ","
 
 
 class _CsvLines:
@@ -82,14 +162,24 @@ class _CsvLines:
 
     EOF = "\n"  # fed after the last line: a record that takes it was inside quotes at the end of the file
 
-    def __init__(self, stream: IO[bytes], offset: int) -> None:
+    def __init__(self, stream: IO[bytes], offset: int, max_record: int = MAX_RECORD_BYTES) -> None:
         self.taken: list[tuple[int, bytes, bool | None]] = []
-        self._start = offset
-        self._lines = read_lines(stream, offset)
+        self.record_bytes = 0  # of the record being read: past ``max_record`` only quote parity is fed on
+        self._start, self._max = offset, max_record
+        self._lines = read_lines(stream, offset, max_record)
 
     def __iter__(self) -> Iterator[str]:
         end = self._start
         for offset, raw in self._lines:
+            self.record_bytes += line_size(raw)
+            if isinstance(raw, LongLine) or self.record_bytes > self._max:
+                # too large: a dead letter; the csv module sees only the quotes' parity, so it still
+                # finds where the record ends (as the planner's cuts do) in bounded memory
+                head = raw if self.record_bytes - line_size(raw) < self._max else raw[:0]
+                self.taken.append((offset, LongLine(head, line_size(raw)), True))
+                end = offset + line_size(raw)
+                yield '"' * (raw.count(b'"') & 1) + "\n"
+                continue
             try:
                 text, ok = raw.decode("utf-8"), True
             except UnicodeDecodeError:
@@ -97,16 +187,17 @@ class _CsvLines:
             if offset == 0 and text.startswith("\ufeff"):
                 text = text[1:]
             self.taken.append((offset, raw, ok))
-            end = offset + len(raw)
+            end = offset + line_size(raw)
             yield text
         self.taken.append((end, b"", None))
         yield self.EOF
 
 
-def _csv_records(stream: IO[bytes], offset: int, line: int) -> Iterator[tuple[int, list, list | None, tuple | None]]:
+def _csv_records(stream: IO[bytes], offset: int, line: int, max_record: int = MAX_RECORD_BYTES, *,
+                 delimiter: str = ",") -> Iterator[tuple[int, list, list | None, tuple | None]]:
     """(line, taken lines, fields, error) per CSV record; blank lines are skipped, not records."""
-    feed = _CsvLines(stream, offset)
-    reader = csv.reader(feed)
+    feed = _CsvLines(stream, offset, max_record)
+    reader = csv.reader(feed, delimiter=delimiter)
     while True:
         error = None
         try:
@@ -122,13 +213,15 @@ def _csv_records(stream: IO[bytes], offset: int, line: int) -> Iterator[tuple[in
             lines = feed.taken + [(e.offset, e.partial, True)]
             yield line, lines, None, (e.reason, e.detail)
             return
-        lines, feed.taken = feed.taken, []
+        lines, feed.taken, feed.record_bytes = feed.taken, [], 0
         if lines[-1][2] is None:
             lines.pop()
             if not lines:
                 return
             error = ("csv_parse", "a quoted field opened in it is never closed: the file ends inside it")
         position, line = line, line + len(lines)
+        if error is None and any(isinstance(raw, LongLine) for _, raw, _ in lines):
+            error = ("record_too_large", "")
         if row == [] and error is None:
             continue
         yield position, lines, row, error
@@ -139,16 +232,22 @@ def _text(lines: list) -> str:
 
 
 def read_csv(unit: WorkUnit) -> Iterator[Record]:
-    """(position, row) or (position, Bad) per record of ``unit``; a header row (unit start 0) is skipped."""
+    """(position, row) or (position, Bad) per record of ``unit``; a header row (unit start 0) is skipped.
+
+    A field equal to one of the dialect's null values is ``None`` in the row.
+    """
     columns = unit.columns
+    dialect = dialect_of(unit.file)
+    nulls = frozenset(dialect.null_values)
     limit = None if unit.file.gzip else unit.end
-    header = unit.start == 0
+    header = unit.start == 0 and dialect.header
     with open_input(unit.file, unit.start) as stream:
-        for position, lines, row, error in _csv_records(stream, unit.start, unit.first_position):
+        for position, lines, row, error in _csv_records(stream, unit.start, unit.first_position, unit.max_record_bytes,
+                                                        delimiter=dialect.delimiter):
             if limit is not None:
                 if lines[0][0] >= limit:
                     return
-                end = lines[-1][0] + len(lines[-1][1])
+                end = lines[-1][0] + line_size(lines[-1][1])
                 if end > limit:
                     raise InputError(
                         f"{unit.file.url!r}: the record at line {position} runs past the planned cut at byte {limit}: "
@@ -158,7 +257,11 @@ def read_csv(unit: WorkUnit) -> Iterator[Record]:
             if header:
                 header = False
                 continue
-            if error:
+            if error and error[0] == "record_too_large":
+                size = sum(line_size(raw) for _, raw, _ in lines)
+                yield position, too_large(position, LongLine(b"".join(r for _, r, _ in lines), size),
+                                          unit.max_record_bytes, "the record at line")
+            elif error:
                 raw = b"".join(r for _, r, _ in lines) if error[0].startswith("gzip") else _text(lines)
                 yield position, Bad(position, error[0], f"line {position}: {error[1]}", raw)
             elif not all(ok for _, _, ok in lines):
@@ -167,5 +270,7 @@ def read_csv(unit: WorkUnit) -> Iterator[Record]:
             elif len(row) != len(columns):
                 yield position, Bad(position, "csv_columns", f"line {position} has {len(row)} fields, expected {len(columns)} "
                                     f"({', '.join(columns[:10])}{', ...' if len(columns) > 10 else ''})", _text(lines))
-            else:
+            elif nulls.isdisjoint(row):
                 yield position, dict(zip(columns, row))
+            else:
+                yield position, {c: None if v in nulls else v for c, v in zip(columns, row)}

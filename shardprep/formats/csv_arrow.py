@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 
 from shardprep.example import columnar
 from shardprep.formats.base import BOM, Unsupported, WorkUnit, open_input
+from shardprep.formats.dialect import or_default
 from shardprep.schema import Schema
 from shardprep.tfrecord import FramedBatch
 
@@ -129,15 +130,19 @@ def usable(unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
     """Whether this unit's columns and ``schema`` fit the column-wise path at all (see the module docs)."""
     names, columns = set(schema), set(unit.columns)
     return (unit.file.format == "csv" and bool(columns) and columnar.supports(schema) and names <= columns
-            and (extra_fields == "ignore" or columns <= names))
+            and (extra_fields == "ignore" or columns <= names)
+            and unit.max_record_bytes >= BLOCK_BYTES)  # pyarrow refuses rows over a block: all are within the limit
 
 
 def _convert_options(unit: WorkUnit, schema: Schema) -> pacsv.ConvertOptions:
+    """Column types and the dialect's null values: a null (quoted or not, as the csv module cannot tell)
+    makes ``_columns`` step aside, so the per-record path decides what a missing value does."""
     types = {name: pa.float64() if spec.dtype == "float32" else pa.string() for name, spec in schema.items()}
     last = unit.columns[-1]  # always read: a field left open at the end of the unit would swallow the marker here
     types.setdefault(last, pa.string())
+    nulls = list(or_default(unit.file.dialect).null_values)
     return pacsv.ConvertOptions(column_types=types, include_columns=[c for c in unit.columns if c in types],
-                                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False)
+                                null_values=nulls, strings_can_be_null=bool(nulls), quoted_strings_can_be_null=bool(nulls))
 
 
 def _columns(batch: pa.RecordBatch, schema: Schema) -> dict:
@@ -167,10 +172,13 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
     """Framed records and their end offsets per block of the unit, in file order; see the module docs."""
     if not usable(unit, schema, extra_fields):
         raise Unsupported("the schema or the columns need the per-record path")
-    marker = b"\n" + b",".join([b"0"] * len(unit.columns)) + b"\n"
+    dialect = or_default(unit.file.dialect)
+    if "0" in dialect.null_values:
+        raise Unsupported("'0' is a null value: the end marker would read as missing")
+    marker = b"\n" + dialect.delimiter.encode().join([b"0"] * len(unit.columns)) + b"\n"
     with open_input(unit.file, unit.start) as stream:
         source = _Checked(stream, None if unit.file.gzip else unit.end - unit.start, marker)
-        if unit.start == 0:
+        if unit.start == 0 and dialect.header:
             header = source.skip_line().removeprefix(BOM)
             if b'"' in header or not header.strip(b"\r\n"):
                 raise Unsupported("the header line holds quotes or is blank")
@@ -178,7 +186,7 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
             reader = pacsv.open_csv(
                 source,
                 read_options=pacsv.ReadOptions(column_names=list(unit.columns), use_threads=False, block_size=BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                parse_options=pacsv.ParseOptions(delimiter=dialect.delimiter, newlines_in_values=True),
                 convert_options=_convert_options(unit, schema),
             )
             held = None  # one batch of look-ahead: the last one must end with the marker row

@@ -7,23 +7,33 @@ then place in the file).
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from shardprep import fs
-from shardprep.formats.base import FORMATS, Bad, Format, InputError, InputFile, Record, WorkUnit
+from shardprep import fs, naming
+from shardprep.formats.base import FORMATS, MAX_RECORD_BYTES, Bad, Format, InputError, InputFile, Record, WorkUnit
 from shardprep.formats.csv import CsvFormat
+from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions, expand_images
+from shardprep.formats.json_array import JsonArrayFormat, is_json_array
 from shardprep.formats.jsonl import JsonLinesFormat
 from shardprep.formats.parquet import ParquetFormat
+from shardprep.formats.tfds import TfdsFormat, expand_tfds
 from shardprep.formats.tfrecord import TFRecordFormat
 
 __all__ = ["REGISTRY", "detect_format", "expand_inputs", "format_of", "plan_units", "read_unit", "sample_rows"]
 
-REGISTRY: dict[str, Format] = {f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat())}
+REGISTRY: dict[str, Format] = {
+    f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat(), ImageFormat(), TfdsFormat(),
+                        JsonArrayFormat())
+}
 if tuple(REGISTRY) != FORMATS:  # pragma: no cover - a programming error, caught by any test
     raise ImportError(f"formats {tuple(REGISTRY)} != FORMATS {FORMATS}: every name needs exactly one Format")
 _EXTENSIONS = {ext: f.name for f in REGISTRY.values() for ext in f.extensions}
+
+log = logging.getLogger("shardprep")
 
 
 def format_of(unit_or_file: WorkUnit | InputFile) -> Format:
@@ -41,6 +51,9 @@ def detect_format(url: str) -> tuple[str, bool]:
     gz = name.endswith(".gz")
     ext = posixpath.splitext(name[:-3] if gz else name)[1]
     if ext not in _EXTENSIONS:
+        if ext in IMAGE_EXTENSIONS:
+            raise InputError(f"{url!r} is an image: give the folder holding the class folders (ROOT/<class>/<image>) "
+                             "or a listing file as --input, with --format images")
         raise InputError(
             f"cannot tell the format of {url!r} from its extension {ext or '(none)'!r}: expected one of "
             f"{', '.join(_EXTENSIONS)} (optionally + .gz); use --format {'|'.join(FORMATS)}"
@@ -63,13 +76,20 @@ def _normal(url: str) -> str:
     return os.path.abspath(url.removeprefix("file://"))
 
 
-def expand_inputs(patterns: Sequence[str], fmt: str = "auto") -> list[InputFile]:
+def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptions | None = None) -> list[InputFile]:
     """The files matching ``patterns``: sorted, without duplicates, indexed in that order.
 
-    A wildcard skips names starting with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files of Spark/Hadoop).
+    A wildcard skips names starting with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files of Spark/Hadoop),
+    saying so; a local file reached by several names (symlinks, hard links) is read once, by the
+    first name in sorted order, saying which names were skipped.
+    ``--format images``: one ``ImageSource`` for the folder or listing (``formats.images``).
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise InputError(f"--format {fmt!r} is not supported: expected auto or one of {', '.join(FORMATS)}")
+    if fmt == "images":
+        return expand_images(patterns, images or ImageOptions(), _normal)
+    if fmt == "tfds":  # the shards a TFDS folder's dataset_info.json names, each with its split
+        return expand_tfds(patterns, _normal)
     if isinstance(patterns, str):
         patterns = [patterns]
     if not patterns:
@@ -81,39 +101,75 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto") -> list[InputFile]
         except (OSError, ValueError) as e:
             raise InputError(f"--input {pattern!r} cannot be listed: {e}") from None
         if any(c in pattern for c in "*?["):
+            hidden = [u for u in found if posixpath.basename(u).startswith((".", "_"))]
+            if hidden:
+                log.info("--input %s: skipped %d file(s) whose names start with '.' or '_' (e.g. %s); name them "
+                         "without a wildcard to read them", pattern, len(hidden), hidden[0])
             found = [u for u in found if not posixpath.basename(u).startswith((".", "_"))]
         if not found:
+            if _is_folder(pattern) and fs.exists(naming.join(pattern, naming.TFDS_INFO)):
+                raise InputError(f"--input {pattern!r} is a TFDS data set folder: add --format tfds to read it")
             if _is_folder(pattern):
                 raise InputError(f"--input {pattern!r} is a folder: give a pattern for its files, e.g. "
-                                 f"{pattern.rstrip('/')}/*")
+                                 f"{pattern.rstrip('/')}/*, or --format images for a folder of class folders of images")
             raise InputError(f"--input {pattern!r} matches no files: check the path (quote a pattern so the shell "
                              "does not expand it)")
         urls.update(_normal(url) for url in found)
-    files = []
-    for index, url in enumerate(sorted(urls)):
+    files: list[InputFile] = []
+    for url in _distinct_files(sorted(urls)):
+        index = len(files)
         form, gz = detect_format(url) if fmt == "auto" else (fmt, url.lower().endswith(".gz"))
+        if fmt == "auto" and url.lower().removesuffix(".gz").endswith(".json") and is_json_array(url, gz):
+            form = "json"  # one JSON array of objects, not JSON Lines
         try:
+            version = fs.version(url)
             size = fs.size(url)
             with fs.open_file(url, "rb"):
                 pass
         except (OSError, ValueError) as e:
             raise InputError(f"input file {url!r} cannot be read: {e}") from None
-        files.append(InputFile(index, url, size, form, gz))
+        files.append(InputFile(index, url, size, form, gz, version))
     return files
+
+
+def _distinct_files(urls: Sequence[str]) -> list[str]:
+    """``urls`` without second names of one local file (same device and inode: symlinks, hard links)."""
+    seen: dict[tuple[int, int], str] = {}
+    out = []
+    for url in urls:
+        if fs.is_local(url):
+            try:
+                st = os.stat(url.removeprefix("file://"))
+            except OSError:
+                out.append(url)  # reported when it is opened
+                continue
+            first = seen.setdefault((st.st_dev, st.st_ino), url)
+            if first != url:
+                log.warning("input %s is the same file as %s (a link): read once, as %s", url, first, first)
+                continue
+        out.append(url)
+    return out
 
 
 # --- planning --------------------------------------------------------------------------------------
 
 
-def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024) -> list[WorkUnit]:
-    """Work units of ``files`` in a deterministic order (file, then place in the file).
+def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> list[WorkUnit]:
+    """Work units of ``files`` in a deterministic order (file, then place in the file); a record
+    over ``max_record_bytes`` will be a ``record_too_large`` dead letter.
 
     Reads each CSV header, each Parquet footer, and every large CSV/JSON Lines file once to place
     its cuts; raises ``InputError`` for a file that cannot be used at all.
     """
     if not isinstance(unit_bytes, int) or unit_bytes < 1:
         raise ValueError(f"unit_bytes={unit_bytes!r}: expected a positive number of bytes")
-    return [unit for file in files for unit in _plan_file(file, unit_bytes)]
+    if not isinstance(max_record_bytes, int) or max_record_bytes < 1:
+        raise ValueError(f"max_record_bytes={max_record_bytes!r}: expected a positive number of bytes")
+    units = [unit for file in files for unit in _plan_file(file, unit_bytes)]
+    if max_record_bytes != MAX_RECORD_BYTES:
+        units = [dataclasses.replace(unit, max_record_bytes=max_record_bytes) for unit in units]
+    return units
 
 
 def _plan_file(file: InputFile, unit_bytes: int) -> list[WorkUnit]:

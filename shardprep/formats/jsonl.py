@@ -1,27 +1,40 @@
 """JSON Lines: one object per line; large files cut at any newline (``cuts``), read line by line.
 
-Bad records: ``invalid_utf8``, ``json_invalid``, ``json_not_object``, ``gzip_truncated`` and
-``gzip_invalid``. A file holding one JSON array is an ``InputError``.
+Bad records: ``invalid_utf8``, ``json_invalid``, ``json_not_object``, ``record_too_large``,
+``gzip_truncated`` and ``gzip_invalid``. A file holding one JSON array is an ``InputError``.
+
+Column-wise path (``framed_batches``): for a schema of scalars, lines parsed as above are gathered
+into batches of columns and encoded by ``example.columnar`` (the same bytes as row by row); a batch
+holding a bad line or a value the row encoder must judge raises ``Unsupported`` before it is given.
 """
 from __future__ import annotations
 
 import json
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from shardprep.example import columnar
 from shardprep.formats.base import (
     BOM,
     Bad,
     Format,
     InputError,
     InputFile,
+    LongLine,
     Record,
     StreamError,
+    Unsupported,
     WorkUnit,
     open_input,
     read_lines,
+    too_large,
 )
 from shardprep.formats.cuts import line_units
+
+if TYPE_CHECKING:
+    from shardprep.schema import Schema
+    from shardprep.tfrecord import FramedBatch
 
 try:  # optional fast path; any line it refuses or might read differently goes through json
     import orjson
@@ -46,6 +59,12 @@ class JsonLinesFormat(Format):
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
         return read_jsonl(unit)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        return columnar.supports(schema)
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+        return framed_jsonl(unit, schema, extra_fields)
 
 
 def check_json_lines(file: InputFile) -> None:
@@ -89,10 +108,13 @@ def read_jsonl(unit: WorkUnit) -> Iterator[Record]:
     line = unit.first_position - 1
     with open_input(unit.file, unit.start) as stream:
         try:
-            for offset, raw in read_lines(stream, unit.start):
+            for offset, raw in read_lines(stream, unit.start, unit.max_record_bytes):
                 if limit is not None and offset >= limit:
                     return
                 line += 1
+                if isinstance(raw, LongLine):
+                    yield line, too_large(line, raw, unit.max_record_bytes)
+                    continue
                 if offset == 0 and raw.startswith(BOM):
                     raw = raw[3:]
                 if raw.isspace() or not raw:
@@ -100,3 +122,29 @@ def read_jsonl(unit: WorkUnit) -> Iterator[Record]:
                 yield line, _json_row(raw, line)
         except StreamError as e:
             yield line + 1, Bad(line + 1, e.reason, f"line {line + 1}: {e.detail}", e.partial)
+
+
+FAST_BATCH_ROWS = 8192
+
+
+def framed_jsonl(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+    """The unit's rows as framed TFRecord batches, encoded column-wise; see the module docs."""
+    from shardprep.tfrecord import FramedBatch
+
+    rows: list = []
+    for _, row in read_jsonl(unit):
+        rows.append(row)
+        if len(rows) >= FAST_BATCH_ROWS:
+            yield FramedBatch(*columnar.encode_framed(schema, _columns(rows, schema, extra_fields), len(rows)))
+            rows = []
+    if rows:
+        yield FramedBatch(*columnar.encode_framed(schema, _columns(rows, schema, extra_fields), len(rows)))
+
+
+def _columns(rows: list, schema: Schema, extra_fields: str) -> dict:
+    if any(type(row) is not dict for row in rows):
+        raise Unsupported("a bad line: the per-record path words its dead letter")
+    columns = columnar.from_rows(schema, rows, extra_fields)
+    if columns is None:
+        raise Unsupported("a value the row encoder must judge (type, range, missing or extra field)")
+    return columns

@@ -2,16 +2,30 @@
 
 Dates and times become their integer value, decimals floats. A Parquet file that cannot be read,
 or a column type no Example feature can hold, is an ``InputError``.
+
+Column-wise path (``framed_batches``): a schema of scalars whose columns are numbers (floats or
+integers for a float32 feature, integers for an int64 one, dates and times as their integers) or
+strings/bytes for a string feature is read by record batch straight into
+``example.columnar``'s encoder: the same bytes as the per-record path (a test checks it). A batch
+holding a null, a float that is not finite in float32 or a uint64 past int64 raises
+``Unsupported`` before it is given, and the per-record path decides from there (dead letters).
 """
 from __future__ import annotations
 
 import contextlib
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from shardprep import fs
-from shardprep.formats.base import Format, InputError, InputFile, Record, WorkUnit, open_input
+from shardprep.example import columnar
+from shardprep.formats.base import Format, InputError, InputFile, Record, Unsupported, WorkUnit, open_input
+
+if TYPE_CHECKING:
+    from shardprep.schema import Schema
+    from shardprep.tfrecord import FramedBatch
 
 __all__ = ["ParquetFormat"]
 
@@ -27,6 +41,12 @@ class ParquetFormat(Format):
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
         return read_parquet(unit)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        return columnar.supports(schema)
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+        return framed_parquet(unit, schema, extra_fields)
 
 
 def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
@@ -75,6 +95,10 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     """One unit per run of row groups whose compressed sizes add up to about ``unit_bytes``."""
     with contextlib.ExitStack() as stack:
         meta = _parquet_file(file, stack)
+        names = meta.schema_arrow.names
+        if repeated := sorted({name for name in names if names.count(name) > 1}):  # a row dict would keep one
+            raise InputError(f"{file.url!r}: the Parquet schema repeats column name(s) {', '.join(map(repr, repeated))}: "
+                             "every column needs its own name; rename them")
         for field in meta.schema_arrow:
             _cast_type(field.name, field.type, file.url)
         meta = meta.metadata
@@ -120,3 +144,64 @@ def _cast(column: Any, target: Any, pa: Any) -> Any:
     if pa.types.is_temporal(column.type) and not pa.types.is_timestamp(column.type):
         column = column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
     return column.cast(target)
+
+
+FAST_BATCH_ROWS = 65536
+
+
+def _fits(dtype: str, type_: Any) -> bool:
+    """Whether a (cast) column of Arrow type ``type_`` feeds a scalar ``dtype`` feature column-wise."""
+    import pyarrow as pa
+
+    t = pa.types
+    number = t.is_integer(type_)
+    if dtype == "float32":
+        return number or t.is_floating(type_)
+    if dtype == "int64":
+        return number
+    return (t.is_string(type_) or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
+            or t.is_fixed_size_binary(type_) or str(type_) in ("string_view", "binary_view"))
+
+
+def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
+    """The unit's rows as framed TFRecord batches, read column-wise; see the module docs."""
+    import pyarrow as pa
+
+    from shardprep.tfrecord import FramedBatch
+
+    if unit.end <= unit.start:
+        return
+    with contextlib.ExitStack() as stack:
+        pf = _parquet_file(unit.file, stack)
+        fields = {f.name: f for f in pf.schema_arrow}
+        if not set(schema) <= set(fields) or (extra_fields != "ignore" and not set(fields) <= set(schema)):
+            raise Unsupported("the schema and the file's columns differ: rows need the per-record path")
+        casts = {name: _cast_type(name, fields[name].type, unit.file.url) for name in schema}
+        for name, spec in schema.items():
+            if not _fits(spec.dtype, casts[name] or fields[name].type):
+                raise Unsupported(f"column {name!r} of type {fields[name].type} needs the per-record path")
+        for batch in pf.iter_batches(batch_size=FAST_BATCH_ROWS, row_groups=range(unit.start, unit.end),
+                                     columns=list(schema)):
+            columns = {name: _column(name, spec.dtype, _cast(batch.column(name), casts[name], pa), pa)
+                       for name, spec in schema.items()}
+            yield FramedBatch(*columnar.encode_framed(schema, columns, batch.num_rows))
+
+
+def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
+    """One column as ``columnar`` takes it; raises ``Unsupported`` on a value to check row by row."""
+    if column.null_count:
+        raise Unsupported(f"column {name!r} holds a null")
+    if dtype == "string":
+        column = column.cast(pa.large_binary())
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
+        return offsets, column.buffers()[2].to_pybytes() if column.buffers()[2] is not None else b""
+    values = column.to_numpy(zero_copy_only=False)
+    if dtype == "int64":
+        if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
+            raise Unsupported(f"column {name!r} holds a value past int64")
+        return values.astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):  # as Python: an integer rounds to float64, then to float32
+        values = values.astype(np.float64).astype(np.float32)
+    if not np.isfinite(values).all():
+        raise Unsupported(f"column {name!r} holds a value that is not a finite float32")
+    return values

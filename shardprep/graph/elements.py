@@ -6,14 +6,17 @@ the data size. Record ends are little-endian uint64 offsets, as bytes.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from shardprep.commit import PlanFact
 from shardprep.permutation import Permutation
 
-__all__ = ["FACTS", "REJECTED", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "shard_key"]
+if TYPE_CHECKING:
+    from shardprep.graph.counts import CountTable
 
-REJECTED, FACTS = "rejected", "facts"  # tags of Parse's and Assign's side outputs
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "shard_key"]
+
+REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
 
 
 class SpilledBatch(NamedTuple):
@@ -61,10 +64,11 @@ class RejectedBatch(NamedTuple):
 class SplitPlan(NamedTuple):
     """How Assign places one split's records: first position of each batch, shard count, permutation.
 
-    ``error`` is set (and the rest empty) when the split's shard count cannot be planned.
+    ``counts`` (shared by every split) gives each batch's first position; ``error`` is set (and
+    the rest empty) when the split's shard count cannot be planned.
     """
 
-    offsets: dict[tuple, int]
+    counts: CountTable | None
     num_shards: int
     permutation: Permutation | None
     fact: PlanFact | None

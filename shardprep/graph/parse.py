@@ -2,35 +2,37 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from shardprep import formats, planning, schema, tfrecord, writer
+from shardprep import formats, planning, schema, stats, tfrecord, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
 from shardprep.formats import Bad, Unsupported, WorkUnit
-from shardprep.graph.elements import FACTS, REJECTED, RejectedBatch
+from shardprep.formats.base import Decoded, row_text
+from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch
 from shardprep.graph.spill import concat, joined, pack
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Parse"]
 
 log = logging.getLogger("shardprep")
+PROGRESS_S = 10.0
 
 
 class Parse(beam.DoFn):
     """Reads one work unit, encodes its records, assigns splits; bad records become dead letters.
 
-    Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``) and one
-    ``UnitFact`` (tag ``FACTS``). The record bytes go through spill files, not through the runner.
+    Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
+    ``UnitFact`` (tag ``FACTS``) and the unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files, not through the runner.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -42,9 +44,14 @@ class Parse(beam.DoFn):
     def setup(self) -> None:
         cfg = self._config
         self._schema = schema.schema_from_json(cfg.features)
-        self._encode = example_encoder(self._schema, extra_fields=cfg.extra_fields)
+        self._missing: dict[str, int] = {}  # per unit: rows that left each feature out (a missing value)
+        self._encode = example_encoder(self._schema, extra_fields=cfg.extra_fields,
+                                       allow_non_finite=cfg.allow_non_finite, on_missing=cfg.on_missing,
+                                       required=cfg.required, missing=self._missing)
         self._thresholds = planning.split_thresholds(cfg.splits)
+        self._split_index = {s.name: i for i, s in enumerate(cfg.splits)}  # for files with a fixed split (TFDS)
         self._started = time.monotonic()
+        self._next_progress = self._started
         self._total = 0
 
     def _batches(self, unit: WorkUnit) -> Iterator[FramedBatch | Bad]:
@@ -52,7 +59,9 @@ class Parse(beam.DoFn):
 
         A format with a column-wise reader that takes this unit (CSV: ``formats.csv_arrow``) reads
         it while it can; from the first batch it cannot take, the per-record path reads the unit,
-        skipping the records already given, and decides.
+        skipping the records already given, and decides. TFRecord's reader takes every unit: it
+        passes conforming records through and gives the rest as ``Bad`` or ``Decoded`` rows, which
+        the per-record encoder decides here.
         """
         fmt = formats.format_of(unit)
         limit, done, pending, waiting = self._config.batch_records, 0, [], 0
@@ -60,6 +69,15 @@ class Parse(beam.DoFn):
         if fast:
             try:
                 for block in fmt.framed_batches(unit, self._schema, self._config.extra_fields):
+                    if isinstance(block, Decoded):  # a record the column-wise reader leaves to the encoder (TFRecord)
+                        block = self._encoded(block.position, block.row)
+                    if isinstance(block, Bad):  # a record the column-wise reader already judged (TFRecord)
+                        if pending:
+                            yield concat(pending)
+                            done, pending, waiting = done + waiting, [], 0
+                        yield block
+                        done += 1
+                        continue
                     pending.append(block)  # blocks of 1 MB, joined into batches as large as the per-record path's
                     waiting += len(block.ends)
                     if waiting >= limit:
@@ -83,13 +101,21 @@ class Parse(beam.DoFn):
             try:
                 framed.append(frame(encode(row)))
             except RecordError as e:
-                yield Bad(position, e.reason, e.detail, _raw_of(row))
+                yield Bad(position, e.reason, e.detail, row_text(row))
                 continue
             if len(framed) >= limit:
                 yield joined(framed)
                 framed = []
         if framed:
             yield joined(framed)
+
+    def _encoded(self, position: int, row: dict) -> FramedBatch | Bad:
+        """One row through the per-record encoder: a one-record batch, or its dead letter."""
+        try:
+            framed = tfrecord.frame(self._encode(row))
+        except RecordError as e:
+            return Bad(position, e.reason, e.detail, row_text(row))
+        return FramedBatch(framed, np.array([len(framed)], np.uint64))
 
     def process(self, unit: WorkUnit) -> Iterator[Any]:
         cfg = self._config
@@ -99,6 +125,8 @@ class Parse(beam.DoFn):
         reasons: dict[str, int] = {}
         read = 0
         unit_name = f"{unit.file.index}:{unit.index}"
+        self._missing.clear()
+        partial: dict[int, dict[str, stats.FeatureStats]] = {}
         for item in self._batches(unit):
             if isinstance(item, Bad):
                 read += 1
@@ -108,34 +136,48 @@ class Parse(beam.DoFn):
                 continue
             read += len(item.ends)
             self._bytes.inc(len(item.blob))
-            for s, batch in _by_split(item, cfg.seed, self._thresholds):
+            fixed = unit.file.split  # a TFDS shard keeps its split; other records split by the keyed hash
+            pieces = [(self._split_index[fixed], item)] if fixed else _by_split(item, cfg.seed, self._thresholds)
+            for s, batch in pieces:
+                if cfg.statistics:
+                    starts = [0, *batch.ends[:-1].tolist()]
+                    records = [batch.blob[a + 12:b - 4] for a, b in zip(starts, batch.ends.tolist())]  # unframed
+                    stats.merge(partial.setdefault(s, {}), stats.batch_stats(records, self._schema))
                 yield pack(cfg, s, unit.key, parts[s], batch)
                 kept[s] += len(batch.ends)
                 parts[s] += 1
         if dead:
             yield pvalue.TaggedOutput(REJECTED, RejectedBatch(unit.key, dead))
+        for s in sorted(partial):
+            yield pvalue.TaggedOutput(STATS, (s, partial[s]))
         yield pvalue.TaggedOutput(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
-                                                  tuple(sorted(reasons.items()))))
+                                                  tuple(sorted(reasons.items())), tuple(sorted(self._missing.items()))))
         self._records.inc(read)
         self._rejects.inc(len(dead))
         self._total += read
-        log.info("parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
-                 unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
-                 self._total / max(time.monotonic() - self._started, 1e-9))
+        # A progress line at most every PROGRESS_S per process (each worker process logs its own);
+        # every unit's line with --verbose. The run ends with one summary per stage.
+        now = time.monotonic()
+        level = logging.INFO if now >= self._next_progress else logging.DEBUG
+        self._next_progress = now + PROGRESS_S if level == logging.INFO else self._next_progress
+        log.log(level, "parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
+                unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
+                self._total / max(now - self._started, 1e-9))
 
 
 def _by_split(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, FramedBatch]]:
     """A framed batch cut by split (a keyed hash of each Example's bytes), records kept in order."""
     if len(thresholds) == 1:
         return [(0, batch)]
-    view, bounds = memoryview(batch.blob), [0, *batch.ends.tolist()]
-    spans = list(zip(bounds, bounds[1:]))
-    which = [planning.split_index(view[a + 12:b - 4], seed, thresholds) for a, b in spans]  # the Example, unframed
-    return [(s, joined([view[a:b] for (a, b), w in zip(spans, which) if w == s])) for s in sorted(set(which))]
-
-
-def _raw_of(row: Any) -> str:
-    try:
-        return json.dumps(row, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
-        return repr(row)
+    ends = batch.ends.astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    which = planning.split_indices(batch.blob, starts + 12, ends - 4, seed, thresholds)  # the Examples, unframed
+    present = np.unique(which).tolist()
+    if len(present) == 1:
+        return [(present[0], batch)]
+    data, sizes = np.frombuffer(batch.blob, np.uint8), ends - starts
+    out = []
+    for s in present:
+        keep = which == s
+        out.append((s, FramedBatch(data[np.repeat(keep, sizes)].tobytes(), np.cumsum(sizes[keep]).astype(np.uint64))))
+    return out

@@ -2,8 +2,9 @@
 
 Graph (every step has a stable label)::
 
-    Units -> Distribute -> Parse --records--> Assign(side input: Count) -> GroupByShard -> WriteShards --+
+    Units -> ExpandUnits -> Distribute -> Parse --records--> Assign(side input: Count) -> GroupByShard -> WriteShards --+
                              |--rejected--> GroupRejected -> WriteRejected ------------------------------+
+                             |--stats--> Stats (CombinePerKey by split) --------------------------------+
                              '--facts-------------------------------------------------------------------+-> Gather -> Commit
 
 One element carries a batch of records, never a single record, and the record bytes themselves
@@ -13,6 +14,11 @@ size (``graph.elements``). Positions come from prefix sums of per-unit counts (a
 by unit, de-duplicated and cross-checked at commit) and a keyed bijection, so the output depends
 only on the input and the seed. Every branch ends in ``Commit``: runners that evaluate only the
 last step (Beam's Dask runner) still run all of them.
+
+The graph's size does not grow with the input: the work units and the input list are staged in
+the run folder (``graph.units``), ``Units`` holds only chunk numbers (at most ``MAX_CHUNKS``),
+``ExpandUnits`` reads each chunk's units, and every DoFn carries the config without the input
+list; the commit reads that list back from the staged file.
 """
 from __future__ import annotations
 
@@ -20,10 +26,12 @@ import apache_beam as beam
 
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
-from shardprep.graph.elements import FACTS, REJECTED
+from shardprep.graph.elements import FACTS, REJECTED, STATS
 from shardprep.graph.parse import Parse
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
+from shardprep.graph.stats import CombineStats
+from shardprep.graph.units import ExpandUnits, slim, stage
 
 __all__ = ["Reshard"]
 
@@ -40,12 +48,14 @@ class Reshard(beam.PTransform):
         self._units = units
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        cfg = self._config
+        staged, chunks = stage(self._config, self._units)  # DIR/<run-id>/units.bin, before any worker starts
+        cfg = slim(self._config)
         parsed = (
             pbegin
-            | "Units" >> beam.Create(self._units)
+            | "Units" >> beam.Create(list(range(chunks)))
+            | "ExpandUnits" >> beam.ParDo(ExpandUnits(staged))
             | "Distribute" >> beam.Reshuffle()
-            | "Parse" >> beam.ParDo(Parse(cfg)).with_outputs(REJECTED, FACTS, main="records")
+            | "Parse" >> beam.ParDo(Parse(cfg)).with_outputs(REJECTED, FACTS, STATS, main="records")
         )
         counts = parsed.records | "Count" >> beam.Map(count)
         assigned = parsed.records | "Assign" >> beam.ParDo(Assign(cfg), counts=beam.pvalue.AsList(counts)).with_outputs(
@@ -62,10 +72,11 @@ class Reshard(beam.PTransform):
             | "GroupRejected" >> beam.GroupByKey()
             | "WriteRejected" >> beam.ParDo(WriteRejected(cfg))
         )
+        stats_facts = parsed[STATS] | "Stats" >> CombineStats(cfg)
         return (
-            (parsed[FACTS], assigned[FACTS], shard_facts, reject_facts)
+            (parsed[FACTS], assigned[FACTS], shard_facts, reject_facts, stats_facts)
             | "AllFacts" >> beam.Flatten()
             | "KeyFacts" >> beam.Map(lambda fact: (None, fact))
             | "Gather" >> beam.GroupByKey()
-            | "Commit" >> beam.ParDo(Commit(cfg))
+            | "Commit" >> beam.ParDo(Commit(cfg, staged))
         )

@@ -1,7 +1,11 @@
 """Spill files: where a batch's record bytes wait between stages, and framed-batch helpers.
 
-Spill files live under the run's own folder (removed at commit), so a crashed run's spill goes with
-it, and on shared storage whenever the output is (Dataflow, remote Dask).
+Spill files live under the run's own folder (removed at commit, and on every failure by
+``retention.remove_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
+The run holds at most one copy of the data in spill: Parse writes ``parsed-*``, Assign turns each
+into its ``sorted-*`` reordering and removes the parsed one, and WriteShards reads the sorted ones.
+So the output folder peaks near twice the data set (sorted spill + shards) and holds it once after
+commit (``RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
@@ -12,7 +16,13 @@ from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["concat", "count", "joined", "pack", "slices", "spill", "spill_url"]
+__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "joined", "pack", "reorder", "slices", "sorted_url", "spill",
+           "spill_url"]
+
+# Free space a run needs, as a multiple of its input bytes: two copies (sorted spill + shards) of the
+# encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
+# (tf.train.Example spends ~15 bytes of names and wrappers per feature) and more for compressed input.
+RUN_SPACE_FACTOR = 6
 
 
 def spill_url(config: ReshardConfig, name: str) -> str:
@@ -32,6 +42,24 @@ def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, ba
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
     spill(url, batch.blob)
     return SpilledBatch(split, unit, part, url, len(batch.blob), batch.ends.tobytes())
+
+
+def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
+    """Where Assign puts ``batch`` reordered by (shard, place in shard)."""
+    return spill_url(config, f"sorted-{batch.split}-{batch.unit[0]}-{batch.unit[1]}-{batch.part}.bin")
+
+
+def reorder(parsed_url: str, sorted_url: str, ends: np.ndarray, order: np.ndarray) -> None:
+    """Writes the records of ``parsed_url`` in ``order`` to ``sorted_url``, then removes the parsed file.
+
+    Both names are deterministic and the sorted file appears whole or not at all, so a retried
+    bundle that finds it (its parsed file possibly gone already) keeps it: the bytes are the same.
+    """
+    if not fs.exists(sorted_url):
+        records = slices(fs.read_bytes(parsed_url), ends)
+        spill(sorted_url, b"".join([records[i] for i in order.tolist()]))
+        del records
+    fs.remove(parsed_url)
 
 
 def count(batch: SpilledBatch) -> BatchCount:

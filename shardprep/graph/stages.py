@@ -13,8 +13,10 @@ from apache_beam.metrics import Metrics
 from shardprep import fs, naming, planning, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
 from shardprep.config import ReshardConfig
+from shardprep.graph.counts import CountTable
 from shardprep.graph.elements import FACTS, BatchCount, RejectedBatch, ShardPiece, SpilledBatch, SplitPlan, shard_key
-from shardprep.graph.spill import slices, spill, spill_url
+from shardprep.graph.spill import reorder, slices, sorted_url
+from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
 __all__ = ["Assign", "Commit", "WriteRejected", "WriteShard", "plan_splits"]
@@ -23,32 +25,24 @@ log = logging.getLogger("shardprep")
 
 
 def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int, SplitPlan]:
-    """A ``SplitPlan`` per split that holds records, from the counts side input.
+    """A ``SplitPlan`` per split that holds records, from the counts side input, in O(batches).
 
-    Duplicates that runners sometimes deliver are dropped; conflicting ones fail the run.
+    Duplicates that runners sometimes deliver are dropped; conflicting ones fail the run
+    (``graph.counts.CountTable``).
     """
-    by_key: dict[tuple, tuple[int, int]] = {}
-    for split, unit, part, n, size in counts:
-        key = (split, tuple(unit), part)
-        if by_key.setdefault(key, (n, size)) != (n, size):
-            raise RuntimeError(f"side input holds two different counts for {key}: refusing to shuffle")
+    table = CountTable(counts)
     plans = {}
-    for s, split in enumerate(config.splits):
-        keys = sorted(k for k in by_key if k[0] == s)
-        offsets, total, size = {}, 0, 0
-        for k in keys:
-            offsets[k] = total
-            total += by_key[k][0]
-            size += by_key[k][1]
+    for s in table.splits():
+        total, size = table.totals(s)
         if not total:
             continue
         try:
-            num_shards = config.num_shards_for(split.name, total, size)
+            num_shards = config.num_shards_for(config.splits[s].name, total, size)
         except planning.PlanError as e:
-            plans[s] = SplitPlan({}, 0, None, None, error=str(e))
+            plans[s] = SplitPlan(None, 0, None, None, error=str(e))
             continue
         perm = Permutation(total, config.seed + s) if config.shuffle else None
-        plans[s] = SplitPlan(offsets, num_shards, perm, PlanFact(s, total, size, num_shards))
+        plans[s] = SplitPlan(table, num_shards, perm, PlanFact(s, total, size, num_shards))
     return plans
 
 
@@ -74,7 +68,7 @@ class Assign(beam.DoFn):
             return
         num_shards, perm = plan.num_shards, plan.permutation
         ends = np.frombuffer(batch.ends, dtype="<u8")
-        start = plan.offsets[(split, tuple(unit), part)]
+        start = plan.counts.first_position(split, tuple(unit), part)
         index = np.arange(start, start + len(ends), dtype=np.uint64)
         position = perm(index) if perm is not None else index
         shard = position % np.uint64(num_shards)
@@ -82,10 +76,8 @@ class Assign(beam.DoFn):
         # Reorder the batch by (shard, order) once and spill it; each shard's piece is then one
         # byte range of that file, and only (url, offset, length) crosses the GroupByKey.
         by_shard = np.lexsort((order, shard))
-        records = slices(fs.read_bytes(batch.url), ends)
-        out_url = spill_url(self._config, f"sorted-{split}-{unit[0]}-{unit[1]}-{part}.bin")
-        spill(out_url, b"".join([records[i] for i in by_shard.tolist()]))
-        del records
+        out_url = sorted_url(self._config, batch)
+        reorder(batch.url, out_url, ends, by_shard)
         lengths = np.diff(ends, prepend=np.uint64(0))[by_shard]
         new_ends = np.cumsum(lengths, dtype="<u8")
         sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
@@ -116,7 +108,7 @@ class WriteShard(beam.DoFn):
         framed = b"".join([records[i] for i in order.tolist()])
         info = writer.write_shard(self._config.output, path, framed, len(records), compress=self._config.gzip)
         self._shards.inc()
-        log.info("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
+        log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
 
 
@@ -136,11 +128,16 @@ class WriteRejected(beam.DoFn):
 
 
 class Commit(beam.DoFn):
-    """Every fact in; the manifest (or the failure report) out: its URL."""
+    """Every fact in; the manifest (or the failure report) out: its URL.
 
-    def __init__(self, config: ReshardConfig) -> None:
+    ``staged``: the run's staged units file (``graph.units``), whose input list the config lacks.
+    """
+
+    def __init__(self, config: ReshardConfig, staged: str | None = None) -> None:
         self._config = config
+        self._staged = staged
 
     def process(self, item: tuple) -> Iterator[str]:
         _, facts = item
-        yield commit(self._config, list(facts))
+        config = with_sources(self._config, self._staged) if self._staged else self._config
+        yield commit(config, list(facts))

@@ -1,0 +1,124 @@
+"""The direct runner on one machine: how many worker processes, and readable lines from them.
+
+By default the re-shard uses every core this process may run on (``os.sched_getaffinity``) through
+Beam's multi-processing DirectRunner (one SDK worker process per core; the runner process keeps
+the shuffle and side inputs), except where worker start-up (~2 s of Beam import each) would
+dominate: inputs under ``TINY_BYTES`` or of a single work unit run in this process. The output
+does not depend on the count: positions come from the counts side input, never from bundling.
+Beam deals a stage's elements to the workers round-robin, whatever their size, so a run balances
+when it has several work units per worker (``--unit-mb``; 64 MB units give that from ~1 GB).
+
+Worker processes send their log records to the runner process, which logs them under Beam's
+``local_job_service`` logger as protobuf dumps; ``WorkerLogs`` turns this product's records back
+into plain lines of the ``shardprep`` logger and drops the workers' start-up chatter.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from shardprep.errors import UsageError
+
+__all__ = ["TINY_BYTES", "WorkerLogs", "direct_args", "install_worker_logs", "machine_cores", "plan_workers",
+           "remove_worker_logs", "summarize", "workers_of"]
+
+TINY_BYTES = 64 << 20  # below this, one process: worker start-up would cost more than it saves
+_DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
+_FORWARDER = "apache_beam.runners.portability.local_job_service"
+log = logging.getLogger("shardprep")
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cores: int) -> int:
+    """Worker processes for the direct runner: ``requested`` if given, else one per core for
+    inputs worth it (at most one per work unit), else 1."""
+    if requested is not None:
+        if requested < 1:
+            raise UsageError(f"--local-workers {requested}: expected 1 or more (e.g. --local-workers {cores})")
+        return requested
+    if num_units <= 1 or input_bytes < TINY_BYTES:
+        return 1
+    return max(1, min(cores, num_units))
+
+
+def direct_args(workers: int, beam_args: Sequence[str]) -> list[str]:
+    """Beam flags for ``workers`` processes; Beam's own ``--direct_*`` flags, when given, win."""
+    if workers <= 1 or any(a.startswith(_DIRECT_FLAGS) for a in beam_args):
+        return []
+    return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
+def workers_of(args: Sequence[str]) -> int:
+    """The worker processes Beam's direct-runner flags ask for (1 unless multi_processing)."""
+    flags = dict(a[2:].split("=", 1) for a in args if a.startswith(_DIRECT_FLAGS) and "=" in a)
+    if flags.get("direct_running_mode") != "multi_processing":
+        return 1
+    count = flags.get("direct_num_workers", "1")
+    return int(count) if count.isdigit() else 1
+
+
+class WorkerLogs(logging.Filter):
+    """On Beam's log forwarder: re-logs worker records of this product as ``shardprep`` lines,
+    keeps other workers' errors, and drops the rest (start-up warnings of every worker)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        entry = _entry(record)
+        if entry is None:
+            return True
+        if "/shardprep/" in entry.log_location or "/pipelines/" in entry.log_location:
+            if log.isEnabledFor(record.levelno):
+                log.log(record.levelno, "%s", entry.message)
+            return False
+        return record.levelno >= logging.ERROR
+
+
+def _entry(record: logging.LogRecord) -> Any:
+    """The worker's ``LogEntry`` that Beam's forwarder logged as text, or None."""
+    if not (isinstance(record.args, tuple) and len(record.args) == 1 and isinstance(record.args[0], str)):
+        return None
+    from apache_beam.portability.api import beam_fn_api_pb2
+    from google.protobuf import text_format
+
+    try:
+        return text_format.Parse(record.args[0], beam_fn_api_pb2.LogEntry())
+    except text_format.ParseError:
+        return None
+
+
+def install_worker_logs() -> tuple[WorkerLogs, int]:
+    """Puts a ``WorkerLogs`` filter on Beam's forwarder, opened to every level so that this
+    product's records reach it; ``remove_worker_logs`` undoes it when the run ends."""
+    forwarder = logging.getLogger(_FORWARDER)
+    flt, level = WorkerLogs(), forwarder.level
+    forwarder.addFilter(flt)
+    forwarder.setLevel(logging.DEBUG)
+    return flt, level
+
+
+def remove_worker_logs(installed: tuple[WorkerLogs, int]) -> None:
+    forwarder = logging.getLogger(_FORWARDER)
+    forwarder.removeFilter(installed[0])
+    forwarder.setLevel(installed[1])
+
+
+def summarize(result: object, *, workers: int, seconds: float) -> None:
+    """One line per stage from the run's counters (the runner process sums every worker's)."""
+    try:
+        counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - runners without metrics (Dask) get no summary
+        return
+    records, rejected = counters.get("records_read", 0), counters.get("records_rejected", 0)
+    mb = counters.get("bytes_encoded", 0) / 1e6
+    log.info("Parse: %d records read (%d rejected), %.1f MB encoded; %d worker process%s, %.1f s, %.1f MB/s",
+             records, rejected, mb, workers, "" if workers == 1 else "es", seconds, mb / max(seconds, 1e-9))
+    if "shards_written" in counters:
+        log.info("WriteShards: %d shards written", counters["shards_written"])

@@ -1,0 +1,192 @@
+"""Image headers in pure Python: format, height, width and channels of JPEG, PNG, GIF, BMP and WebP.
+
+No pixel is decoded: the header gives the size, and a cheap look at the end of the data (JPEG's
+end-of-image marker after the scan, PNG's ``IEND``, GIF's trailer, the declared BMP and RIFF sizes)
+catches most truncated files. ``channels`` is what TensorFlow's ``tf.io.decode_image`` gives with
+``channels=0``: PNG palette -> 3 (4 with a ``tRNS`` chunk), GIF -> 3, CMYK JPEG -> 3 (converted).
+A problem is an ``ImageProblem`` with a stable reason code (``REASONS``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+__all__ = ["EMPTY", "DECODE", "NOT_IMAGE", "REASONS", "TRUNCATED", "UNREADABLE", "UNSUPPORTED", "ImageInfo",
+           "ImageProblem", "IMAGE_FORMATS", "sniff"]
+
+IMAGE_FORMATS = ("jpeg", "png", "gif", "bmp", "webp")
+EMPTY = "image_empty"  # zero bytes
+NOT_IMAGE = "image_not_an_image"  # no known image signature
+UNSUPPORTED = "image_unsupported_format"  # an image, in a format (or variant) TensorFlow cannot decode
+TRUNCATED = "image_truncated"  # the data ends early
+DECODE = "image_decode_error"  # the header or the pixel data is invalid
+UNREADABLE = "image_unreadable"  # missing, or the file cannot be read (or a listing row names no file/label)
+REASONS = (EMPTY, NOT_IMAGE, UNSUPPORTED, TRUNCATED, DECODE, UNREADABLE)
+
+_OTHER_SIGNATURES = (  # recognised images in formats this tool does not take
+    (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"\x00\x00\x01\x00", "ICO"), (b"8BPS", "PSD"),
+    (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"), (b"\xff\x4f\xff\x51", "JPEG 2000"), (b"\x89PNG", "PNG"),
+)
+_JPEG_SOF_OK = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC9: "arithmetic", 0xCA: "arithmetic"}
+_JPEG_SOF_OTHER = {0xC3, 0xC5, 0xC6, 0xC7, 0xCB, 0xCD, 0xCE, 0xCF}  # lossless / hierarchical
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageInfo:
+    """What the header says: ``format`` (one of ``IMAGE_FORMATS``), size in pixels, decoded channels."""
+
+    format: str
+    height: int
+    width: int
+    channels: int
+
+
+class ImageProblem(Exception):
+    """An image that cannot be used: ``reason`` (one of ``REASONS``) and a readable ``detail``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def sniff(data: bytes) -> ImageInfo:
+    """The header's ``ImageInfo``; raises ``ImageProblem`` for anything else."""
+    if not data:
+        raise ImageProblem(EMPTY, "the file is empty (0 bytes)")
+    if data[:3] == b"\xff\xd8\xff":
+        info = _jpeg(data)
+    elif data[:8] == _PNG_SIGNATURE:
+        info = _png(data)
+    elif data[:6] in (b"GIF87a", b"GIF89a"):
+        info = _gif(data)
+    elif data[:2] == b"BM" and len(data) >= 14:
+        info = _bmp(data)
+    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        info = _webp(data)
+    else:
+        for signature, name in _OTHER_SIGNATURES:
+            if data.startswith(signature):
+                raise ImageProblem(UNSUPPORTED, f"a {name} image: expected one of {', '.join(IMAGE_FORMATS)}")
+        if data[4:8] == b"ftyp":
+            raise ImageProblem(UNSUPPORTED, f"an ISO media file ({data[8:12].decode('latin-1')!r}: HEIC/AVIF?): "
+                               f"expected one of {', '.join(IMAGE_FORMATS)}")
+        raise ImageProblem(NOT_IMAGE, f"not an image: starts with {data[:8]!r}, no JPEG/PNG/GIF/BMP/WebP signature")
+    if info.width < 1 or info.height < 1:
+        raise ImageProblem(DECODE, f"{info.format} header gives a size of {info.width}x{info.height} pixels")
+    return info
+
+
+def _need(data: bytes, end: int, what: str) -> None:
+    if len(data) < end:
+        raise ImageProblem(TRUNCATED, f"the data ends at byte {len(data)}, inside the {what}")
+
+
+def _jpeg(data: bytes) -> ImageInfo:
+    i, n, sof = 2, len(data), None
+    while True:
+        if i + 4 > n:  # every segment but the last (the scan) has a marker and a length
+            raise ImageProblem(TRUNCATED, f"the data ends at byte {n}, inside the JPEG header")
+        if data[i] != 0xFF:
+            raise ImageProblem(DECODE, f"JPEG: expected a marker at byte {i}, found 0x{data[i]:02x}")
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            i += 2
+            continue
+        if marker == 0xD9:
+            raise ImageProblem(DECODE, f"JPEG: end-of-image marker at byte {i}, before any image data")
+        length = (data[i + 2] << 8) | data[i + 3]
+        if marker in _JPEG_SOF_OTHER:
+            raise ImageProblem(UNSUPPORTED, f"a lossless or hierarchical JPEG (SOF 0x{marker:02x}): TensorFlow decodes "
+                               "baseline and progressive JPEG")
+        if marker in _JPEG_SOF_OK:
+            _need(data, i + 10, "JPEG frame header")
+            height, width, components = struct.unpack_from(">HHB", data, i + 5)
+            if height == 0:
+                raise ImageProblem(UNSUPPORTED, "a JPEG whose height is given after the scan (DNL marker)")
+            sof = ImageInfo("jpeg", height, width, 1 if components == 1 else 3)
+        if marker == 0xDA:  # start of scan: entropy-coded data follows, up to the end-of-image marker
+            if sof is None:
+                raise ImageProblem(DECODE, "JPEG: the scan starts before any frame header")
+            if data.rfind(b"\xff\xd9", i + 2 + length) < 0:
+                raise ImageProblem(TRUNCATED, f"JPEG: no end-of-image marker after the scan ({n} bytes): cut short")
+            return sof
+        if length < 2:
+            raise ImageProblem(DECODE, f"JPEG: segment length {length} at byte {i}")
+        i += 2 + length
+
+
+def _png(data: bytes) -> ImageInfo:
+    _need(data, 33, "PNG header")
+    if data[12:16] != b"IHDR":
+        raise ImageProblem(DECODE, f"PNG: the first chunk is {data[12:16]!r}, expected IHDR")
+    width, height, _depth, color = struct.unpack_from(">IIBB", data, 16)
+    if color not in _PNG_CHANNELS:
+        raise ImageProblem(DECODE, f"PNG: colour type {color} is not valid")
+    channels, i = _PNG_CHANNELS[color], 33
+    while i + 8 <= len(data):  # chunks before the image data: a tRNS chunk adds an alpha channel
+        length, kind = struct.unpack_from(">I4s", data, i)
+        if kind == b"IDAT":
+            break
+        if kind == b"tRNS" and color in (0, 2, 3):
+            channels += 1
+        i += 12 + length
+    if data.rfind(b"IEND", i) < 0:
+        raise ImageProblem(TRUNCATED, f"PNG: no IEND chunk ({len(data)} bytes): cut short")
+    return ImageInfo("png", height, width, channels)
+
+
+def _gif(data: bytes) -> ImageInfo:
+    _need(data, 10, "GIF header")
+    width, height = struct.unpack_from("<HH", data, 6)
+    if not data.rstrip(b"\x00").endswith(b";"):
+        raise ImageProblem(TRUNCATED, f"GIF: no trailer byte at the end ({len(data)} bytes): cut short")
+    return ImageInfo("gif", height, width, 3)
+
+
+def _bmp(data: bytes) -> ImageInfo:
+    _need(data, 26, "BMP header")
+    offset, header = struct.unpack_from("<II", data, 10)
+    if header == 12:
+        width, height, _planes, bpp = struct.unpack_from("<HHHH", data, 18)
+        compression = 0
+    else:
+        _need(data, 34, "BMP header")
+        width, height, _planes, bpp, compression = struct.unpack_from("<iiHHI", data, 18)
+    if bpp not in (24, 32) or compression not in (0, 3):
+        raise ImageProblem(UNSUPPORTED, f"a BMP of {bpp} bits per pixel, compression {compression}: TensorFlow "
+                           "decodes uncompressed 24- and 32-bit BMP")
+    rows = ((abs(width) * bpp + 31) // 32) * 4 * abs(height)
+    if len(data) < offset + rows:  # the declared file size is often 0 or wrong: the pixel rows decide
+        raise ImageProblem(TRUNCATED, f"BMP: {len(data)} bytes, the pixel rows need {offset + rows}: cut short")
+    return ImageInfo("bmp", abs(height), abs(width), bpp // 8)
+
+
+def _webp(data: bytes) -> ImageInfo:
+    _need(data, 30, "WebP header")
+    declared = struct.unpack_from("<I", data, 4)[0] + 8
+    kind = data[12:16]
+    if kind == b"VP8 ":
+        if data[23:26] != b"\x9d\x01\x2a":
+            raise ImageProblem(DECODE, "WebP: the VP8 frame has no start code")
+        width, height = (v & 0x3FFF for v in struct.unpack_from("<HH", data, 26))
+        channels = 3
+    elif kind == b"VP8L":
+        if data[20] != 0x2F:
+            raise ImageProblem(DECODE, "WebP: the lossless stream has no signature byte")
+        bits = struct.unpack_from("<I", data, 21)[0]
+        width, height = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        channels = 4 if bits >> 28 & 1 else 3
+    elif kind == b"VP8X":
+        width = int.from_bytes(data[24:27], "little") + 1
+        height = int.from_bytes(data[27:30], "little") + 1
+        channels = 4 if data[20] & 0x10 else 3
+    else:
+        raise ImageProblem(DECODE, f"WebP: unknown chunk {kind!r}")
+    if len(data) < declared:
+        raise ImageProblem(TRUNCATED, f"WebP: {len(data)} bytes, the RIFF header promises {declared}: cut short")
+    return ImageInfo("webp", height, width, channels)

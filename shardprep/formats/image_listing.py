@@ -1,0 +1,179 @@
+"""Which images a run reads: a class-folder tree or a CSV/JSON Lines listing, as sorted entries with sizes.
+
+Folder layout ``ROOT/<class>/<file>``: the class is the first folder level (deeper folders belong to
+their class); files directly in ROOT and names starting with ``.`` or ``_`` are skipped; one
+recursive listing gives every name and size (one paged request on GCS). Listing layout: a CSV (with a
+header) or JSON Lines file with a path column and a label column (class names); relative paths
+resolve against the listing's folder, sizes come from one listing per folder. Classes sort by name
+(numerically when every name is an integer) and label ids follow that order. Only names and sizes
+are read here, never image bytes.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import posixpath
+from collections.abc import Callable, Iterator, Sequence
+
+from shardprep import fs
+from shardprep.errors import InputError
+
+__all__ = ["ImageEntry", "ImageOptions", "Listing", "list_images"]
+
+LISTING_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")
+CHECKS = ("header", "decode")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageOptions:
+    """How images are checked and stored: ``--check-images``, ``--max-side``, ``--jpeg-quality``, listing columns."""
+
+    check: str = "header"
+    max_side: int | None = None
+    jpeg_quality: int = 90
+    path_column: str = "path"
+    label_column: str = "label"
+
+    def __post_init__(self) -> None:
+        if self.check not in CHECKS:
+            raise InputError(f"--check-images {self.check!r}: expected one of {', '.join(CHECKS)}")
+        if self.max_side is not None and self.max_side < 1:
+            raise InputError(f"--max-side {self.max_side}: expected a number of pixels above 0")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise InputError(f"--jpeg-quality {self.jpeg_quality}: expected 1..100")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageEntry:
+    """One image: its path relative to the root (or as the listing gives it), size, label id; ``problem`` if unusable."""
+
+    path: str
+    size: int
+    label: int
+    problem: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """What ``list_images`` found: the source (root or listing URL), the root, classes in label order, entries."""
+
+    source: str
+    root: str
+    classes: tuple[str, ...]
+    entries: tuple[ImageEntry, ...]
+
+
+def _class_order(names: set[str]) -> tuple[str, ...]:
+    if names and all(n.isdigit() for n in names):
+        return tuple(sorted(names, key=lambda n: (int(n), n)))
+    return tuple(sorted(names))
+
+
+def list_images(patterns: Sequence[str], options: ImageOptions, normal: Callable[[str], str] = str) -> Listing:
+    """The images of one ``--input``: a folder (class folders) or a CSV/JSON Lines listing file."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if len(patterns) != 1:
+        raise InputError(f"--format images takes one --input (a class-folder root or a listing file), got {len(patterns)}")
+    url = normal(patterns[0]).rstrip("/") or "/"
+    filesystem, path = fs.filesystem(url)
+    if filesystem.isdir(path):
+        return _folder(url, filesystem, path)
+    if filesystem.isfile(path):
+        if not url.lower().endswith(LISTING_EXTENSIONS):
+            raise InputError(f"--input {url!r} is a file: --format images expects a folder ROOT/<class>/<image> or a "
+                             f"listing ({', '.join(LISTING_EXTENSIONS)}) with path and label columns")
+        return _listing(url, options)
+    raise InputError(f"--input {url!r} does not exist: expected a folder ROOT/<class>/<image> or a listing file")
+
+
+def _walk_local(folder: str, prefix: str = "") -> Iterator[tuple[str, int]]:
+    """(relative path, size) of the files below a local folder, skipping names starting with . or _."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith((".", "_")):
+                continue
+            if entry.is_dir():
+                yield from _walk_local(entry.path, f"{prefix}{entry.name}/")
+            elif entry.is_file():
+                yield f"{prefix}{entry.name}", entry.stat().st_size
+
+
+def _folder(url: str, filesystem, path: str) -> Listing:
+    if fs.is_local(url):  # os.scandir: several times faster than fsspec's find on a large tree
+        found = list(_walk_local(url.removeprefix("file://")))
+    else:  # one recursive listing (paged) of the whole prefix
+        prefix = path.rstrip("/") + "/"
+        found = [(name[len(prefix):] if name.startswith(prefix) else name, int(info.get("size") or 0))
+                 for name, info in filesystem.find(path, detail=True).items() if info.get("type", "file") == "file"]
+    loose, items = 0, []
+    for rel, size in found:
+        parts = rel.split("/")
+        if any(p.startswith((".", "_")) for p in parts):
+            continue
+        if len(parts) == 1:
+            loose += 1
+            continue
+        items.append((rel, size, parts[0]))
+    classes = _class_order({c for _, _, c in items})
+    if not classes:
+        raise InputError(f"--input {url!r} holds no class folders with images: expected ROOT/<class>/<image>, found "
+                         f"{loose} file(s) directly in the folder and no class folder holding files")
+    ids = {c: i for i, c in enumerate(classes)}
+    entries = tuple(ImageEntry(rel, size, ids[c]) for rel, size, c in sorted(items))
+    return Listing(url, url, classes, entries)
+
+
+def _rows(url: str, path_column: str, label_column: str) -> list[tuple[str, str]]:
+    text = fs.read_bytes(url).decode("utf-8-sig", "replace")
+    if url.lower().endswith(".csv"):
+        reader = csv.DictReader(io.StringIO(text))
+        missing = [c for c in (path_column, label_column) if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"listing {url!r} has no column(s) {', '.join(missing)} (columns: "
+                             f"{', '.join(reader.fieldnames or [])}): name them with --image-path-column/--image-label-column")
+        return [((r.get(path_column) or "").strip(), (r.get(label_column) or "").strip()) for r in reader]
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise InputError(f"listing {url!r} line {number} is not JSON: expected one object per line") from None
+        obj = obj if isinstance(obj, dict) else {}
+        rows.append((str(obj.get(path_column) or "").strip(), str(obj.get(label_column) or "").strip()))
+    return rows
+
+
+def _listing(url: str, options: ImageOptions) -> Listing:
+    rows = _rows(url, options.path_column, options.label_column)
+    if not rows:
+        raise InputError(f"listing {url!r} names no images: expected rows with columns {options.path_column} and "
+                         f"{options.label_column}")
+    root = posixpath.dirname(url)
+    classes = _class_order({label for _, label in rows if label})
+    ids = {c: i for i, c in enumerate(classes)}
+    sizes: dict[str, dict[str, int]] = {}
+    entries = []
+    for path, label in rows:
+        if not path or not label:
+            entries.append(ImageEntry(path, 0, -1, f"listing row without a {'path' if not path else 'label'}"))
+            continue
+        full = resolve(root, path)
+        folder, name = posixpath.split(full)
+        if folder not in sizes:
+            sizes[folder] = fs.sizes(folder)
+        size = sizes[folder].get(name)
+        entries.append(ImageEntry(path, size or 0, ids[label], "" if size is not None else f"{full} does not exist"))
+    return Listing(url, root, classes, tuple(entries))
+
+
+def resolve(root: str, path: str) -> str:
+    """The URL of an image: absolute paths and URLs as given, others relative to ``root``."""
+    if "://" in path or path.startswith("/"):
+        return path
+    return posixpath.normpath(posixpath.join(root, path)) if fs.is_local(root) else f"{root}/{path}"

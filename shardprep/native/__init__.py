@@ -1,0 +1,33 @@
+"""The compiled hot path (``_native``, a C extension) or its exactly equivalent Python twin (``fallback``).
+
+Functions: ``crc32c``, ``blake2b8`` (the split hash), ``split_indices`` (a batch of records -> split
+numbers), ``scan`` (whole TFRecord frames of a buffer, with their CRC status and whether each
+Example conforms to the schema, so that it can pass through as it is) and ``conforms``. ``NATIVE`` says which one loaded: an install without a C compiler still works,
+more slowly. ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
+"""
+from __future__ import annotations
+
+import os
+
+from shardprep.schema import Schema
+
+__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec", "scan",
+           "split_indices"]
+
+CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
+_KINDS = {"string": 0, "float32": 1, "int64": 2}
+
+try:
+    if os.environ.get("SHARDPREP_NATIVE", "1") == "0":
+        raise ImportError("SHARDPREP_NATIVE=0")
+    from shardprep.native._native import blake2b8, conforms, crc32c, scan, split_indices
+    NATIVE = True
+except ImportError:
+    from shardprep.native.fallback import blake2b8, conforms, crc32c, scan, split_indices
+    NATIVE = False
+
+
+def example_spec(schema: Schema) -> tuple[tuple[bytes, int, int], ...]:
+    """The schema as ``scan`` reads it: (UTF-8 name, kind, value count or -1), in sorted-name order."""
+    return tuple((name.encode("utf-8"), _KINDS[schema[name].dtype],
+                  1 if schema[name].shape == () else schema[name].shape[0]) for name in sorted(schema))

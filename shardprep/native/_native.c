@@ -1,0 +1,440 @@
+/* shardprep's compiled hot path: TFRecord frames, tf.train.Example schema checks, split hashes.
+ *
+ * Every function here has an exactly equivalent pure-Python twin in shardprep/native/fallback.py
+ * (tests/test_tfrecord_fast.py checks them against each other). No numpy headers: arrays go in and
+ * out as buffers, so the extension builds with a C compiler alone.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- CRC-32C (Castagnoli): slicing-by-8 tables, SSE 4.2 instruction where the CPU has it ---- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc; /* little-endian hosts only: see crc32c() */
+        crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^ crc_table[5][(w >> 16) & 0xFF] ^
+              crc_table[4][(w >> 24) & 0xFF] ^ crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
+              crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+static uint32_t crc_bytewise(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c = ~crc & 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+#endif
+
+static int use_hw = 0, little_endian = 1;
+
+static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+#ifdef HAVE_HW_CRC
+    if (use_hw) return crc_hw(crc, p, n);
+#endif
+    return little_endian ? crc_soft(crc, p, n) : crc_bytewise(crc, p, n);
+}
+
+static uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u; }
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* ---- keyed BLAKE2b with an 8-byte digest (RFC 7693), as hashlib.blake2b(digest_size=8, key=...) ---- */
+
+static const uint64_t B2_IV[8] = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+                                  0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+                                  0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2_G(a, b, c, d, x, y)          \
+    do {                                \
+        a = a + b + x;                  \
+        d = ROTR64(d ^ a, 32);          \
+        c = c + d;                      \
+        b = ROTR64(b ^ c, 24);          \
+        a = a + b + y;                  \
+        d = ROTR64(d ^ a, 16);          \
+        c = c + d;                      \
+        b = ROTR64(b ^ c, 63);          \
+    } while (0)
+
+static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) m[i] = le64(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = B2_IV[i];
+    }
+    v[12] ^= t; /* messages here are far below 2**64 bytes: the high counter word stays 0 */
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = B2_SIGMA[r];
+        B2_G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
+        B2_G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
+        B2_G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
+        B2_G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
+        B2_G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
+        B2_G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
+        B2_G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
+        B2_G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* The 8-byte digest as a little-endian integer, for an 8-byte key. */
+static uint64_t blake2b8(const uint8_t key[8], const uint8_t *p, size_t n) {
+    uint64_t h[8];
+    uint8_t block[128];
+    memcpy(h, B2_IV, sizeof h);
+    h[0] ^= 0x01010000ULL ^ (8ULL << 8) ^ 8ULL;
+    memset(block, 0, 128);
+    memcpy(block, key, 8);
+    uint64_t t = 128;
+    if (n == 0) {
+        b2_compress(h, block, t, 1);
+        return h[0];
+    }
+    b2_compress(h, block, t, 0);
+    while (n > 128) {
+        t += 128;
+        b2_compress(h, p, t, 0);
+        p += 128;
+        n -= 128;
+    }
+    memset(block, 0, 128);
+    memcpy(block, p, n);
+    t += n;
+    b2_compress(h, block, t, 1);
+    return h[0];
+}
+
+/* ---- does a tf.train.Example conform to the schema? ----
+ * A record conforms when it is one Features field holding every schema feature exactly once (in any
+ * order: TensorFlow writes map entries in hash order), each entry written as protobuf writes it
+ * (key, then value; one list of the schema's kind, packed, minimal varints), with the schema's number
+ * of values and finite floats. Such a record passes through with its own bytes; any other goes to the
+ * Python decoder and encoder, which re-encode it or name its error. */
+
+typedef struct {
+    const uint8_t *name;
+    Py_ssize_t len;
+    int kind;  /* 0 bytes (string), 1 float32, 2 int64 */
+    long count; /* -1: any number of values */
+} Spec;
+
+/* A minimal varint of at most ``maxlen`` bytes at *pos < end; -1 when there is none. */
+static inline int64_t varint(const uint8_t *b, size_t *pos, size_t end, int maxlen, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < maxlen; i++) {
+        if (*pos >= end) return -1;
+        uint8_t c = b[(*pos)++];
+        v |= (uint64_t)(c & 0x7F) << (7 * i);
+        if (c < 0x80) {
+            if (i > 0 && c == 0) return -1; /* not minimal */
+            if (i == 9 && c > 1) return -1; /* beyond 64 bits */
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* (start, end) of a length-delimited field with tag ``tag`` at *pos, ending within ``end``. */
+static inline int field(const uint8_t *b, size_t *pos, size_t end, uint8_t tag, size_t *stop) {
+    uint64_t n;
+    if (*pos >= end || b[*pos] != tag) return -1;
+    (*pos)++;
+    if (varint(b, pos, end, 5, &n) < 0 || n > end - *pos) return -1;
+    *stop = *pos + (size_t)n;
+    return 0;
+}
+
+static int is_finite_f32(const uint8_t *p) { return ((le32(p) >> 23) & 0xFF) != 0xFF; }
+
+static int conforms(const uint8_t *b, size_t n, const Spec *spec, Py_ssize_t nspec, uint32_t *seen, uint32_t gen) {
+    size_t pos = 0, body_end, entry_end, key_end, feat_end, list_end, packed_end;
+    Py_ssize_t found = 0, hint = 0;
+    if (field(b, &pos, n, 0x0A, &body_end) < 0 || body_end != n) return 0;
+    while (pos < body_end) {
+        if (field(b, &pos, body_end, 0x0A, &entry_end) < 0) return 0;
+        if (field(b, &pos, entry_end, 0x0A, &key_end) < 0) return 0;
+        size_t klen = key_end - pos;
+        Py_ssize_t i = hint, k;
+        for (k = 0; k < nspec; k++, i = (i + 1 == nspec ? 0 : i + 1))  /* from the entry after the last one found */
+            if ((size_t)spec[i].len == klen && (klen == 0 || (spec[i].name[klen - 1] == b[pos + klen - 1] &&
+                                                              memcmp(b + pos, spec[i].name, klen) == 0)))
+                break;
+        if (k == nspec || seen[i] == gen) return 0; /* not in the schema, or twice */
+        seen[i] = gen;
+        found++;
+        hint = i + 1 == nspec ? 0 : i + 1;
+        const Spec *s = &spec[i];
+        pos = key_end;
+        if (field(b, &pos, entry_end, 0x12, &feat_end) < 0 || feat_end != entry_end) return 0;
+        if (field(b, &pos, feat_end, (uint8_t)(0x0A + 8 * s->kind), &list_end) < 0 || list_end != feat_end) return 0;
+        long count = 0;
+        if (s->kind == 0) {
+            while (pos < list_end) {
+                size_t value_end;
+                if (field(b, &pos, list_end, 0x0A, &value_end) < 0) return 0;
+                pos = value_end;
+                count++;
+            }
+        } else if (pos < list_end) {
+            if (field(b, &pos, list_end, 0x0A, &packed_end) < 0 || packed_end != list_end || packed_end == pos) return 0;
+            if (s->kind == 1) {
+                if ((packed_end - pos) % 4) return 0;
+                for (; pos < packed_end; pos += 4, count++)
+                    if (!is_finite_f32(b + pos)) return 0;
+            } else {
+                uint64_t v;
+                while (pos < packed_end) {
+                    if (varint(b, &pos, packed_end, 10, &v) < 0) return 0;
+                    count++;
+                }
+            }
+        }
+        if (s->count >= 0 && count != s->count) return 0;
+        pos = entry_end;
+    }
+    return found == nspec;
+}
+
+static int parse_spec(PyObject *specs, Spec **out, Py_ssize_t *n) {
+    PyObject *seq = PySequence_Fast(specs, "spec must be a sequence of (name, kind, count)");
+    if (!seq) return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *out = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof(Spec));
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        char *name;
+        Py_ssize_t len;
+        int kind;
+        long count;
+        if (!PyArg_ParseTuple(item, "y#il", &name, &len, &kind, &count)) {
+            PyMem_Free(*out);
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*out)[i] = (Spec){(const uint8_t *)name, len, kind, count};  /* names live as long as ``specs`` */
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* ---- Python functions ---- */
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    uint32_t c = crc32c(0, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *py_blake2b8(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long long seed;
+    if (!PyArg_ParseTuple(args, "y*L", &data, &seed)) return NULL;
+    uint8_t key[8];
+    uint64_t k = (uint64_t)seed;
+    for (int i = 0; i < 8; i++) key[i] = (uint8_t)(k >> (8 * i));
+    uint64_t h = blake2b8(key, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+/* split_indices(blob, starts, stops, seed, bounds) -> bytes: per record [starts[i], stops[i]) of
+ * ``blob`` (int64 buffers), the first i with hash < bounds[i] (uint64 buffer), else len(bounds). */
+static PyObject *py_split_indices(PyObject *self, PyObject *args) {
+    Py_buffer blob, starts, stops, bounds;
+    long long seed;
+    if (!PyArg_ParseTuple(args, "y*y*y*Ly*", &blob, &starts, &stops, &seed, &bounds)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = starts.len / 8, nb = bounds.len / 8;
+    if (stops.len != starts.len || nb > 255) {
+        PyErr_SetString(PyExc_ValueError, "split_indices: starts and stops differ in length, or too many splits");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out) goto done;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(out), key[8];
+    const int64_t *a = starts.buf, *z = stops.buf;
+    const uint64_t *t = bounds.buf;
+    const uint8_t *base = blob.buf;
+    for (int i = 0; i < 8; i++) key[i] = (uint8_t)((uint64_t)seed >> (8 * i));
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        if (a[i] < 0 || z[i] < a[i] || z[i] > blob.len) {
+            bad = 1;
+            break;
+        }
+        uint64_t h = blake2b8(key, base + a[i], (size_t)(z[i] - a[i]));
+        Py_ssize_t s = 0;
+        while (s < nb && h >= t[s]) s++;
+        w[i] = (uint8_t)s;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        Py_CLEAR(out);
+        PyErr_SetString(PyExc_ValueError, "split_indices: a record lies outside the blob");
+    }
+done:
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&stops);
+    PyBuffer_Release(&bounds);
+    return out;
+}
+
+/* scan(buf, pos, spec) -> (stop, why, offsets, status)
+ * Walks whole TFRecord frames of ``buf`` from ``pos``. Per frame: its offset in ``buf`` (int64) and a
+ * status byte: 0 an Example that conforms, 1 data CRC good but it does not conform, 2 data CRC bad. Stops at
+ * ``stop`` because ``why`` = 0: fewer than a whole frame left (or none), 1: the length CRC fails there. */
+static PyObject *py_scan(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "y*nO", &buf, &pos, &specs)) return NULL;
+    Spec *spec = NULL;
+    Py_ssize_t nspec = 0;
+    PyObject *offsets = NULL, *status = NULL, *result = NULL;
+    uint32_t *seen = NULL, gen = 0;
+    if (parse_spec(specs, &spec, &nspec) < 0) goto done;
+    seen = PyMem_Calloc((size_t)nspec + 1, sizeof(uint32_t));
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t cap = buf.len / 16 + 1;
+    offsets = PyBytes_FromStringAndSize(NULL, cap * 8);
+    status = PyBytes_FromStringAndSize(NULL, cap);
+    if (!offsets || !status) goto done;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
+    const uint8_t *b = buf.buf;
+    size_t end = (size_t)buf.len, p = pos < 0 ? 0 : (size_t)pos;
+    Py_ssize_t count = 0;
+    int why = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p + 12 <= end) {
+        if (masked(crc32c(0, b + p, 8)) != le32(b + p + 8)) {
+            why = 1;
+            break;
+        }
+        uint64_t len = le64(b + p);
+        if (len > end - p - 12 || end - p - 12 - len < 4) break;
+        const uint8_t *data = b + p + 12;
+        uint8_t s;
+        if (masked(crc32c(0, data, (size_t)len)) != le32(data + len)) s = 2;
+        else s = conforms(data, (size_t)len, spec, nspec, seen, ++gen) ? 0 : 1;
+        off[count] = (int64_t)p;
+        st[count++] = s;
+        p += (size_t)len + 16;
+    }
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&offsets, count * 8) < 0 || _PyBytes_Resize(&status, count) < 0) goto done;
+    result = Py_BuildValue("niOO", (Py_ssize_t)p, why, offsets, status);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(status);
+    PyMem_Free(seen);
+    PyMem_Free(spec);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* conforms(data, spec) -> bool, for tests and single records. */
+static PyObject *py_conforms(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "y*O", &data, &specs)) return NULL;
+    Spec *spec = NULL;
+    Py_ssize_t nspec = 0;
+    PyObject *r = NULL;
+    if (parse_spec(specs, &spec, &nspec) == 0) {
+        uint32_t *seen = PyMem_Calloc((size_t)nspec + 1, sizeof(uint32_t));
+        if (seen) r = PyBool_FromLong(conforms(data.buf, (size_t)data.len, spec, nspec, seen, 1));
+        else PyErr_NoMemory();
+        PyMem_Free(seen);
+    }
+    PyMem_Free(spec);
+    PyBuffer_Release(&data);
+    return r;
+}
+
+static PyMethodDef methods[] = {
+    {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of bytes (unmasked)."},
+    {"blake2b8", py_blake2b8, METH_VARARGS, "blake2b(data, digest_size=8, key=seed as 8 LE bytes) as a LE int."},
+    {"split_indices", py_split_indices, METH_VARARGS, "Split index of each record of a blob."},
+    {"scan", py_scan, METH_VARARGS, "Whole TFRecord frames of a buffer, with status."},
+    {"conforms", py_conforms, METH_VARARGS, "Whether Example bytes conform to the spec."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "shardprep's compiled hot path", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    uint16_t one = 1;
+    little_endian = *(uint8_t *)&one == 1;
+    crc_init();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    use_hw = __builtin_cpu_supports("sse4.2");
+#endif
+    return PyModule_Create(&module);
+}

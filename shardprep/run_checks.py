@@ -1,0 +1,93 @@
+"""Checks of the re-shard command line that run before any input is read.
+
+Every flag, every argument Beam would receive and the output folder are checked here, so a typo
+(``--num_shards 4``), an unquoted glob the shell expanded into extra words, a size of 0, NaN or
+infinity, or an output that is a file, unwritable or reached through ``..`` after a missing
+folder, fails at once with one line (exit 2) instead of after the input was parsed or never.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Sequence
+
+from shardprep import fs
+from shardprep.errors import UsageError
+
+__all__ = ["check_flags", "check_output", "refuse_unknown_args"]
+
+
+def _beam_unknown(args: Sequence[str]) -> list[str]:
+    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them)."""
+    from apache_beam.options import pipeline_options as po
+
+    try:  # the Dask runner's options register on import
+        import apache_beam.runners.dask.dask_runner  # noqa: F401
+    except ImportError:  # pragma: no cover - dask is optional
+        pass
+    parser = po._BeamArgumentParser(allow_abbrev=False)  # noqa: SLF001 - the parser Beam itself uses
+    for cls in {str(c): c for c in po.PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001
+    _, unknown = parser.parse_known_args(list(args))
+    return unknown
+
+
+def refuse_unknown_args(beam_args: Sequence[str]) -> None:
+    """Refuses any argument that neither shardprep nor Beam knows: Beam would drop it with a warning."""
+    unknown = _beam_unknown(beam_args) if beam_args else []
+    flags = [a for a in unknown if a.startswith("-")]
+    bare = [a for a in unknown if not a.startswith("-")]
+    if flags:
+        flag = flags[0].split("=")[0]
+        hint = (f" (did you mean --{flag[2:].replace('_', '-')}?)" if "_" in flag else
+                " (Beam flags use underscores, e.g. --direct_num_workers)" if "-" in flag[2:] else "")
+        raise UsageError(f"unknown argument {flags[0]!r}: neither shardprep nor Apache Beam knows it{hint}; see --help")
+    if bare:
+        raise UsageError(f"unexpected argument {bare[0]!r}: a flag's value missing, or an unquoted --input glob that "
+                         "the shell expanded into several paths; quote the glob (--input 'data/*.csv') or repeat --input")
+
+
+def _size_flag(flag: str, value: float, example: int) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} {value:g}: expected a finite size above 0 (e.g. {flag} {example})")
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Every flag whose value alone can be wrong, before anything is read."""
+    _size_flag("--unit-mb", args.unit_mb, 64)
+    _size_flag("--target-shard-mb", args.target_shard_mb, 128)
+    _size_flag("--max-record-mb", args.max_record_mb, 64)
+    for flag, value in (("--max-bad-records", args.max_bad_records), ("--keep-previous", args.keep_previous)):
+        if value < 0:
+            raise UsageError(f"{flag} {value}: expected 0 or more")
+    for flag, value in (("--workers", args.workers), ("--shards-per-worker", args.shards_per_worker),
+                        ("--num-shards", args.num_shards), ("--dask-workers", args.dask_workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: expected 1 or more")
+
+
+def check_output(output: str) -> None:
+    """Refuses an output that cannot become a data set folder: a file, a path through a file, ``..``
+    after a missing folder, or a folder this user cannot write (local paths; remote ones at commit)."""
+    if not output.strip():
+        raise UsageError("--output is empty: give a folder for the data set")
+    if not fs.is_local(output):
+        return
+    path = output.removeprefix("file://")
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part == ".." and not os.path.isdir("/".join(parts[:i]) or "/"):
+            raise UsageError(f"--output {output}: '..' follows {'/'.join(parts[:i])!r}, which is not a folder; "
+                             "give the path without '..'")
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--output {output} is a file, not a folder: choose a folder (it is created if missing)")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(f"--output {output}: {existing} is a file, so no folder can be made under it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output}: {existing} is not writable by this user; choose another --output "
+                         "or fix its permissions")

@@ -1,0 +1,40 @@
+"""``--model image``: a small residual CNN over the decoded ``image`` input (``trainer.image_input``).
+
+Built from scratch (no weights downloaded): a stem convolution, three stages of two residual blocks
+(32, 64, 128 filters, stride 2 between stages), global average pooling and a float32 logits layer,
+so it trains under mixed precision. Any image size works: the input is ``[None, None, 3]``.
+"""
+from __future__ import annotations
+
+import keras
+
+from trainer.image_input import IMAGE
+
+__all__ = ["build_image_model"]
+
+
+def _block(x, filters: int, stride: int, name: str):
+    shortcut = x
+    y = keras.layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False, name=f"{name}_conv1")(x)
+    y = keras.layers.BatchNormalization(name=f"{name}_bn1")(y)
+    y = keras.layers.ReLU(name=f"{name}_relu1")(y)
+    y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv2")(y)
+    y = keras.layers.BatchNormalization(name=f"{name}_bn2")(y)
+    if stride != 1 or shortcut.shape[-1] != filters:
+        shortcut = keras.layers.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{name}_proj")(shortcut)
+        shortcut = keras.layers.BatchNormalization(name=f"{name}_proj_bn")(shortcut)
+    return keras.layers.ReLU(name=f"{name}_out")(keras.layers.Add(name=f"{name}_add")([shortcut, y]))
+
+
+def build_image_model(num_classes: int | None, widths: tuple[int, ...] = (32, 64, 128)) -> keras.Model:
+    """The residual CNN: ``{IMAGE: float [batch, h, w, 3]}`` in, logits (or one value) out."""
+    image = keras.Input(shape=(None, None, 3), dtype="float32", name=IMAGE)
+    x = keras.layers.Conv2D(widths[0], 3, padding="same", use_bias=False, name="stem_conv")(image)
+    x = keras.layers.BatchNormalization(name="stem_bn")(x)
+    x = keras.layers.ReLU(name="stem_relu")(x)
+    for s, filters in enumerate(widths):
+        for b in range(2):
+            x = _block(x, filters, 2 if (b == 0 and s > 0) else 1, f"stage{s}_block{b}")
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    logits = keras.layers.Dense(num_classes or 1, dtype="float32", name="logits")(x)
+    return keras.Model({IMAGE: image}, logits, name="image_cnn")
