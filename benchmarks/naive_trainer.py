@@ -99,7 +99,7 @@ def run_naive_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any
     """The trainer's job with the naive input; returns the summary written to ``model_dir/summary/``."""
     check_config(config)
     gpus = strategy.local_gpus()
-    plan, eval_plan, _ = job.plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
+    plan, eval_plan = job.plan_job(config, cluster=cluster, local_replicas=max(1, gpus))[:2]
     ses = session.open_session(
         config, cluster=cluster, plan=plan, eval_plan=eval_plan, shards=naive_shards(plan, cluster.worker_index),
         gpus=gpus,

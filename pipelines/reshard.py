@@ -18,14 +18,13 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
-from shardprep.config import ReshardConfig
+from pipelines import local
 from shardprep import retention
+from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
 from shardprep.formats import WorkUnit
 from shardprep.graph import Reshard, spill
 from shardprep.graph.units import num_chunks
-
-from pipelines import local
 
 __all__ = ["RUNNERS", "build", "run"]
 

@@ -229,8 +229,11 @@ def _refuse(config: ReshardConfig, report: dict, errors: list[str]) -> str:
     """Writes the run's report instead of a manifest; returns its URL."""
     report.update(status="failed", errors=errors)
     url = naming.join(config.output, naming.report_path(config.run_id))
-    with fs.write_atomic(url) as f:
-        f.write(json.dumps(report, indent=2).encode() + b"\n")
+    try:
+        with fs.write_atomic(url) as f:
+            f.write(json.dumps(report, indent=2).encode() + b"\n")
+    except OSError as e:  # the run that owns the folder removed this run's folder meanwhile
+        log.warning("the report of run %s could not be written (%s)", config.run_id, e)
     log.error("run %s not committed: %s", config.run_id, errors[0])
     return url
 

@@ -198,7 +198,7 @@ def test_no_shuffle_deals_input_order_round_robin(tmp_path):
         (["--num-shards", 10, "--workers", 4], "use --num-shards 8 or 12"),
         (["--num-shards", 50], "fewer than its 50 shards"),
         (["--num-shards", 2, "--split", "train=0.9,eval=0.2"], "add up to 1.1"),
-        (["--num-shards", 2, "--num-shardz", 3], "unknown flag --num-shardz"),
+        (["--num-shards", 2, "--num-shardz", 3], "unknown argument '--num-shardz'"),
     ],
 )
 def test_refusals_are_one_line(tmp_path, args, message):

@@ -54,7 +54,7 @@ THREE = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}, "
         (["--per-replica-batch", "100"], THREE, "the worker with the fewest gets 90, fewer than one per-worker batch of 100 (global batch 300 over 3 workers)"),
         (["--per-replica-batch", "8", "--label", "nope"], None, "--label 'nope' is not a feature of the data set"),
         (["--per-replica-batch", "8", "--features", "x0,zz"], None, "--features names 'zz', not a feature"),
-        (["--per-replica-batch", "8", "--features", "text"], None, "--model mlp takes fixed-shape numeric features; text are not"),
+        (["--per-replica-batch", "8", "--model", "text", "--features", "x0"], None, "--model text takes scalar string features; x0 are not"),
         (["--per-replica-batch", "8", "--model", "resnet"], None, "--model 'resnet' is unknown"),
         (["--per-replica-batch", "8", "--model", "no_such_mod:fn"], None, "cannot load 'fn' from module 'no_such_mod'"),
         (["--per-replica-batch", "8", "--split", "test"], None, "--split 'test' is not in the data set"),

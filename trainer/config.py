@@ -30,7 +30,7 @@ class TrainConfig:
     global_batch: int | None = None
     split: str = "train"
     features: tuple[str, ...] = ()
-    num_classes: int = 2
+    num_classes: int | None = None  # None: from the label (trainer.labels)
     loop: str = "custom"
     communication: str = "auto"
     learning_rate: float = 1e-3
@@ -38,7 +38,7 @@ class TrainConfig:
     mixed_precision: str = "off"
     steps_per_epoch: int | None = None
     checkpoint_every: int = 0
-    shuffle_buffer: int = 0
+    shuffle_buffer: int = 1024  # per-worker records, reshuffled every epoch (trainer.data)
     seed: int = 0
     stage_dir: str | None = None
     log_every: int = 50
@@ -61,7 +61,7 @@ class TrainConfig:
         for name in ("checkpoint_every", "shuffle_buffer", "log_every"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected 0 or more")
-        if self.num_classes < 2:
+        if self.num_classes is not None and self.num_classes < 2:
             raise ConfigError(f"--num-classes {self.num_classes}: a classifier needs at least 2 classes")
         if not self.learning_rate > 0:
             raise ConfigError(f"--learning-rate {self.learning_rate}: expected a positive number")

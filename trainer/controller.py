@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from trainer import evaluate
+from trainer import evaluate, labels
 from trainer.checkpoints import Checkpoints, export_model
 from trainer.metrics import Meter, Progress
 from trainer.session import Session
@@ -91,12 +91,16 @@ class Controller:
         if ses.eval_plan is not None:
             scores = evaluate.evaluate(
                 ses.strategy, ses.model, ses.eval_plan, worker=ses.worker, batch_size=ses.plan.per_worker_batch,
-                classification=ses.classification,
+                classification=ses.classification, train_mean=ses.plan.statistics.get(ses.config.label, {}).get("mean"),
             )
         exported = export_model(
             ses.model, model_dir=ses.config.model_dir, is_chief=ses.cluster.is_chief, worker_index=ses.worker,
             fmt=ses.config.export,
         )
+        if exported and ses.plan.label_vocabulary:  # the exported model outputs ids: their string values beside it
+            labels.write_vocabulary(exported, ses.config.label, ses.plan.label_vocabulary)
+        if ses.plan.label_vocabulary:
+            scores["label_vocabulary"] = list(ses.plan.label_vocabulary)
         if self.checkpoints is not None:
             self.checkpoints.close()
         return RunResult(final_step, scores, exported)

@@ -16,6 +16,7 @@ import tensorflow as tf
 from shardprep import fs
 from shardprep.schema import FeatureSpec
 from trainer import image_input
+from trainer.labels import out_of_range_message
 from trainer.preflight import InputPlan
 
 __all__ = [
@@ -47,8 +48,8 @@ def parse_spec(features: Mapping[str, FeatureSpec]) -> dict[str, Any]:
 
 
 def _empty(feature: FeatureSpec) -> Any:
-    """The value of a missing nullable feature: zeros, or empty strings, of its shape."""
-    value: Any = b"" if feature.dtype == "string" else 0
+    """The value of a missing nullable feature: NaN for floats (``mlp`` imputes them), zeros, or empty strings."""
+    value: Any = {"string": b"", "float32": float("nan")}.get(feature.dtype, 0)
     for size in reversed(feature.shape):
         value = [value] * size
     return value
@@ -65,7 +66,8 @@ def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.Ten
     if plan.image_size:  # decoded by image_input.preprocess
         del spec[image_input.ENCODED]
         spec[image_input.IMAGE] = tf.TensorSpec([batch_size, plan.image_size, plan.image_size, 3], tf.float32)
-    return spec, spec.pop(plan.label)
+    label = spec.pop(plan.label)
+    return spec, tf.TensorSpec(label.shape, tf.int64) if plan.label_vocabulary else label
 
 
 def compression_type(plan: InputPlan) -> str:
@@ -115,10 +117,27 @@ def parser(plan: InputPlan, *, with_ids: bool = False, training: bool = True) ->
         features = tf.io.parse_example(serialized, spec)
         if plan.image_size:
             features = image_input.preprocess(features, plan.image_size, training=training)
-        label = features.pop(plan.label)
+        label = _label(plan, features.pop(plan.label), training=training)
         return (features, label, record_ids(serialized)) if with_ids else (features, label)
 
     return parse
+
+
+def _label(plan: InputPlan, label: tf.Tensor, *, training: bool) -> tf.Tensor:
+    """Class ids: a string label through the vocabulary; in training, an id outside [0, num_classes) stops the
+    job naming --num-classes; in evaluation, unseen strings and such ids become -1 (counted, not scored)."""
+    if plan.label_vocabulary:
+        vocabulary = tf.constant(plan.label_vocabulary)
+        hits = tf.equal(tf.expand_dims(label, -1), vocabulary)  # [batch, vocabulary]: a small vocabulary, no table
+        return tf.where(tf.reduce_any(hits, -1), tf.argmax(tf.cast(hits, tf.int32), -1), tf.constant(-1, tf.int64))
+    if not plan.num_classes or label.dtype != tf.int64:
+        return label
+    inside = tf.logical_and(label >= 0, label < plan.num_classes)
+    if not training:
+        return tf.where(inside, label, tf.constant(-1, tf.int64))
+    check = tf.debugging.Assert(tf.reduce_all(inside), [out_of_range_message(plan.label, plan.num_classes)])
+    with tf.control_dependencies([check]):
+        return tf.identity(label)
 
 
 def options() -> tf.data.Options:

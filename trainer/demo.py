@@ -20,16 +20,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.metrics import summary_url
+from trainer.report import print_report, print_table
 
 __all__ = ["FEATURES", "main", "print_table", "reshard", "sample_rows", "train", "write_raw"]
 
 FEATURES = [f"x{i}" for i in range(8)]
 _SHARES = (0.70, 0.25, 0.05)
 _WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta")
-_COLUMNS = (
-    ("first_loss", "first_loss"), ("final_loss", "final_loss"), ("accuracy", "accuracy"),
-    ("input_wait", "input_wait_fraction"), ("wait_floor", "input_wait_floor_fraction"), ("allreduce", "allreduce_fraction"),
-)
 
 
 def sample_rows(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
@@ -91,21 +88,6 @@ def train(data_dir: str, model_dir: str, *, workers: int, epochs: int, extra: Se
     return summaries
 
 
-def print_table(summaries: Sequence[dict[str, Any]]) -> None:
-    head = ["worker", "mode", "steps", "examples", "empty_replica_steps", *(name for name, _ in _COLUMNS)]
-    rows = [head]
-    for s in summaries:
-        rows.append([str(s["worker"]), s["data_mode"], str(s["steps"]), str(s["examples"]), str(s["empty_replica_steps"])]
-                    + [_fmt(s.get(key)) for _, key in _COLUMNS])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-
-
-def _fmt(value: Any) -> str:
-    return "-" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="trainer.demo", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="demo", help="demo folder (default: ./demo), replaced on every run")
@@ -123,10 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"trainer.demo: error: {' '.join(e.cmd[1:4])} ... exited with {e.returncode}", file=sys.stderr)
         return 1
-    print_table(summaries)
-    chief = summaries[0]
-    print(f"eval split {chief['eval_split']!r}: {chief['eval_examples']} examples, loss {chief['eval_loss']:.4f}, "
-          f"accuracy {chief['eval_accuracy']:.4f}")
+    print_report(summaries)
     steps = {s["steps"] for s in summaries}
     empty = sum(s["empty_replica_steps"] for s in summaries)
     print(f"equal steps on every worker: {len(steps) == 1}; empty replica-steps: {empty}")

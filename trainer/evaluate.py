@@ -45,32 +45,54 @@ def evaluate(
     worker: int,
     batch_size: int,
     classification: bool,
+    train_mean: float | None = None,
 ) -> dict[str, Any]:
-    """Scores ``worker``'s records of ``plan``; returns the totals over all workers."""
+    """Scores ``worker``'s records of ``plan``; returns the totals over all workers.
+
+    Classification: a label training never saw (``trainer.data`` makes it -1) is counted in
+    ``eval_unseen_labels`` and left out of loss and accuracy. Regression: ``eval_mse`` and
+    ``eval_baseline_mse``, the error of always predicting ``train_mean`` (the training split's mean from
+    the manifest's statistics) or, without statistics, the eval split's own mean (a stricter baseline).
+    """
+    center = 0.0 if train_mean is None else float(train_mean)
 
     @tf.function
-    def score(features: dict[str, tf.Tensor], labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def score(features: dict[str, tf.Tensor], labels: tf.Tensor) -> tuple[tf.Tensor, ...]:
         outputs = model(features, training=False)
-        loss = tf.reduce_sum(tf.cast(per_example_loss(labels, outputs, classification=classification), tf.float64))
         if classification:
-            right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(outputs, axis=-1, output_type=labels.dtype), labels), tf.int64))
+            seen = labels >= 0
+            safe = tf.maximum(labels, 0)
+            losses = tf.where(seen, tf.cast(per_example_loss(safe, outputs, classification=True), tf.float64), 0.0)
+            hit = tf.logical_and(seen, tf.equal(tf.argmax(outputs, axis=-1, output_type=labels.dtype), labels))
+            n = tf.reduce_sum(tf.cast(seen, tf.float64))
+            moments = (tf.reduce_sum(tf.cast(hit, tf.float64)), tf.constant(0.0, tf.float64), tf.constant(0.0, tf.float64))
         else:
-            right = tf.constant(0, tf.int64)
-        return loss, right, tf.size(labels, out_type=tf.int64)
+            losses = tf.cast(per_example_loss(labels, outputs, classification=False), tf.float64)
+            y = tf.cast(labels, tf.float64) - center
+            n = tf.cast(tf.size(labels), tf.float64)
+            moments = (tf.constant(0.0, tf.float64), tf.reduce_sum(y), tf.reduce_sum(y * y))
+        unseen = tf.cast(tf.size(labels), tf.float64) - n
+        return (tf.reduce_sum(losses), n, unseen, *moments)
 
-    loss_sum, correct, count = 0.0, 0, 0
+    sums = [0.0] * 6  # loss, scored, unseen, correct, sum(y - center), sum((y - center)^2)
+    local = 0
     for features, labels in data.eval_batches(plan, worker=worker, batch_size=batch_size):
-        loss, right, n = score(features, labels)
-        loss_sum, correct, count = loss_sum + float(loss), correct + int(right), count + int(n)
-    total_loss, total_correct, total = _all_sum(strategy, [loss_sum, correct, count])
-    out = {
-        "eval_split": plan.split,
-        "eval_examples": int(total),
-        "eval_loss": round(total_loss / total, 6),
-        "eval_accuracy": round(total_correct / total, 4) if classification else None,
-    }
-    log.info(
-        "eval on split %r: %d examples (%d on this worker), loss %.4f%s", plan.split, out["eval_examples"], count,
-        out["eval_loss"], f", accuracy {out['eval_accuracy']:.4f}" if classification else "",
-    )
+        sums = [a + float(b) for a, b in zip(sums, score(features, labels))]
+        local += int(labels.shape[0])
+    loss, total, unseen, correct, y_sum, y_squares = _all_sum(strategy, sums)
+    total = max(total, 1.0)
+    out: dict[str, Any] = {"eval_split": plan.split, "eval_examples": int(total), "eval_loss": round(loss / total, 6)}
+    if classification:
+        out.update(eval_accuracy=round(correct / total, 4), eval_unseen_labels=int(unseen))
+        detail = f"accuracy {out['eval_accuracy']:.4f}" + (
+            f"; {int(unseen)} record(s) with a label training never saw, not scored" if unseen else ""
+        )
+    else:
+        # E[(y - c)^2]: the baseline predicting c; without a training mean, c is the eval mean (the variance).
+        baseline = y_squares / total - (0.0 if train_mean is not None else (y_sum / total) ** 2)
+        out.update(eval_accuracy=None, eval_mse=round(loss / total, 6), eval_baseline_mse=round(baseline, 6))
+        detail = (f"mse {out['eval_mse']:.6g}, baseline mse {out['eval_baseline_mse']:.6g} (always predicting the "
+                  f"{'training' if train_mean is not None else 'eval'} mean)")
+    log.info("eval on split %r: %d examples (%d on this worker), loss %.4f, %s", plan.split, out["eval_examples"], local,
+             out["eval_loss"], detail)
     return out

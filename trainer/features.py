@@ -49,18 +49,29 @@ def user_model_fn(spec: str) -> Callable[..., Any]:
     return fn
 
 
-def input_features(name: str, features: Features, *, label: str, requested: Sequence[str] = ()) -> tuple[str, ...]:
-    """The features the model reads: ``requested``, or all that model ``name`` can use."""
+def _is_categorical(spec: FeatureSpec) -> bool:
+    return spec.dtype == "string" and spec.shape == ()
+
+
+def input_features(name: str, features: Features, *, label: str, requested: Sequence[str] = (),
+                   statistics: Mapping[str, dict] | None = None) -> tuple[str, ...]:
+    """The features the model reads: ``requested``, or all that model ``name`` can use.
+
+    ``mlp`` takes fixed-shape numbers, and scalar strings as categories: by default those the
+    training split's ``statistics`` count (a named one without statistics is hashed).
+    """
     for f in requested:
         if f not in features:
             raise ModelError(f"--features names {f!r}, not a feature of the data set ({', '.join(sorted(features))})")
     candidates = [f for f in (requested or sorted(features)) if f != label]
     kind = model_kind(name)
     if kind == "mlp":
-        bad = [f for f in requested if not _is_numeric(features[f])]
+        bad = [f for f in requested if not (_is_numeric(features[f]) or _is_categorical(features[f]))]
         if bad:
-            raise ModelError(f"--model mlp takes fixed-shape numeric features; {', '.join(bad)} are not")
-        chosen = [f for f in candidates if _is_numeric(features[f])]
+            raise ModelError(f"--model mlp takes fixed-shape numeric and scalar string features; {', '.join(bad)} are not")
+        counted = statistics or {}
+        chosen = [f for f in candidates if _is_numeric(features[f]) or (
+            _is_categorical(features[f]) and (requested or "distinct" in counted.get(f, {})))]
     elif kind == "text":
         chosen = [f for f in candidates if features[f].dtype == "string"][: None if requested else 1]
         bad = [f for f in requested if features[f].dtype != "string" or features[f].shape != ()]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest
 from shardprep.schema import schema_from_json
-from trainer import preflight, resume
+from trainer import labels, preflight, resume
 from trainer.cluster import ClusterInfo
 from trainer.config import ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
@@ -46,7 +46,9 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         m = manifest.load(config.data, run_id=pinned)
         log.info("resuming on data set run %s (pinned by the checkpoints in %s), not the newer %s", pinned,
                  config.model_dir, newer)
-    inputs = input_features(config.model, schema_from_json(m.features), label=config.label, requested=config.features)
+    statistics = m.statistics.get(config.split, {})
+    inputs = input_features(config.model, schema_from_json(m.features), label=config.label, requested=config.features,
+                            statistics=statistics)
     plan = preflight.plan_input(
         root=config.data,
         split=config.split,
@@ -57,7 +59,9 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         steps_cap=config.steps_per_epoch,
         data_manifest=m,
     )
-    log.info("input plan: %s", plan.describe())
+    label = labels.resolve_label(config.label, plan.feature_spec[config.label], statistics, num_classes=config.num_classes)
+    plan = dataclasses.replace(plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
+    log.info("input plan: %s; %s", plan.describe(), label.describe(config.label))
     if plan.steps_per_epoch < plan.full_steps_per_epoch:
         log.info("--steps-per-epoch caps the epoch at %d of %d full steps", plan.steps_per_epoch, plan.full_steps_per_epoch)
     log.info(
@@ -66,6 +70,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     )
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=config.shuffle_buffer, seed=config.seed)
     eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs)
+    eval_plan = eval_plan and dataclasses.replace(eval_plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
     if config.model == "image":  # data.parser decodes image/encoded to this size
         plan = dataclasses.replace(plan, image_size=config.image_size)
         eval_plan = eval_plan and dataclasses.replace(eval_plan, image_size=config.image_size)

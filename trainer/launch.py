@@ -21,6 +21,7 @@ from typing import IO
 
 from shardprep import cli
 from shardprep.errors import UsageError
+from trainer import report
 from trainer.cluster import make_tf_config
 
 __all__ = ["Launcher", "free_ports", "main"]
@@ -178,7 +179,14 @@ def _main(argv: Sequence[str] | None) -> int:
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     launcher.start()
-    return launcher.wait()
+    code = launcher.wait()
+    model_dir = report.model_dir_of(rest)
+    if code == 0 and args.module == "trainer.train" and model_dir:
+        try:
+            report.print_report(report.read_summaries(model_dir, args.workers))
+        except (OSError, ValueError, KeyError) as e:  # the run succeeded: a report it cannot read is only noted
+            print(f"[launch] no summary table ({type(e).__name__}: {e})")
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ the manifest's JSON ``{name: {"dtype", "shape"}}`` of the inputs and must return
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,9 +17,12 @@ import tensorflow as tf
 from shardprep.schema import FeatureSpec
 from trainer.features import USER_MODEL, ModelError, model_kind, user_model_fn
 
-__all__ = ["HashedNgramBag", "ModelError", "build_model"]
+__all__ = ["HASH_BINS", "ONE_HOT_MAX", "FillMissing", "HashedNgramBag", "MissingIndicator", "ModelError", "build_model"]
 
+log = logging.getLogger(__name__)
 Features = Mapping[str, FeatureSpec]
+ONE_HOT_MAX = 64  # mlp: a string feature with at most this many training values is one-hot, above it hashed
+HASH_BINS, HASH_DIM = 1024, 8  # mlp: hashed string features, and their embedding width
 
 
 def _inputs(features: Features) -> dict[str, keras.KerasTensor]:
@@ -32,10 +36,9 @@ def _head(x: Any, num_classes: int | None) -> Any:
     return keras.layers.Dense(num_classes or 1, dtype="float32", name="logits")(x)
 
 
-def _standardised(name: str, t: Any, statistics: Mapping[str, dict]) -> Any:
+def _standardised(name: str, t: Any, stats: Mapping[str, Any]) -> Any:
     """``(x - mean) / std`` with the manifest's statistics of the training split, inside the model, so the
     exported model takes raw values; unchanged where the data set has no statistics (older manifests)."""
-    stats = statistics.get(name, {})
     if "mean" not in stats:
         return t
     std = stats.get("std") or 1.0
@@ -46,14 +49,67 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
+def _numeric(name: str, t: Any, spec: FeatureSpec, stats: Mapping[str, Any]) -> tuple[list[Any], str]:
+    """A number column: missing floats (NaN, ``trainer.data``) imputed with the mean plus a 0/1 indicator."""
+    t = keras.ops.cast(t, "float32") if spec.dtype != "float32" else t
+    t = keras.layers.Reshape((1,))(t) if not spec.shape else t
+    how = "standardised" if "mean" in stats else "raw (no statistics)"
+    if spec.nullable and spec.dtype == "float32":
+        missing = MissingIndicator(name=f"missing_{_safe(name)}")(t)
+        t = FillMissing(value=float(stats.get("mean", 0.0)), name=f"impute_{_safe(name)}")(t)
+        return [_standardised(name, t, stats), missing], f"{how}, missing imputed with the mean + an indicator"
+    return [_standardised(name, t, stats)], how
+
+
+def _categorical(name: str, t: Any, stats: Mapping[str, Any]) -> tuple[list[Any], str]:
+    """A string column: one-hot over the training values up to ``ONE_HOT_MAX``, else hashed to an embedding."""
+    top = stats.get("top")
+    distinct = stats.get("distinct")
+    if isinstance(top, list) and not stats.get("distinct_capped") and distinct == len(top) and distinct <= ONE_HOT_MAX:
+        vocabulary = sorted(str(v) for v, _ in top)
+        x = keras.layers.StringLookup(vocabulary=vocabulary, output_mode="one_hot", name=f"onehot_{_safe(name)}")(t)
+        return [x], f"one-hot over {len(vocabulary)} values (+1 for unseen)"
+    ids = keras.layers.Hashing(num_bins=HASH_BINS, name=f"hash_{_safe(name)}")(t)
+    x = keras.layers.Embedding(HASH_BINS, HASH_DIM, name=f"embed_{_safe(name)}")(ids)
+    why = f"{distinct} values > {ONE_HOT_MAX}" if distinct is not None else "no statistics"
+    return [x], f"hashed to {HASH_BINS} buckets, embedding of {HASH_DIM} ({why})"
+
+
+@keras.saving.register_keras_serializable(package="trainer")
+class MissingIndicator(keras.layers.Layer):
+    """1.0 where a float is missing (NaN), else 0.0."""
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.cast(tf.math.is_nan(x), tf.float32)
+
+
+@keras.saving.register_keras_serializable(package="trainer")
+class FillMissing(keras.layers.Layer):
+    """NaN replaced by ``value`` (the training mean)."""
+
+    def __init__(self, *, value: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.where(tf.math.is_nan(x), tf.constant(self.value, x.dtype), x)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "value": self.value}
+
+
 def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (64, 64), *,
          statistics: Mapping[str, dict] | None = None) -> keras.Model:
     inputs = _inputs(features)
     columns = []
     for name, t in inputs.items():
-        t = keras.ops.cast(t, "float32") if features[name].dtype != "float32" else t
-        t = keras.layers.Reshape((1,))(t) if not features[name].shape else t
-        columns.append(_standardised(name, t, statistics or {}))
+        stats = (statistics or {}).get(name, {})
+        if features[name].dtype == "string":
+            parts, how = _categorical(name, t, stats)
+        else:
+            parts, how = _numeric(name, t, features[name], stats)
+        columns += parts
+        log.info("mlp feature %s (%s): %s", name, features[name].dtype, how)
     x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
     for i, width in enumerate(hidden):
         x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)

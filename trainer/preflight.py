@@ -41,6 +41,8 @@ class InputPlan:
     full_steps_per_epoch: int
     image_size: int = 0  # --model image: ``data.parser`` decodes image/encoded to this size (trainer.image_input)
     statistics: Mapping[str, dict] = dataclasses.field(default_factory=dict)  # feature -> the manifest's stats of the split
+    num_classes: int | None = None  # set by trainer.job (trainer.labels); None: the session decides from the label's dtype
+    label_vocabulary: tuple[str, ...] = ()  # a string label's values: id = position (trainer.labels)
 
     def __post_init__(self) -> None:
         if not 1 <= self.steps_per_epoch <= self.full_steps_per_epoch:
@@ -108,10 +110,10 @@ def plan_input(
     if label not in features:
         raise DataSetError(f"--label {label!r} is not a feature of the data set at {root} (features: {known})")
     label_spec = features[label]
-    if label_spec.shape != () or label_spec.dtype not in ("int64", "float32"):
+    if label_spec.shape != ():
         raise DataSetError(
-            f"--label {label!r} is {label_spec.dtype} of shape {list(label_spec.shape)}: "
-            f"expected a scalar int64 (class id) or float32 (regression target)"
+            f"--label {label!r} is {label_spec.dtype} of shape {list(label_spec.shape)}: expected a scalar int64 "
+            f"(class id), string (class name, through the manifest's statistics) or float32 (regression target)"
         )
     if label_spec.nullable:
         raise DataSetError(

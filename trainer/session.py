@@ -73,13 +73,14 @@ def open_session(
     policy, loss_scale = strategy.set_precision(config.mixed_precision, gpus=gpus)
     strat = strategy.make_strategy(cluster=cluster, communication=config.communication, gpus=gpus)
     learning_rate = config.learning_rate * (strat.num_replicas_in_sync if config.scale_lr else 1)
-    classification = plan.feature_spec[config.label].dtype == "int64"
+    classification = plan.feature_spec[config.label].dtype != "float32"
+    num_classes = plan.num_classes or max(config.num_classes or 2, len(plan.feature_spec[config.label].names))
     with strat.scope():
         model = models.build_model(
             config.model,
             features={name: plan.feature_spec[name] for name in plan.inputs},
             label=config.label,
-            num_classes=max(config.num_classes, len(plan.feature_spec[config.label].names)) if classification else None,
+            num_classes=num_classes if classification else None,
             statistics=plan.statistics,
         )
         optimizer = keras.optimizers.Adam(learning_rate)

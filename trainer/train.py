@@ -32,10 +32,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--split", default="train", help="split to train on (default: train)")
     p.add_argument("--model", required=True,
                    help="mlp, text, image (a residual CNN over image/encoded), or module:function returning a keras.Model")
-    p.add_argument("--label", required=True, help="feature to predict: int64 = class id, float32 = regression")
+    p.add_argument("--label", required=True,
+                   help="feature to predict: int64 = class id, string = class name (needs --statistics), float32 = regression")
     p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use)")
-    p.add_argument("--num-classes", type=int, default=2,
-                   help="classes of an int64 label (default: 2, or the label's class names in the manifest)")
+    p.add_argument("--num-classes", type=int, default=None,
+                   help="classes of the label (default: its class names or string values, else max(label)+1 from the "
+                        "manifest's statistics, else 2)")
     p.add_argument("--image-size", type=int, default=64, help="--model image: square input size in pixels (default: 64)")
     batch = p.add_mutually_exclusive_group(required=True)
     batch.add_argument("--per-replica-batch", type=int, help="examples per replica per step")
@@ -52,7 +54,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     p.add_argument("--steps-per-epoch", type=int, help="cap on steps per epoch (never more than the data gives)")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end only)")
-    p.add_argument("--shuffle-buffer", type=int, default=0, help="records in the per-worker shuffle buffer")
+    p.add_argument("--shuffle-buffer", type=int, default=1024,
+                   help="records in the per-worker shuffle buffer, reshuffled every epoch (seed + epoch); 0: file order")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stage-dir", help="copy this worker's shards to this local folder first")
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
@@ -127,6 +130,13 @@ def tf_errors_as_run_errors() -> Iterator[None]:
     try:
         yield
     except Exception as e:
+        text = str(getattr(e, "message", e))
+        if type(e).__module__.startswith("tensorflow") and "assertion failed: [--" in text:
+            # The input pipeline's checks of the data against the flags (trainer.data): the flag's message, exit 2.
+            from trainer.labels import LabelError
+
+            inner = text.split("assertion failed: [", 1)[1].split("]\n", 1)[0].rstrip("]").replace("\\'", "'")
+            raise LabelError(inner) from e
         if type(e).__module__.startswith("tensorflow"):
             raise RunError(f"{type(e).__name__}: {_tf_error_line(e)}") from e
         raise

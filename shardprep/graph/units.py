@@ -25,7 +25,7 @@ from shardprep import fs, naming
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 
-__all__ = ["MAX_CHUNKS", "ExpandUnits", "num_chunks", "slim", "stage", "with_sources"]
+__all__ = ["MAX_CHUNKS", "ExpandUnits", "num_chunks", "read_chunk", "slim", "stage", "units_url", "with_sources"]
 
 MAX_CHUNKS = 4096  # elements of the graph's ``Units`` step: bounded, and one Dask partition each
 MAGIC = b"SPUNITS1"

@@ -1,0 +1,104 @@
+"""What the label is: class ids, strings mapped to class ids through a vocabulary, or a regression target.
+
+TF-free, decided in pre-flight from the manifest alone so every worker reaches the same verdict.
+``--num-classes`` defaults to the label's class names, the string label's vocabulary size, or
+``max(label) + 1`` from the manifest's statistics (else 2); with statistics a label outside
+``[0, num_classes)`` is refused here, without them the input pipeline refuses the first batch that
+holds one (``trainer.data``), naming the flag either way. A string label's vocabulary is the
+training split's values sorted (stable ids); values of another split that training never saw are
+counted by evaluation, not crashed on (``trainer.evaluate``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from shardprep.schema import FeatureSpec
+from trainer.errors import TrainerError
+
+__all__ = ["DEFAULT_NUM_CLASSES", "LabelError", "LabelInfo", "out_of_range_message", "resolve_label", "write_vocabulary"]
+
+DEFAULT_NUM_CLASSES = 2  # an int64 label with neither class names nor statistics
+
+
+class LabelError(TrainerError):
+    """A label the job cannot train on as asked; the message names the flag to change."""
+
+
+class LabelInfo(NamedTuple):
+    """``num_classes`` None: regression; ``vocabulary``: a string label's values, id = position."""
+
+    num_classes: int | None
+    vocabulary: tuple[str, ...] = ()
+    range_checked: bool = False  # statistics proved every training label in [0, num_classes)
+
+    def describe(self, label: str) -> str:
+        if self.num_classes is None:
+            return f"label {label!r}: regression target (float)"
+        if self.vocabulary:
+            shown = ", ".join(self.vocabulary[:10]) + (", ..." if len(self.vocabulary) > 10 else "")
+            return f"label {label!r}: {self.num_classes} classes from its string values ({shown})"
+        return f"label {label!r}: {self.num_classes} classes (class ids)"
+
+
+def out_of_range_message(label: str, num_classes: int) -> str:
+    """The one message for a class id outside ``[0, num_classes)`` (pre-flight and the input pipeline)."""
+    return (
+        f"--label {label!r} holds a class id outside [0, {num_classes}): --num-classes {num_classes} is too small "
+        f"(or the label is not a class id); pass --num-classes with the number of classes"
+    )
+
+
+def resolve_label(label: str, spec: FeatureSpec, statistics: Mapping[str, dict], *,
+                  num_classes: int | None) -> LabelInfo:
+    """The label's meaning from its spec and the training split's ``statistics``; ``num_classes`` is the flag."""
+    stats = statistics.get(label, {})
+    if spec.dtype == "float32":
+        return LabelInfo(None)
+    if spec.dtype == "string":
+        return _vocabulary(label, stats, num_classes)
+    floor = max(DEFAULT_NUM_CLASSES, len(spec.names))  # the class names in the manifest count even past the flag
+    if "max" not in stats:
+        return LabelInfo(max(num_classes, len(spec.names)) if num_classes is not None else floor)
+    lo, hi = int(stats["min"]), int(stats["max"])
+    resolved = max(num_classes, len(spec.names)) if num_classes is not None else max(floor, hi + 1)
+    if lo < 0 or hi >= resolved:
+        raise LabelError(f"{out_of_range_message(label, resolved)} (the training split's labels run from {lo} to {hi})")
+    return LabelInfo(resolved, range_checked=True)
+
+
+def _vocabulary(label: str, stats: Mapping[str, object], num_classes: int | None) -> LabelInfo:
+    top = stats.get("top")
+    if not isinstance(top, list):
+        raise LabelError(
+            f"--label {label!r} is a string: its class ids come from the manifest's vocabulary, which this data "
+            "set lacks; re-shard with `shardprep.run ... --statistics`"
+        )
+    vocabulary = tuple(sorted(str(value) for value, _ in top))
+    distinct = int(stats.get("distinct", len(vocabulary)))  # type: ignore[call-overload]
+    if stats.get("distinct_capped") or distinct > len(vocabulary):
+        raise LabelError(
+            f"--label {label!r} has {distinct} distinct values, more than the {len(vocabulary)} the manifest lists: "
+            f"re-shard with `shardprep.run ... --statistics --stats-top-k {distinct}` (or use a class-id label)"
+        )
+    if len(vocabulary) < 2:
+        raise LabelError(f"--label {label!r} has {len(vocabulary)} distinct value(s) in training: a classifier needs 2")
+    if num_classes is not None and num_classes != len(vocabulary):
+        raise LabelError(
+            f"--num-classes {num_classes} differs from the {len(vocabulary)} values of the string label {label!r}: "
+            "leave --num-classes out"
+        )
+    return LabelInfo(len(vocabulary), vocabulary, range_checked=True)
+
+
+def write_vocabulary(export_url: str, label: str, vocabulary: tuple[str, ...]) -> str:
+    """Writes ``labels.json`` beside the exported model: output index ``i`` is ``vocabulary[i]``."""
+    import json
+    import posixpath
+
+    from shardprep import fs
+
+    url = posixpath.join(posixpath.dirname(export_url.rstrip("/")), "labels.json")
+    with fs.write_atomic(url) as f:
+        f.write(json.dumps({"label": label, "vocabulary": list(vocabulary)}, indent=1).encode())
+    return url
