@@ -22,6 +22,7 @@ from shardprep.formats.images import ImageOptions, ImageSource, image_schema
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
+AUTO_STATISTICS_MB = 32  # --statistics auto: computed for tabular inputs up to this size
 
 EPILOG = """\
 examples:
@@ -82,9 +83,11 @@ def parser() -> argparse.ArgumentParser:
     tab.add_argument("--on-missing", default="omit", choices=schema.ON_MISSING,
                      help="omit: a missing value leaves its feature out of the Example, and the manifest marks it "
                      "nullable; reject: every missing value is dead letter missing_value (default: %(default)s)")
-    tab.add_argument("--statistics", action="store_true",
-                     help="write per split and feature statistics (count, missing, min/max/mean/std, list lengths, "
-                     "distinct and most frequent strings) into the manifest; decodes every record (costs CPU)")
+    tab.add_argument("--statistics", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
+                     help="per split and feature statistics in the manifest (count, missing, min/max/mean/std, list "
+                     "lengths, distinct and most frequent strings: the trainer's normalisation and label vocabulary); "
+                     "they decode every record (~40 us each), so auto = on for tabular inputs up to "
+                     f"{AUTO_STATISTICS_MB} MB (default: %(default)s)")
     tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
                      help="most frequent values per string feature and split in the manifest's statistics "
                      "(default: %(default)s)")
@@ -225,7 +228,7 @@ def _main(argv: Sequence[str] | None) -> int:
         tfds_features=tfds_input.output_features(files, args.schema),
         on_missing=args.on_missing,
         required=_names(args.required, "--required"),
-        statistics=args.statistics,
+        statistics=_statistics(args.statistics, files),
         stats_top_k=args.stats_top_k,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
@@ -257,6 +260,17 @@ def _finish(cfg: config.ReshardConfig) -> int:
         raise RunError(f"{naming.join(cfg.output, naming.MANIFEST)} belongs to another run")
     print_summary(cfg.output, result)
     return 0
+
+
+def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
+    """Whether to compute statistics: as asked, or (auto) for tabular inputs small enough that they cost little."""
+    if choice != "auto":
+        return choice == "on"
+    size = sum(f.size for f in files)
+    on = not any(f.format in ("images", "tfds") for f in files) and size <= AUTO_STATISTICS_MB * 1024 * 1024
+    log.info("statistics %s (--statistics auto: on for tabular inputs up to %d MB; this one is %.1f MB)",
+             "on" if on else "off", AUTO_STATISTICS_MB, size / 1e6)
+    return on
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,12 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_csv_arrow import _config, _outcome, _reference, _through_parse
 
 from shardprep import formats
 from shardprep.formats import jsonl, parquet
 from shardprep.schema import FeatureSpec
-
-from test_csv_arrow import _config, _outcome, _reference, _through_parse
 
 F, I64, S = "float32", "int64", "string"
 

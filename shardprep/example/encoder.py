@@ -12,7 +12,7 @@ from typing import Any
 
 from shardprep.example.generated import scalar_row_encoder
 from shardprep.example.wire import VARINTS, RecordError, feature_message, int64_varint, int_prefix, map_entry, varint
-from shardprep.schema import EXTRA_FIELDS, INT64_MAX, ON_MISSING, INT64_MIN, FeatureSpec, Schema
+from shardprep.schema import EXTRA_FIELDS, INT64_MAX, INT64_MIN, ON_MISSING, FeatureSpec, Schema
 
 __all__ = ["example_encoder"]
 
