@@ -168,7 +168,12 @@ def test_a_class_id_past_the_default_num_classes_stops_naming_the_flag(tmp_path)
     from conftest import run_cli
 
     (tmp_path / "a.csv").write_text("x,y\n" + "".join(f"{i / 10},{i % 3}\n" for i in range(300)))
-    run_cli("shardprep.run", "--input", tmp_path / "a.csv", "--output", tmp_path / "ds", "--num-shards", 2, check=True)
+    # without statistics (with them, the default would be max(label) + 1 = 3, as the next lines check)
+    run_cli("shardprep.run", "--input", tmp_path / "a.csv", "--output", tmp_path / "ds", "--num-shards", 2,
+            "--statistics", "off", check=True)
+    run_cli("shardprep.run", "--input", tmp_path / "a.csv", "--output", tmp_path / "auto", "--num-shards", 2, check=True)
+    run_cli("trainer.train", "--data", tmp_path / "auto", "--model", "mlp", "--label", "y", "--per-replica-batch", 16,
+            "--epochs", 1, "--model-dir", tmp_path / "m0", check=True)
     proc = run_cli("trainer.train", "--data", tmp_path / "ds", "--model", "mlp", "--label", "y", "--per-replica-batch",
                    16, "--epochs", 1, "--model-dir", tmp_path / "m")
     last = proc.stderr.strip().splitlines()[-1]
