@@ -144,8 +144,9 @@ def test_sigint_removes_the_run_folder(tmp_path):
     while not list(out.glob("run-*/train/*.tfrecord")) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     assert list(out.glob("run-*/spill/sorted-*")), "the run should hold its spill while it waits before commit"
+    time.sleep(3)  # the last shard is in place: let the run reach its wait before commit, where the test interrupts it
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert not list(out.glob("run-*")), sorted(str(p) for p in out.rglob("*"))
     shutil.rmtree(out, ignore_errors=True)
