@@ -22,6 +22,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from trainer import report
+
 __all__ = ["BROKEN", "CLASSES", "encode", "main", "train_images", "write_broken", "write_images"]
 
 CLASSES = ("circle", "stripes", "square")
@@ -118,8 +120,6 @@ def _run(cmd: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from trainer.demo import print_table
-
     p = argparse.ArgumentParser(prog="trainer.demo_images", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="demo-images", help="demo folder (default: ./demo-images), replaced on every run")
     p.add_argument("--per-class", type=int, default=100)
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"trainer.demo_images: error: {' '.join(e.cmd[1:4])} ... exited with {e.returncode}", file=sys.stderr)
         return 1
-    print_table(summaries)
+    report.print_table(summaries)
     for s in summaries:
         print(f"worker {s['worker']}: {s.get('examples_per_second') or 0:.1f} images/s, "
               f"input wait {s.get('input_wait_fraction', 0):.3f}")
