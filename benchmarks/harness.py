@@ -2,8 +2,10 @@
 
 Wall time is that of the whole process (imports included). CPU time and the largest single
 process's peak RSS come from ``wait4`` (the child and every descendant it waited for, so Dask
-workers count); the peak of the whole process tree's summed RSS comes from psutil, polled. On a
-shared machine CPU seconds move less than wall seconds, so both are kept.
+workers count; shardprep's pool processes count once its fork server exits); the peak of the
+whole process tree's summed RSS and summed PSS (shared pages split among the processes that map
+them, so a page forked copy-on-write counts once) come from psutil, polled. On a shared machine
+CPU seconds move less than wall seconds, so both are kept.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class Run:
     cpu_s: float
     max_rss_mb: float  # the largest single process (wait4)
     tree_rss_mb: float  # the whole process tree, summed, at its peak (polled)
+    tree_pss_mb: float  # the same in PSS: pages shared by forked processes counted once
     returncode: int
     tail: str = ""
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -56,22 +59,24 @@ def _env() -> dict[str, str]:
 
 
 def _poll_tree(pid: int, stop: threading.Event, peak: list[float], interval: float = 0.05) -> None:
+    """``peak``: [RSS, PSS] of the tree in MB, the largest sums seen."""
     try:
         root = psutil.Process(pid)
     except psutil.Error:
         return
     while not stop.is_set():
-        total = 0
+        rss = pss = 0
         try:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
             break
         for proc in procs:
             try:
-                total += proc.memory_info().rss
+                info = proc.memory_full_info()
+                rss, pss = rss + info.rss, pss + getattr(info, "pss", info.rss)
             except psutil.Error:
                 pass
-        peak[0] = max(peak[0], total / 2**20)
+        peak[0], peak[1] = max(peak[0], rss / 2**20), max(peak[1], pss / 2**20)
         stop.wait(interval)
 
 
@@ -83,7 +88,7 @@ def run_process(cmd: Sequence[str], *, cwd: str = REPO, timeout: float = 3600, s
         cmd = " ".join(c if c in (">", ">>", "<", "|") else shlex.quote(str(c)) for c in cmd)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env or _env(), shell=shell,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    stop, peak = threading.Event(), [0.0]
+    stop, peak = threading.Event(), [0.0, 0.0]
     poller = threading.Thread(target=_poll_tree, args=(proc.pid, stop, peak), daemon=True)
     poller.start()
     chunks: list[bytes] = []
@@ -110,6 +115,7 @@ def run_process(cmd: Sequence[str], *, cwd: str = REPO, timeout: float = 3600, s
         cpu_s=usage.ru_utime + usage.ru_stime,
         max_rss_mb=usage.ru_maxrss / 1024,
         tree_rss_mb=peak[0],
+        tree_pss_mb=peak[1],
         returncode=proc.returncode,
         tail=output[-3000:],
         extra={"output": output},
@@ -158,6 +164,7 @@ def summarize(runs: Sequence[Run]) -> dict[str, Any]:
         "cpu_s": round(statistics.median(r.cpu_s for r in runs), 3),
         "max_rss_mb": round(max(r.max_rss_mb for r in runs), 1),
         "tree_rss_mb": round(max(r.tree_rss_mb for r in runs), 1),
+        "tree_pss_mb": round(max(r.tree_pss_mb for r in runs), 1),
     }
 
 

@@ -273,15 +273,15 @@ def section_tfrecord(results: dict) -> list[str]:
     d, s = part["dataset"], part["summary"]
 
     def rows_of(summary: dict) -> list[list]:
-        return [[_label(n), v["wall_s"], v["cpu_s"], v["mb_per_s"], v.get("us_per_record", "-"), v["tree_rss_mb"], v["n"]]
-                for n, v in summary.items()]
+        return [[_label(n), v["wall_s"], v["cpu_s"], v["mb_per_s"], v.get("us_per_record", "-"), v["tree_rss_mb"],
+                 v.get("tree_pss_mb", "-"), v["n"]] for n, v in summary.items()]
 
-    head = ["contender", "wall s", "CPU s", "MB/s", "us/record", "peak RSS MB", "runs"]
+    head = ["contender", "wall s", "CPU s", "MB/s", "us/record", "peak RSS MB", "peak PSS MB", "runs"]
     out = [
         "## 2. TFRecord to TFRecord re-shard", "",
         f"{d['rows']:,} existing tf.Examples (written by TensorFlow), {d['mb']:.0f} MB in 2 files of "
         f"{', '.join(f'{x:.0f}' for x in d['files_mb'])} MB, to {d['num_shards']} shards: shardprep (default: every "
-        "core; and `--direct_num_workers=1`), the batched plain script (`tf.data.TFRecordDataset(files).batch(4096)"
+        "core; and `--local-workers 1`), the batched plain script (`tf.data.TFRecordDataset(files).batch(4096)"
         ".as_numpy_iterator()`, 64 `tf.io.TFRecordWriter`s round-robin, TensorFlow's import included; "
         "`benchmarks/contenders/tfdata_reshard.py`) and `cp` of the same bytes.", "",
         *_table(head, rows_of(s)), "",
@@ -289,8 +289,12 @@ def section_tfrecord(results: dict) -> list[str]:
     ]
     if "one_file" in part:
         out += [f"The same records as one {d['mb']:.0f} MB file (units of {d.get('one_file_unit_mb', 64)} MB), "
-                "`--direct_num_workers=2 --direct_running_mode=multi_processing` vs one worker:", "",
-                *_table(head, rows_of(part["one_file"])), ""]
+                "`--local-workers 2` (the default on this machine: two pool processes) vs `--local-workers 1`, and Beam's "
+                "own multi-processing mode (`--direct_num_workers=2 --direct_running_mode=multi_processing`):", "",
+                *_table(head, rows_of(part["one_file"])), "",
+                "Peak memory is that of the whole process tree, polled: RSS sums every process's resident pages, so "
+                "pages the pool processes share copy-on-write with their fork server count once per process; PSS "
+                "splits each shared page among the processes that map it (what the tree really holds).", ""]
     prof = part.get("profile")
     if prof:  # py-spy, added by hand from the commands it names (see BENCHMARKS.md)
         out += [f"py-spy profile, before (`{prof['before_commit']}`) and after, {prof['setup']}:", "",

@@ -238,7 +238,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
     contenders = [
         Contender("shardprep", _shardprep_cmd(pattern, sp_out, n), prepare=_fresh(sp_out),
                   check=_check_shardprep(sp_out, rows, n)),
-        Contender("shardprep_1w", _shardprep_cmd(pattern, sp1_out, n, "--direct_num_workers=1"),
+        Contender("shardprep_1w", _shardprep_cmd(pattern, sp1_out, n, "--local-workers", "1"),
                   prepare=_fresh(sp1_out), check=_check_shardprep(sp1_out, rows, n)),
         Contender("tfdata_batched", _tfdata_cmd(files, tf_out, n), prepare=prepare_dir(tf_out),
                   check=_check_files(_files(tf_out, "part-"), rows, n)),
@@ -258,16 +258,19 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
             with open(f, "rb") as src:
                 shutil.copyfileobj(src, out, 16 << 20)
     unit_mb = str(max(1, int(mb // 16)))  # 16 units, whatever the profile's size
-    one_out2, one_out1 = os.path.join(work, "one_2w"), os.path.join(work, "one_1w")
+    one_out2, one_out1, one_outb = (os.path.join(work, d) for d in ("one_2w", "one_1w", "one_beam_2w"))
     one_contenders = [
-        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--unit-mb", unit_mb, "--direct_num_workers=2",
-                                                "--direct_running_mode=multi_processing"),
+        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--unit-mb", unit_mb, "--local-workers", "2"),
                   prepare=_fresh(one_out2), check=_check_shardprep(one_out2, rows, n)),
-        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--unit-mb", unit_mb, "--direct_num_workers=1"),
+        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--unit-mb", unit_mb, "--local-workers", "1"),
                   prepare=_fresh(one_out1), check=_check_shardprep(one_out1, rows, n)),
+        Contender("one_file_beam_2w", _shardprep_cmd(one, one_outb, n, "--unit-mb", unit_mb, "--direct_num_workers=2",
+                                                     "--direct_running_mode=multi_processing"),
+                  prepare=_fresh(one_outb), check=_check_shardprep(one_outb, rows, n)),
     ]
     _warm([one])
-    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb} MB: 2 workers vs 1")
+    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb} MB: 2 pool processes vs 1, "
+        "and Beam's own 2 SDK workers")
     one_runs = alternate(one_contenders, p.tfrecord_repeats, log=log)
     one_summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in one_runs.items()}
     shutil.rmtree(work, ignore_errors=True)
@@ -277,6 +280,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
 
     vs_script, vs_script_1w = speed(summary, "shardprep", "tfdata_batched"), speed(summary, "shardprep_1w", "tfdata_batched")
     cut = speed(one_summary, "one_file_2w", "one_file_1w")
+    cut_beam = speed(one_summary, "one_file_beam_2w", "one_file_1w")
     fraction = summary["cp"]["wall_s"] / summary["shardprep"]["wall_s"]
     return {
         "dataset": {"rows": rows, "mb": round(mb, 1), "files_mb": [round(os.path.getsize(f) / 1e6, 1) for f in files],
@@ -284,12 +288,13 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         "summary": summary,
         "one_file": one_summary,
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
-                   "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3)},
+                   "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
+                   "one_file_beam_2w_vs_1w": round(cut_beam, 3)},
         "goals": [
             _goal("shardprep (default) speed / batched tf.data script's", vs_script, 1.5),
-            _goal("shardprep --direct_num_workers=1 speed / batched tf.data script's", vs_script_1w, 1.0),
-            _goal("one file: 2 workers' speed / 1 worker's (the file is cut)", cut, 1.6),
-            _goal("shardprep peak RSS, MB (whole process tree)", summary["shardprep"]["tree_rss_mb"], 500.0,
+            _goal("shardprep --local-workers 1 speed / batched tf.data script's", vs_script_1w, 1.0),
+            _goal("one file: 2 worker processes' speed / 1's (the file is cut)", cut, 1.6),
+            _goal("shardprep peak memory, MB (whole process tree, PSS)", summary["shardprep"]["tree_pss_mb"], 500.0,
                   at_least=False, unit="MB"),
         ],
         "runs": _runs_json({**runs, **one_runs}),

@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--unit-mb", default="16", help="work units: several per worker balance the direct runner")
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--only", default="", help="contenders to run, separated by '|' (e.g. 'dask, 2 workers'); "
+                    "'one process' always runs, as the baseline")
     args = ap.parse_args(argv)
     folder = data.csv_set(args.rows)
     csv_glob = os.path.join(folder, "*.csv")
@@ -109,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         contenders["dask, 2 workers"] = (csv_glob, "--runner", "dask", "--dask-workers", "2")
     contenders["parquet, one process"] = (pq_glob, "--local-workers", "1")
     contenders["jsonl, one process"] = (js_glob, "--local-workers", "1")
+    if args.only:
+        wanted = {"one process", *(name.strip() for name in args.only.split("|"))}
+        contenders = {name: spec for name, spec in contenders.items() if name in wanted}
     results: dict[str, list[dict]] = {name: [] for name in contenders}
     parse_s = []
     for _ in range(args.rounds):

@@ -17,164 +17,67 @@ Beam's translation turns each leaf transform into one ``dask.bag`` and, as shipp
 5. computes only the bag of the last transform visited, so a branch that does not lead into it
    never runs.
 
-Here every ``ParDo`` call collects into a fresh list of ``(tag, element)`` pairs and each consumer
-selects its own tag into a list of its own; every partition handed on is a list, never a one-shot
-iterator; a side input becomes one graph dependency (computed once, handed to every task as a
-list); and every sink (a bag nobody consumes) is computed. Elements keep Beam's global window
-only: this runner is for batch pipelines. Like Beam's, it reports no metrics.
+And it costs: every task costs the scheduler and a worker ~3 ms of CPU besides its work, and
+Beam's translation made 2,176 tasks of 12 work units (Dask's ``concat`` adds partition counts up,
+its ``groupby`` shuffle is ~n*n small tasks, and each fused chain keeps an alias task), while a side
+input handed over as a Dask ``Item`` was optimised as a graph of its own, so everything upstream
+of it (Parse, its spill files) ran twice. 190 MB of CSV took 4.5x the one-process CPU; now
+2.5x with a LocalCluster started for the run, 2.1x on a standing cluster (BENCHMARKS.md, "Dask:
+where the CPU goes").
 
-Cost (py-spy of 2 workers on 48 MB of CSV): the DoFn work is the DirectRunner's; the rest is fixed
-per worker process (importing Beam and shardprep, distributed's event loop, the nanny) plus, as
-shipped, a DoFn signature (``inspect``) and ``setup`` per partition, which ``_signature`` now does
-once per step and worker thread. Size a cluster for the DoFn work (``BENCHMARKS.md``: CPU s per
-GB) and give it inputs large enough (several 64 MB units per worker) to amortise the start-up.
+Here ``pipelines.dask_graph`` translates: every ``ParDo`` call collects into a fresh list of
+``(tag, element)`` pairs and each consumer selects its own tag inside its own task; a side input
+is one task of the same graph (computed once, handed to every task as a list); a Flatten keeps
+partition i in partition i; a GroupByKey is one exchange of hashed buckets (``BUCKETS_PER_THREAD``
+output partitions per worker thread); linear chains are fused into one task under the last key;
+and every sink (a bag nobody consumes) is computed. The same 12 units: ~300 tasks, each step once
+per partition. Elements keep Beam's global window only: this runner is for batch pipelines. Like
+Beam's, it reports no metrics. What stays is per worker process (importing Beam and shardprep,
+distributed's event loop; a few CPU seconds) and per task: size a cluster from the DoFn work
+(``BENCHMARKS.md``: CPU s per GB) and give it several work units per worker thread.
 """
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import logging
-import threading
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from apache_beam import DoFn, TaggedOutput, pvalue
-from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
-from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
 from apache_beam.runners.dask import dask_runner as beam_dask
-from apache_beam.runners.dask import transform_evaluator as beam_ops
 from apache_beam.runners.dask.overrides import dask_overrides
-from apache_beam.transforms.sideinputs import SideInputMap
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
-__all__ = ["DaskRunner"]
+from pipelines.dask_graph import Visitor, fused
+
+__all__ = ["BUCKETS_PER_THREAD", "QUIET", "DaskRunner", "local_cluster"]
 
 log = logging.getLogger("shardprep")
-_GLOBAL = (GlobalWindow(),)
+BUCKETS_PER_THREAD = 2  # a GroupByKey's output partitions per worker thread: balance vs n*m exchange tasks
 
 
-def _select(partition: Iterable[tuple], tag: str | None) -> list:
-    """One output of a ParDo's partition of ``(tag, element)`` pairs, as a list."""
-    return [element for t, element in partition if t == tag]
+# distributed's periodic housekeeping, slowed down: an idle 2-worker LocalCluster used 2.4 CPU s in
+# 20 s without the profiler but otherwise default (mostly the 20 ms event-loop tick of every server),
+# 0.7 with these.
+# Also for `dask worker` / `dask scheduler` of a real cluster (README, "Sizing a Dask cluster").
+QUIET = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.worker.profile.enabled": False,  # samples every worker thread's stack every 10 ms
+    "distributed.scheduler.active-memory-manager.start": False,
+}
 
 
-def _materialize(partition: Iterable[Any]) -> list:
-    return list(partition)
+@contextlib.contextmanager
+def local_cluster(workers: int) -> Iterator[Any]:
+    """A ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback, with ``QUIET``
+    housekeeping (the scheduler and the nannies run in this process, the workers get the config)."""
+    import dask
+    from distributed import LocalCluster
 
-
-def _concat(parts: Iterable[list]) -> list:
-    return [x for part in parts for x in part]
-
-
-_SET_UP: dict[tuple[str, int], DoFnSignature] = {}  # ("run token/full label", thread) -> a set-up DoFn
-
-
-def _signature(step: str, fn: Any) -> tuple[DoFnSignature, bool]:
-    """The DoFn of ``step`` (run token/full label) in this worker thread (DoFns need not be thread
-    safe), and whether it is new (to set up). Beam's runners keep a set-up DoFn for many bundles;
-    building the signature (``inspect`` of every method) and ``setup`` per partition cost more than
-    a small partition's work."""
-    key = (step, threading.get_ident())
-    if key in _SET_UP:
-        return _SET_UP[key], False
-    token = step.split("/", 1)[0]
-    for old in [k for k in _SET_UP if not k[0].startswith(token + "/")]:  # a later run on a long-lived cluster
-        del _SET_UP[old]
-    _SET_UP[key] = DoFnSignature(fn)
-    return _SET_UP[key], True
-
-
-def _run_dofn(partition: Iterable[Any], step: str, signature_fn: Any, window_fn: Any, label: str, args: list,
-              kwargs: dict, side_specs: Sequence[tuple], *side_values: list) -> list[tuple[str | None, Any]]:
-    """One Dask partition through a DoFn, as one bundle; returns ``(tag, element)`` pairs."""
-    signature, new = _signature(step, signature_fn)
-    receivers = beam_ops.OneReceiver()
-    side_inputs = [
-        SideInputMap(view_class, view_options, [WindowedValue(v, 0, _GLOBAL) for v in values])
-        for (view_class, view_options), values in zip(side_specs, side_values)
-    ]
-    handler = _OutputHandler(
-        window_fn=window_fn,
-        main_receivers=receivers[None],
-        tagged_receivers=receivers,
-        per_element_output_counter=None,
-        output_batch_converter=None,
-        process_yields_batches=False,
-        process_batch_yields_elements=False,
-    )
-    invoker = DoFnInvoker.create_invoker(
-        signature,
-        handler,
-        context=DoFnContext(label, state=None),
-        side_inputs=side_inputs,
-        input_args=args,
-        input_kwargs=kwargs,
-        user_state_context=None,
-        bundle_finalizer_param=DoFn.BundleFinalizerParam(),
-    )
-    if new:
-        invoker.invoke_setup()
-    invoker.invoke_start_bundle()
-    for item in partition:
-        invoker.invoke_process(beam_ops.get_windowed_value(item, window_fn))
-    invoker.invoke_finish_bundle()
-    out = []
-    for value in receivers.values:  # TaggedOutput(tag, windowed) or, for the main output, windowed
-        tag, windowed = (value.tag, value.value) if isinstance(value, TaggedOutput) else (None, value)
-        out.append((tag, windowed.value))
-    return out
-
-
-@dataclasses.dataclass
-class _Visitor(PipelineVisitor):
-    """Builds one bag per leaf transform; ParDo bags hold ``(tag, element)`` pairs."""
-
-    bag_kwargs: dict
-    token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)  # this run, for ``_SET_UP``
-    bags: dict = dataclasses.field(default_factory=dict)
-    tagged: set = dataclasses.field(default_factory=set)
-    consumed: set = dataclasses.field(default_factory=set)
-
-    def bag_of(self, pcoll: pvalue.PValue) -> Any:
-        producer = pcoll.producer
-        self.consumed.add(producer)
-        bag = self.bags[producer]
-        if producer in self.tagged:
-            bag = bag.map_partitions(_select, pcoll.tag)
-        return bag
-
-    def visit_transform(self, node: AppliedPTransform) -> None:
-        inputs = [self.bag_of(p) for p in node.inputs if not isinstance(p, pvalue.PBegin)]
-        op_class = beam_ops.TRANSLATIONS.get(node.transform.__class__, beam_ops.NoOp)
-        if op_class is beam_ops.ParDo:
-            self.bags[node] = self._pardo(node, inputs[0])
-            self.tagged.add(node)
-            return
-        op = op_class(node, bag_kwargs=self.bag_kwargs)
-        if op_class is beam_ops.Flatten:
-            self.bags[node] = op.apply(inputs).map_partitions(_materialize)
-        elif op_class is beam_ops.GroupByKey:
-            self.bags[node] = op.apply(inputs[0]).map_partitions(_materialize)
-        else:  # Create (lists), NoOp (the input itself)
-            self.bags[node] = op.apply(inputs[0] if inputs else None)
-
-    def _pardo(self, node: AppliedPTransform, bag: Any) -> Any:
-        transform = node.transform  # args and kwargs hold placeholders where the side inputs go
-        main = next(iter(node.main_inputs.values()))
-        window_fn = main.windowing.windowfn if hasattr(main, "windowing") else None
-        specs, values = [], []
-        for si in node.side_inputs:
-            specs.append((type(si), si._view_options()))
-            values.append(self.bag_of(si.pvalue).reduction(list, _concat))  # one dependency, computed once
-        return bag.map_partitions(
-            _run_dofn, f"{self.token}/{node.full_label}", transform.fn, window_fn, transform.label,
-            list(transform.args), dict(transform.kwargs), specs,
-            *values,
-        )
-
-    def sinks(self) -> list:
-        return [bag for node, bag in self.bags.items() if node not in self.consumed]
+    with dask.config.set(QUIET):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address="127.0.0.1:0") as cluster:
+            yield cluster
 
 
 class DaskRunner(beam_dask.DaskRunner):
@@ -184,16 +87,16 @@ class DaskRunner(beam_dask.DaskRunner):
     """
 
     def run_pipeline(self, pipeline: Any, options: Any) -> beam_dask.DaskRunnerResult:
-        import dask
         import dask.distributed as ddist
 
         dask_options = options.view_as(beam_dask.DaskOptions).get_all_options(drop_default=True, current_only=True)
         bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(dask_options)
         client = ddist.Client(**dask_options)
+        threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
         pipeline.replace_all(dask_overrides())
-        visitor = _Visitor(bag_kwargs)
+        visitor = Visitor(bag_kwargs, buckets=BUCKETS_PER_THREAD * threads)
         pipeline.visit(visitor)
-        sinks = visitor.sinks()
-        log.info("Dask: computing %d sink(s) of %d steps on %s", len(sinks), len(visitor.bags), client.scheduler.address)
-        futures = client.compute(list(dask.optimize(*sinks)))
-        return beam_dask.DaskRunnerResult(client, futures)
+        graph, keys = fused(visitor.sinks())
+        log.info("Dask: %d tasks for %d steps on %s (%d worker threads)", len(graph), len(visitor.outputs),
+                 client.scheduler.address, threads)
+        return beam_dask.DaskRunnerResult(client, client.get(graph, keys, sync=False))

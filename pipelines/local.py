@@ -1,14 +1,17 @@
 """The direct runner on one machine: how many worker processes, and readable lines from them.
 
-By default the re-shard uses every core this process may run on (``os.sched_getaffinity``) through
-Beam's multi-processing DirectRunner (one SDK worker process per core; the runner process keeps
-the shuffle and side inputs), except where worker start-up (~2 s of Beam import each) would
-dominate: inputs under ``TINY_BYTES`` or of a single work unit run in this process. The output
-does not depend on the count: positions come from the counts side input, never from bundling.
-Beam deals a stage's elements to the workers round-robin, whatever their size, so a run balances
-when it has several work units per worker (``--unit-mb``; 64 MB units give that from ~1 GB).
+By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
+run stays in Beam's in-process DirectRunner and its working steps fan out to a pool of processes
+forked from a fork server (``shardprep.graph.pool``), which costs a fraction of Beam's own
+multi-processing mode (a fresh interpreter per SDK worker, every element through gRPC). Inputs
+under ``TINY_BYTES`` or of a single work unit run in this process. The output does not depend on
+the count: positions come from the counts side input, never from bundling or scheduling. A
+stage's elements are dealt to the processes a few at a time, so a run balances when it has
+several work units per process (``--unit-mb``).
 
-Worker processes send their log records to the runner process, which logs them under Beam's
+Beam's own flags still choose Beam's engine: with ``--direct_running_mode=multi_processing
+--direct_num_workers=N`` Beam starts its SDK worker processes and no pool runs. Those workers
+send their log records to the runner process, which logs them under Beam's
 ``local_job_service`` logger as protobuf dumps; ``WorkerLogs`` turns this product's records back
 into plain lines of the ``shardprep`` logger and drops the workers' start-up chatter.
 """
@@ -21,10 +24,10 @@ from typing import Any
 
 from shardprep.errors import UsageError
 
-__all__ = ["TINY_BYTES", "WorkerLogs", "direct_args", "install_worker_logs", "machine_cores", "plan_workers",
-           "remove_worker_logs", "summarize", "workers_of"]
+__all__ = ["TINY_BYTES", "WorkerLogs", "install_worker_logs", "machine_cores", "plan_workers", "remove_worker_logs",
+           "summarize", "workers_of"]
 
-TINY_BYTES = 64 << 20  # below this, one process: worker start-up would cost more than it saves
+TINY_BYTES = 16 << 20  # below this, one process: the pool's start-up would cost more than it saves
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _FORWARDER = "apache_beam.runners.portability.local_job_service"
 log = logging.getLogger("shardprep")
@@ -39,8 +42,8 @@ def machine_cores() -> int:
 
 
 def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cores: int) -> int:
-    """Worker processes for the direct runner: ``requested`` if given, else one per core for
-    inputs worth it (at most one per work unit), else 1."""
+    """Pool processes for the direct runner: ``requested`` if given, else one per core for
+    inputs worth it (at most one per work unit), else 1 (no pool)."""
     if requested is not None:
         if requested < 1:
             raise UsageError(f"--local-workers {requested}: expected 1 or more (e.g. --local-workers {cores})")
@@ -50,15 +53,8 @@ def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cor
     return max(1, min(cores, num_units))
 
 
-def direct_args(workers: int, beam_args: Sequence[str]) -> list[str]:
-    """Beam flags for ``workers`` processes; Beam's own ``--direct_*`` flags, when given, win."""
-    if workers <= 1 or any(a.startswith(_DIRECT_FLAGS) for a in beam_args):
-        return []
-    return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
-
-
 def workers_of(args: Sequence[str]) -> int:
-    """The worker processes Beam's direct-runner flags ask for (1 unless multi_processing)."""
+    """The SDK worker processes Beam's own direct-runner flags ask for (1 unless multi_processing)."""
     flags = dict(a[2:].split("=", 1) for a in args if a.startswith(_DIRECT_FLAGS) and "=" in a)
     if flags.get("direct_running_mode") != "multi_processing":
         return 1

@@ -24,6 +24,7 @@ from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
 from shardprep.formats import WorkUnit
 from shardprep.graph import Reshard, spill
+from shardprep.graph.pool import local_pool
 from shardprep.graph.units import num_chunks
 
 __all__ = ["RUNNERS", "build", "run"]
@@ -33,9 +34,10 @@ _PORTABLE = {"flink": "FlinkRunner", "spark": "SparkRunner", "portable": "Portab
 log = logging.getLogger("shardprep")
 
 
-def build(pipeline: beam.Pipeline, config: ReshardConfig, units: Sequence[WorkUnit]) -> beam.PCollection:
-    """Adds the re-shard to ``pipeline`` (tests pass a TestPipeline)."""
-    return pipeline | "Reshard" >> Reshard(config, list(units))
+def build(pipeline: beam.Pipeline, config: ReshardConfig, units: Sequence[WorkUnit],
+          pool: str | None = None) -> beam.PCollection:
+    """Adds the re-shard to ``pipeline`` (tests pass a TestPipeline); ``pool``: see ``graph.pool``."""
+    return pipeline | "Reshard" >> Reshard(config, list(units), pool)
 
 
 @contextlib.contextmanager
@@ -44,20 +46,19 @@ def _dask_cluster(address: str | None, workers: int | None) -> Iterator[str]:
     if address:
         yield address
         return
-    from distributed import LocalCluster
+    from pipelines.dask_runner import local_cluster
 
     n = workers or os.cpu_count() or 1
     log.info("starting a Dask LocalCluster with %d worker processes", n)
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
+    with local_cluster(n) as cluster:
         log.info("Dask scheduler %s, dashboard %s", cluster.scheduler_address, cluster.dashboard_link)
         yield cluster.scheduler_address
 
 
-def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, num_units: int,
-             local_workers: int = 1) -> PipelineOptions:
+def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, num_units: int) -> PipelineOptions:
     args = list(beam_args)
     if runner == "direct":
-        args = ["--runner=DirectRunner", *local.direct_args(local_workers, args), *args]
+        args = ["--runner=DirectRunner", *args]
     elif runner == "dask":
         args = [f"--dask_client_address={dask_address}", *args]
         if not any(a.startswith(("--dask_npartitions", "--dask_partition_size")) for a in args):
@@ -89,31 +90,33 @@ def run(
     """Runs the re-shard to completion (the commit step writes the manifest or a report).
 
     ``local_workers``: processes of the direct runner (default: one per core, one for tiny inputs;
-    ``pipelines.local``). Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds
-    the job graph.
+    ``pipelines.local``), unless Beam's own ``--direct_*`` flags ask for Beam's multi-processing
+    mode. Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
     """
     with contextlib.ExitStack() as stack:
-        beam_runner = None
+        beam_runner, pool = None, None
         workers, input_bytes = 1, sum(size for _, size in config.sources)
-        if runner == "direct":
+        if runner == "direct" and local.workers_of(beam_args) > 1:  # Beam's own multi-processing mode
+            workers = local.workers_of(beam_args)
+            stack.callback(local.remove_worker_logs, local.install_worker_logs())
+        elif runner == "direct":
             workers = local.plan_workers(requested=local_workers, input_bytes=input_bytes,
                                          num_units=len(units), cores=local.machine_cores())
-            workers = local.workers_of([*local.direct_args(workers, beam_args), *beam_args])
             if workers > 1:
                 log.info("direct runner: %d worker processes (--local-workers to choose)", workers)
-                stack.callback(local.remove_worker_logs, local.install_worker_logs())
+                pool = stack.enter_context(local_pool(workers))
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
             dask_address = stack.enter_context(_dask_cluster(dask_address, dask_workers))
             beam_runner = DaskRunner()
-        options = _options(runner, beam_args, dask_address, len(units), workers)
+        options = _options(runner, beam_args, dask_address, len(units))
         if runner == "dataflow":
             from pipelines.dataflow_flags import check_locations
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units)
+        build(pipeline, config, units, pool)
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)

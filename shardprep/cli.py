@@ -9,15 +9,17 @@ traceback is logged only with ``--verbose``.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from shardprep.errors import RunError, UsageError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "SafeFormatter", "UsageError", "configure_logging", "main",
-           "safe"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "SafeFormatter", "UsageError", "configure_logging", "exit_now",
+           "main", "safe"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -101,3 +103,14 @@ def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[
         log.debug("traceback", exc_info=True)
         print(f"{prog}: error: {type(e).__name__}: {_last_line(e)} (rerun with --verbose for details)", file=sys.stderr)
         return EXIT_FAILED
+
+
+def exit_now(code: int) -> NoReturn:
+    """Ends a command's process with ``code`` once its output is flushed, without the interpreter's
+    teardown: after importing Beam that teardown costs ~0.45 CPU s (measured), a tenth of a small
+    run. Only from ``__main__``, once ``main`` has returned: the run's own clean-up (pool, lease,
+    Dask cluster, run folder) is done by then, in its ``with`` blocks."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

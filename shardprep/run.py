@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Sequence
 
 from pipelines import reshard
@@ -119,7 +118,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
     run.add_argument("--local-workers", type=int, metavar="N",
                      help="direct runner: worker processes on this machine (default: one per core; one for inputs "
-                     "under 64 MB or of one work unit); Beam's --direct_num_workers/--direct_running_mode win")
+                     "under 16 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
+                     "--direct_num_workers=N, Beam's engine runs instead")
     run.add_argument("--unit-mb", type=float, default=64.0, metavar="MB",
                      help="large line-based files are cut into work units of about this size (default: %(default)s)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
@@ -278,4 +278,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.exit_now(main())

@@ -4,29 +4,71 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 from collections.abc import Iterable
+from typing import BinaryIO
 
-import google_crc32c
+import numpy as np
 
-from shardprep import fs, naming
+from shardprep import fs, naming, native
 from shardprep.manifest import ShardInfo
 
-__all__ = ["dead_letter_line", "write_rejected", "write_shard"]
+__all__ = ["aligned_buffer", "dead_letter_line", "write_rejected", "write_shard"]
+
+_PAGE = 4096  # O_DIRECT: address, offset and length in whole pages (of any block size up to this)
 
 
-def write_shard(root: str, path: str, framed: bytes, num_records: int, *, compress: bool) -> ShardInfo:
+def aligned_buffer(size: int) -> np.ndarray:
+    """``size`` writable bytes at a page-aligned address: a shard built there is written to local
+    disk without a page-cache copy (``write_shard``)."""
+    raw = np.empty(size + _PAGE, np.uint8)
+    start = -raw.ctypes.data % _PAGE
+    return raw[start:start + size]
+
+
+def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
     """Writes ``framed`` (``num_records`` TFRecords, already in shard order) to ``root/path``.
 
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
-    same records always give the same bytes.
+    same records always give the same bytes. Uncompressed, page-aligned data (``aligned_buffer``)
+    goes to a local disk with ``O_DIRECT``: copying it into the page cache cost ~1 to 3 CPU ns a byte
+    here (issue 12), more than any other step; the fsync before the rename makes it durable either way.
     """
     data = framed
     if compress:
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    with fs.write_atomic(naming.join(root, path)) as f:
-        f.write(data)
-    return ShardInfo(path, num_records, len(data), f"{google_crc32c.value(data):08x}")
+    url = naming.join(root, path)
+    with fs.write_atomic(url) as f:
+        if not (fs.is_local(url) and _write_direct(f, data)):
+            f.write(data)
+    return ShardInfo(path, num_records, len(data), f"{native.crc32c(data):08x}")
+
+
+def _write_direct(f: BinaryIO, data: bytes | np.ndarray) -> bool:
+    """Writes ``data`` to the new, empty local file ``f``: its whole pages past the page cache, the
+    rest through ``f``. False, having written nothing that stays, where the data, ``f`` or the file
+    system does not allow it (unaligned data, a file object without a path, tmpfs, no ``O_DIRECT``)."""
+    view, name = memoryview(data).cast("B"), getattr(f, "name", None)
+    head = len(view) // _PAGE * _PAGE
+    address = np.frombuffer(view, np.uint8).ctypes.data if head else 1
+    if address % _PAGE or not hasattr(os, "O_DIRECT") or not isinstance(name, str):
+        return False
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_DIRECT)
+    except OSError:
+        return False
+    try:
+        done = 0
+        while done < head:
+            done += os.pwrite(fd, view[done:head], done)
+    except OSError:
+        return False  # the caller writes it all through ``f``, from offset 0: nothing of this stays
+    finally:
+        os.close(fd)
+    f.seek(head)
+    f.write(view[head:])
+    return True
 
 
 def dead_letter_line(*, source: str, position: int, unit: str, reason: str, detail: str, raw: str | bytes) -> bytes:

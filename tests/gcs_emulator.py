@@ -6,7 +6,8 @@ its log in a file (the wrapper pipes stderr and never reads it, which stalls a b
 ``gcs`` (per test) points every client at it through ``STORAGE_EMULATOR_HOST`` (inherited by
 subprocesses and by Dask worker processes started afterwards) and gives the test a fresh bucket.
 ``FaultProxy`` sits between the clients and the emulator on loopback and fails a fixed schedule of
-requests with 503, 429 or a dropped connection, and counts what passed through.
+requests with 503, 429 or a dropped connection, and counts what passed through (requests, and the
+response bytes it served: ``bytes_served``).
 
 Import the fixtures into a test module: ``from gcs_emulator import gcs, gcs_emulator  # noqa: F401``.
 """
@@ -177,6 +178,7 @@ class FaultProxy:
         self.faults: Counter[str] = Counter()  # by kind
         self.faults_by_method: Counter[str] = Counter()
         self.log: list[tuple[str, str, int | str]] = []  # (method, path?query, status or fault)
+        self.bytes_served = 0  # response body bytes forwarded from the emulator to the clients
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -227,6 +229,8 @@ class FaultProxy:
             request.transport.close()
             raise ConnectionResetError("injected by FaultProxy after forwarding")
         self.log.append((request.method, path, status))
+        with self._lock:
+            self.bytes_served += len(payload)
         return web.Response(body=payload, status=status, headers=out_headers)
 
     def _serve(self) -> None:

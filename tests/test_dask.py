@@ -23,6 +23,7 @@ from conftest import ROOT, run_cli, sample_rows, uneven_csvs, write_csv
 from pipelines.dask_runner import DaskRunner
 from shardprep import config, formats, manifest, naming, planning, run
 from shardprep.graph import elements, parse, spill, stages
+from shardprep.graph.ranges import CountRanges
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +124,8 @@ def separate_cluster(tmp_path_factory):
             time.sleep(0.1)
         address = json.loads(info.read_text())["address"]
         procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                       "--host", "127.0.0.1", "--no-dashboard", "--local-directory", str(folder)],
+                                       "--host", "127.0.0.1", "--no-dashboard", "--local-directory", str(folder),
+                                       "--preload", "pipelines.dask_runner"],  # as README's sizing says
                                       env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
@@ -223,28 +225,91 @@ def test_multiple_outputs_side_inputs_and_every_sink_on_dask(cluster, tmp_path):
     assert sorted(r["seen"] for r in _read(tmp_path, "facts")) == list(range(30))
 
 
+def _compute(pipeline: beam.Pipeline, scheduler: str, buckets: int = 2) -> list:
+    """The task graph ``DaskRunner`` submits for ``pipeline``, run in this process by one of Dask's
+    local schedulers; the sinks' partitions concatenated."""
+    import dask.threaded
+    from apache_beam.runners.dask.overrides import dask_overrides
+
+    from pipelines.dask_graph import Visitor, fused
+
+    pipeline.replace_all(dask_overrides())
+    visitor = Visitor({"npartitions": 2}, buckets=buckets)
+    pipeline.visit(visitor)
+    graph, keys = fused(visitor.sinks())
+    get = dask.get if scheduler == "sync" else dask.threaded.get
+    return [x for part in get(graph, keys) for x in part]
+
+
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
 def test_each_partition_returns_only_its_own_outputs_and_shared_inputs_are_not_drained(scheduler):
     """Deterministic, no cluster. Beam's own translation returned 8 (sync) and 56 (threads) elements
     for this Flatten instead of 4: every partition also returned what earlier ones produced."""
-    import dask
-    from apache_beam.runners.dask.overrides import dask_overrides
-
-    from pipelines.dask_runner import _Visitor
-
     p = beam.Pipeline()
     src = p | beam.Create([1, 2, 3])
     a = src | "A" >> beam.Map(lambda x: ("a", x))
     b = src | "B" >> beam.Filter(lambda x: x == 1) | "B2" >> beam.Map(lambda x: ("b", x))
     both = (a, b) | "Both" >> beam.Flatten()
     src | "WithSide" >> beam.Map(lambda x, side: (x, sorted(side)), beam.pvalue.AsList(both))
-    p.replace_all(dask_overrides())
-    visitor = _Visitor({"npartitions": 2})
-    p.visit(visitor)
-    (sink,) = visitor.sinks()
-    out = dask.compute(*dask.optimize(sink), scheduler=scheduler)[0]
     expected = [("a", 1), ("a", 2), ("a", 3), ("b", 1)]
-    assert sorted(out) == [(None, (x, expected)) for x in (1, 2, 3)]
+    assert sorted(_compute(p, scheduler)) == [(None, (x, expected)) for x in (1, 2, 3)]
+
+
+_CALLS: list = []
+
+
+def _counted(x: int) -> int:
+    _CALLS.append(x)
+    return x
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_steps_upstream_of_a_side_input_and_a_group_by_key_run_once_per_element(scheduler):
+    """Handed to Dask as an ``Item``, a side input was optimised as a graph of its own, so every step
+    upstream of it ran twice (in the re-shard: Parse, its spill files written twice)."""
+    _CALLS.clear()
+    p = beam.Pipeline()
+    src = p | beam.Create(list(range(8))) | "Counted" >> beam.Map(_counted)
+    side = src | "Side" >> beam.Map(lambda x: x * 10)
+    keyed = src | "WithSide" >> beam.Map(lambda x, s: (x % 3, (x, sum(s))), beam.pvalue.AsList(side))
+    keyed | "Group" >> beam.GroupByKey() | "Sorted" >> beam.MapTuple(lambda k, vs: (k, sorted(vs)))
+    out = sorted(element for _, element in _compute(p, scheduler, buckets=2))
+    assert sorted(_CALLS) == list(range(8))
+    assert out == [(k, [(x, 280) for x in range(k, 8, 3)]) for k in range(3)]
+
+
+def test_the_reshard_graph_grows_linearly_with_work_units(raw, tmp_path):
+    """Beam's translation made 2,176 tasks of 12 work units (Dask's concat and groupby shuffles, an
+    alias per fused chain, the side inputs' upstream twice), ~3 ms of CPU each; each step now runs
+    once per partition, and an exchange costs n + n*m + m tasks."""
+    from apache_beam.runners.dask.overrides import dask_overrides
+    from dask._task_spec import Alias
+
+    from pipelines.dask_graph import Visitor, fused
+    from pipelines.reshard import build
+
+    assert reshard(raw, tmp_path / "template", "--num-shards", 2) == 0
+    m = manifest.load(str(tmp_path / "template"))
+    files = formats.expand_inputs([f"{raw}/*.csv"], "auto")
+    units = formats.plan_units(files, unit_bytes=20_000)
+    cfg = config.ReshardConfig(output=str(tmp_path / "ds"), run_id=naming.new_run_id(), features=m.features,
+                               sources=tuple((f.url, f.size) for f in files), splits=planning.parse_splits("train"),
+                               num_shards=2)
+    n, buckets = len(units), 4
+    p = beam.Pipeline(options=PipelineOptions([f"--dask_npartitions={n}"]))
+    build(p, cfg, units)
+    p.replace_all(dask_overrides())
+    visitor = Visitor({"npartitions": n}, buckets=buckets)
+    p.visit(visitor)
+    graph, _ = fused(visitor.sinks())
+    names = [(key[0] if isinstance(key, tuple) else key).rsplit("-", 1)[0] for key in graph]
+    assert n >= 8
+    assert not [k for k, node in graph.items() if isinstance(node, Alias)]
+    for step in ("Reshard_Parse_ParDo_Parse", "Reshard_Assign_ParDo_Assign", "Reshard_Count"):
+        assert names.count(step) == n, step
+    assert names.count("Reshard_WriteShards") == buckets
+    exchanges = sum(1 for name in set(names) if name.endswith("GroupByKey_split"))
+    assert len(graph) <= 10 * n + exchanges * (n * buckets + buckets) + 2  # each exchange: n*m buckets
 
 
 def _bump(count: tuple) -> tuple:
@@ -263,8 +328,10 @@ def _shards_with_side_input(cluster: str, raw: Path, out: Path, *, copies: int, 
                                sources=tuple((f.url, f.size) for f in files),
                                splits=planning.parse_splits("train=0.9,eval=0.1"), num_shards=2)
     p = _dask_pipeline(cluster, partitions=len(units))
-    parsed = (p | beam.Create(units)
-              | "Parse" >> beam.ParDo(parse.Parse(cfg)).with_outputs(elements.REJECTED, elements.FACTS, main="records"))
+    planned = p | beam.Create(units)
+    ranges = planned | "CountRanges" >> beam.ParDo(CountRanges())  # the nominal units' cuts, as in Reshard
+    parsed = planned | "Parse" >> beam.ParDo(parse.Parse(cfg), beam.pvalue.AsList(ranges)).with_outputs(
+        elements.REJECTED, elements.FACTS, main="records")
     counts = [parsed.records | f"Count{i}" >> beam.Map(spill.count) for i in range(copies)]
     if conflict:
         counts.append(parsed.records | "Bump" >> beam.Filter(lambda b: tuple(b[1]) == (0, 0) and b[2] == 0)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 CLOUD = ["--project=shardprep-test", "--region=us-central1", "--temp_location=gs://shardprep-test-bucket/tmp"]
 # Beam runs `pip freeze` (6 s here) to stage a list of the launcher's packages; tests skip that.
 DRY = ["--dry_run=True", "--experiments=disable_logging_submission_environment"]
-LABELS = {"Units", "Distribute", "Parse", "Count", "Assign", "GroupByShard", "WriteShards", "KeyRejected",
+LABELS = {"Units", "Distribute", "CountRanges", "Parse", "Count", "Assign", "GroupByShard", "WriteShards", "KeyRejected",
           "GroupRejected", "WriteRejected", "AllFacts", "KeyFacts", "Gather", "Commit"}
 
 _guard = {"on": False, "blocked": []}

@@ -38,10 +38,7 @@ def test_plan_workers_refuses_zero():
         local.plan_workers(requested=0, input_bytes=0, num_units=1, cores=2)
 
 
-def test_beam_flags_win():
-    assert local.direct_args(4, []) == ["--direct_running_mode=multi_processing", "--direct_num_workers=4"]
-    assert local.direct_args(4, ["--direct_num_workers=2"]) == []
-    assert local.direct_args(1, []) == []
+def test_beam_flags_ask_for_beams_own_workers():
     assert local.workers_of(["--direct_running_mode=multi_processing", "--direct_num_workers=3"]) == 3
     assert local.workers_of(["--direct_num_workers=3"]) == 1  # in_memory mode: one process whatever the count
 
@@ -143,7 +140,7 @@ def test_sigint_removes_the_run_folder(tmp_path):
     deadline = time.monotonic() + 120
     while not list(out.glob("run-*/train/*.tfrecord")) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    assert list(out.glob("run-*/spill/sorted-*")), "the run should hold its spill while it waits before commit"
+    assert list(out.glob("run-*/spill/*.bin")), "the run should hold its spill while it waits before commit"
     time.sleep(3)  # the last shard is in place: let the run reach its wait before commit, where the test interrupts it
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)

@@ -98,7 +98,14 @@ def scalar_entry_prefix(name: str, dtype: str, size: int) -> bytes:
     key = name.encode("utf-8")
     if dtype == "int64":
         return int_prefix(b"\x0a" + varint(len(key)) + key + b"\x12", size)
-    entry = map_entry(key, feature_message(dtype, [0.0] if dtype == "float32" else [bytes(size)]))
+    if dtype == "string":  # the lengths of map_entry(key, feature_message("string", [value])), without the value
+        value = varint(size)
+        bytes_list = 1 + len(value) + size
+        feature = 1 + len(varint(bytes_list)) + bytes_list
+        inner = 1 + len(varint(len(key))) + len(key) + 1 + len(varint(feature)) + feature
+        return b"".join((b"\x0a", varint(inner), b"\x0a", varint(len(key)), key, b"\x12", varint(feature), b"\x0a",
+                         varint(bytes_list), b"\x0a", value))
+    entry = map_entry(key, feature_message(dtype, [0.0]))
     return entry[:len(entry) - size]
 
 

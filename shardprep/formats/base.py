@@ -12,8 +12,8 @@ import gzip
 import io
 import json
 import zlib
-from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, ClassVar, NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from shardprep import fs
 from shardprep.errors import InputError
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from shardprep.tfrecord import FramedBatch
 
 __all__ = [
-    "BOM", "FORMATS", "MAX_RECORD_BYTES", "Bad", "Format", "InputError", "InputFile", "LongLine", "Record",
-    "StreamError", "Unsupported", "WorkUnit", "line_size", "open_input", "read_lines", "too_large",
+    "BOM", "FORMATS", "MAX_RECORD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Format", "InputError", "InputFile",
+    "LongLine", "Record", "StreamError", "Unsupported", "WorkUnit", "line_size", "open_input", "read_head", "read_lines",
+    "spread", "too_large",
 ]
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json")
@@ -33,6 +34,12 @@ BOM = b"\xef\xbb\xbf"
 READ_BLOCK = 1 << 20
 MAX_RECORD_BYTES = 64 << 20  # --max-record-mb's default
 RAW_HEAD_BYTES = 1024  # what a dead letter keeps of a record too large to keep
+# What the launcher reads of the input beyond listings: the heads of at most SAMPLE_FILES files spread
+# over the input list (first, last and between) for the schema sample and the CSV delimiter, at most
+# SAMPLE_BYTES in all for the sample, and each CSV file's header (``formats.csv.read_header``).
+SAMPLE_FILES = 8
+SAMPLE_BYTES = 8 << 20
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +71,9 @@ class WorkUnit:
     first_position: int
     columns: tuple[str, ...] = ()
     max_record_bytes: int = MAX_RECORD_BYTES  # a larger record is dead letter ``record_too_large``
+    # "": start, end and first_position are exact. Else a nominal byte range of a large line file,
+    # planned from its size alone; the pipeline finds its cuts by this rule (``formats.cuts``).
+    nominal: str = ""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -137,6 +147,34 @@ class StreamError(Exception):
     def __init__(self, reason: str, offset: int, partial: bytes, detail: str) -> None:
         super().__init__(detail)
         self.reason, self.offset, self.partial, self.detail = reason, offset, partial, detail
+
+
+def spread(items: Sequence[T], n: int) -> list[T]:
+    """At most ``n`` of ``items``, evenly spread from the first to the last, in order."""
+    if len(items) <= n:
+        return list(items)
+    return [items[i * (len(items) - 1) // (n - 1)] for i in range(n)] if n > 1 else list(items[:n])
+
+
+def read_head(file: InputFile, size: int) -> tuple[bytes, bool]:
+    """The file's first ``size`` bytes (gzip: decompressed, up to a break in the stream) and whether they are all of it.
+
+    What the launcher reads of an input (header, dialect sniff, format checks): an uncompressed
+    file's head is one ranged read of exactly those bytes, whatever the file system's read-ahead.
+    """
+    if not file.gzip:
+        head = fs.read_bytes(file.url, 0, min(size, file.size)) if file.size else b""
+        return head, len(head) >= file.size
+    parts, got = [], 0
+    with open_input(file, 0) as stream:
+        try:
+            while got < size and (chunk := stream.read1(size - got)):
+                parts.append(chunk)
+                got += len(chunk)
+            whole = got < size or not stream.read(1)
+        except (EOFError, OSError, zlib.error):  # a broken stream: its readers report it; the head is what precedes it
+            whole = True
+    return b"".join(parts), whole
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ while it can prove it gives the same records, and hands the rest of a unit back 
 Lines end with ``\\n`` (``\\r\\n`` works too).
 
 Each file is read in its ``CsvDialect`` (``formats.dialect``): the delimiter (``--delimiter``, else
-sniffed per file by ``resolve_dialects``, which refuses files of one run that disagree), whether
+sniffed by ``resolve_dialects`` from up to ``SAMPLE_FILES`` files, which must agree), whether
 line 1 is a header, the column names, and the null values: a field equal to one of them is
 ``None`` in the row (missing, never a string). The header must have as many names as the first
 rows have fields, else the file is refused with both counts.
@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING
 
 from shardprep.formats.base import (
     MAX_RECORD_BYTES,
+    SAMPLE_FILES,
     Bad,
     Format,
     InputError,
@@ -34,7 +37,9 @@ from shardprep.formats.base import (
     WorkUnit,
     line_size,
     open_input,
+    read_head,
     read_lines,
+    spread,
     too_large,
 )
 from shardprep.formats.cuts import line_units
@@ -48,6 +53,8 @@ __all__ = ["CsvFormat", "dialect_of", "read_header", "resolve_dialects"]
 
 log = logging.getLogger("shardprep")
 HEADER_CHECK_ROWS = 20  # rows compared with the header's field count at planning
+HEAD_PROBE = 16 << 10  # the first head read for the header; it grows 4x while it holds no complete row ...
+HEAD_BYTES = 1 << 20  # ... and, for the rows to check, up to this size
 
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a single field may hold megabytes
 
@@ -87,16 +94,23 @@ def read_header(file: InputFile) -> tuple[str, ...]:
     number of fields than every one of the first rows.
     """
     dialect = dialect_of(file)
+    size = HEAD_PROBE
+    while True:  # a bounded head: header and HEADER_CHECK_ROWS rows, at most HEAD_BYTES unless line 1 is longer
+        head, whole = read_head(file, size)
+        records = list(itertools.islice(_csv_records(io.BytesIO(head), 0, 1, delimiter=dialect.delimiter),
+                                        HEADER_CHECK_ROWS + 2))
+        if not whole and len(records) <= HEADER_CHECK_ROWS + 1:
+            records = records[:-1]  # the last record may be cut off by the end of the head
+        if whole or len(records) > HEADER_CHECK_ROWS or (records and size >= HEAD_BYTES):
+            break
+        size *= 4
     rows = []
-    with open_input(file, 0) as stream:
-        for _line, lines, row, error in _csv_records(stream, 0, 1, delimiter=dialect.delimiter):
-            if not rows and (error or not all(ok for _, _, ok in lines)):
-                problem = error[1] if error else "it is not valid UTF-8"
-                raise InputError(f"{file.url!r}: the CSV header cannot be read: {problem}")
-            if row is not None:
-                rows.append(row)
-            if len(rows) > HEADER_CHECK_ROWS:
-                break
+    for _line, lines, row, error in records[:HEADER_CHECK_ROWS + 1]:
+        if not rows and (error or not all(ok for _, _, ok in lines)):
+            problem = error[1] if error else "it is not valid UTF-8"
+            raise InputError(f"{file.url!r}: the CSV header cannot be read: {problem}")
+        if row is not None:
+            rows.append(row)
     if not rows:
         return ()
     names = list(dialect.column_names) or rows[0]
@@ -122,20 +136,19 @@ def read_header(file: InputFile) -> tuple[str, ...]:
 def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None, header: bool = True,
                      column_names: tuple[str, ...] = (), null_values: tuple[str, ...] | None = None,
                      ) -> list[InputFile]:
-    """``files`` with each CSV file's dialect set; the delimiter sniffed per file when not given.
+    """``files`` with each CSV file's dialect set; the delimiter, when not given, sniffed from the heads
+    of at most ``SAMPLE_FILES`` CSV files spread over the list (a bounded read at launch).
 
-    Raises ``InputError`` when the CSV files of one run sniff to different delimiters.
+    Raises ``InputError`` when the sniffed CSV files of one run give different delimiters.
     """
     base = CsvDialect(header=header, column_names=column_names,
                       **({} if null_values is None else {"null_values": null_values}))
-    out, chosen = [], {}
-    for file in files:
-        if file.format != "csv":
-            out.append(file)
-            continue
-        found = delimiter or _sniff(file)
-        chosen.setdefault(found, file.url)
-        out.append(dataclasses.replace(file, dialect=dataclasses.replace(base, delimiter=found)))
+    chosen: dict[str, str] = {}  # delimiter -> the first file sniffed to it
+    for file in [] if delimiter else spread([f for f in files if f.format == "csv"], SAMPLE_FILES):
+        chosen.setdefault(_sniff(file), file.url)
+    found = delimiter or next(iter(chosen), ",")
+    dialect = dataclasses.replace(base, delimiter=found)
+    out = [dataclasses.replace(file, dialect=dialect) if file.format == "csv" else file for file in files]
     if len(chosen) > 1:
         (d1, u1), (d2, u2) = list(chosen.items())[:2]
         raise InputError(f"the CSV files disagree on the delimiter: {u1!r} uses {d1!r}, {u2!r} uses {d2!r}; "
@@ -148,13 +161,12 @@ def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None
 def _sniff(file: InputFile) -> str:
     if file.size == 0:
         return ","
-    with open_input(file, 0) as stream:
-        try:
-            head = stream.read(SNIFF_BYTES)
-        except (EOFError, OSError) as e:  # a broken gzip stream: the readers report it
-            log.debug("%s: cannot sniff the delimiter (%s)", file.url, e)
-            return ","
-    return sniff_delimiter(head, complete=len(head) < SNIFF_BYTES) or ","
+    try:
+        head, whole = read_head(file, SNIFF_BYTES)
+    except OSError as e:  # unreadable here: the readers report it
+        log.debug("%s: cannot sniff the delimiter (%s)", file.url, e)
+        return ","
+    return sniff_delimiter(head, complete=whole) or ","
 
 
 class _CsvLines:

@@ -14,8 +14,21 @@ import posixpath
 from collections.abc import Iterator, Sequence
 
 from shardprep import fs, naming
-from shardprep.formats.base import FORMATS, MAX_RECORD_BYTES, Bad, Format, InputError, InputFile, Record, WorkUnit
+from shardprep.formats.base import (
+    FORMATS,
+    MAX_RECORD_BYTES,
+    SAMPLE_BYTES,
+    SAMPLE_FILES,
+    Bad,
+    Format,
+    InputError,
+    InputFile,
+    Record,
+    WorkUnit,
+    spread,
+)
 from shardprep.formats.csv import CsvFormat
+from shardprep.formats.cuts import LINE_FORMATS, resolve_alone
 from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions, expand_images
 from shardprep.formats.json_array import JsonArrayFormat, is_json_array
 from shardprep.formats.jsonl import JsonLinesFormat
@@ -159,8 +172,9 @@ def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024
     """Work units of ``files`` in a deterministic order (file, then place in the file); a record
     over ``max_record_bytes`` will be a ``record_too_large`` dead letter.
 
-    Reads each CSV header, each Parquet footer, and every large CSV/JSON Lines file once to place
-    its cuts; raises ``InputError`` for a file that cannot be used at all.
+    Reads each CSV header (a bounded head) and each Parquet footer, never the data: a large CSV /
+    JSON Lines file becomes nominal byte ranges whose cuts the pipeline finds (``formats.cuts``);
+    raises ``InputError`` for a file that cannot be used at all.
     """
     if not isinstance(unit_bytes, int) or unit_bytes < 1:
         raise ValueError(f"unit_bytes={unit_bytes!r}: expected a positive number of bytes")
@@ -187,20 +201,29 @@ def read_unit(unit: WorkUnit) -> Iterator[Record]:
     Rows: CSV column -> str; JSON object as parsed; TFRecord feature -> list of int/float/bytes;
     Parquet column -> Python value (dates/times as their integer value, decimals as floats).
     """
+    if unit.nominal:  # planned from the file's size: its cuts found here (the pipeline finds them in parallel)
+        unit = resolve_alone(unit)
+        if unit.start >= unit.end:
+            return iter(())
     if unit.file.size == 0:
         return iter(())
     return format_of(unit).read(unit)
 
 
-def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: int = 8) -> list[dict]:
-    """The first good rows of the first ``max_files`` files, up to ``max_rows`` spread evenly over them."""
-    chosen = list(files)[:max_files]
+def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: int = SAMPLE_FILES,
+                max_bytes: int = SAMPLE_BYTES) -> list[dict]:
+    """Good rows of at most ``max_files`` files spread over the list (first, last and between), up to
+    ``max_rows`` spread evenly over them; of a CSV / JSON Lines file only the records that start in its
+    share of ``max_bytes`` (gzip: the rows counted only), so the launcher's reads stay bounded."""
+    chosen = spread(files, max_files)
     rows: list[dict] = []
     for i, file in enumerate(chosen):
         quota = -(-(max_rows - len(rows)) // (len(chosen) - i))
         if quota <= 0:
             break
         unit = _plan_file(file, max(file.size, 1))[0]
+        if file.format in LINE_FORMATS and not file.gzip:
+            unit = dataclasses.replace(unit, end=min(unit.end, max_bytes // len(chosen)))
         reader = read_unit(unit)
         try:
             for seen, (_, row) in enumerate(reader, 1):
@@ -209,6 +232,8 @@ def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: 
                     quota -= 1
                 if quota <= 0 or seen >= 10 * max_rows:
                     break
+        except InputError:  # a CSV record that runs past the head's end: the rows before it are the sample
+            pass
         finally:
             if hasattr(reader, "close"):
                 reader.close()

@@ -8,8 +8,8 @@ A problem is an ``ImageProblem`` with a stable reason code (``REASONS``).
 """
 from __future__ import annotations
 
-import dataclasses
 import struct
+from typing import NamedTuple
 
 __all__ = ["EMPTY", "DECODE", "NOT_IMAGE", "REASONS", "TRUNCATED", "UNREADABLE", "UNSUPPORTED", "ImageInfo",
            "ImageProblem", "IMAGE_FORMATS", "sniff"]
@@ -29,12 +29,19 @@ _OTHER_SIGNATURES = (  # recognised images in formats this tool does not take
 )
 _JPEG_SOF_OK = {0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC9: "arithmetic", 0xCA: "arithmetic"}
 _JPEG_SOF_OTHER = {0xC3, 0xC5, 0xC6, 0xC7, 0xCB, 0xCD, 0xCE, 0xCF}  # lossless / hierarchical
+# What each JPEG marker byte means to the walk (one table look-up per segment): a segment to skip
+# by its length, a fill byte, a marker without a length, end of image, a frame header we take or
+# refuse, start of scan.
+_SEGMENT, _FILL, _BARE, _EOI, _SOF, _SOF_OTHER, _SOS = range(7)
+_JPEG_MARKER = tuple(_FILL if m == 0xFF else _BARE if m == 0x01 or 0xD0 <= m <= 0xD8 else _EOI if m == 0xD9 else
+                     _SOF if m in _JPEG_SOF_OK else _SOF_OTHER if m in _JPEG_SOF_OTHER else _SOS if m == 0xDA else _SEGMENT
+                     for m in range(256))
+_MARKER_HEAD = struct.Struct(">BBH").unpack_from  # 0xFF, marker, segment length
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageInfo:
+class ImageInfo(NamedTuple):
     """What the header says: ``format`` (one of ``IMAGE_FORMATS``), size in pixels, decoded channels."""
 
     format: str
@@ -88,28 +95,28 @@ def _jpeg(data: bytes) -> ImageInfo:
     while True:
         if i + 4 > n:  # every segment but the last (the scan) has a marker and a length
             raise ImageProblem(TRUNCATED, f"the data ends at byte {n}, inside the JPEG header")
-        if data[i] != 0xFF:
-            raise ImageProblem(DECODE, f"JPEG: expected a marker at byte {i}, found 0x{data[i]:02x}")
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
+        ff, marker, length = _MARKER_HEAD(data, i)
+        if ff != 0xFF:
+            raise ImageProblem(DECODE, f"JPEG: expected a marker at byte {i}, found 0x{ff:02x}")
+        kind = _JPEG_MARKER[marker]
+        if kind == _FILL:
             i += 1
             continue
-        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+        if kind == _BARE:  # markers without a length
             i += 2
             continue
-        if marker == 0xD9:
+        if kind == _EOI:
             raise ImageProblem(DECODE, f"JPEG: end-of-image marker at byte {i}, before any image data")
-        length = (data[i + 2] << 8) | data[i + 3]
-        if marker in _JPEG_SOF_OTHER:
+        if kind == _SOF_OTHER:
             raise ImageProblem(UNSUPPORTED, f"a lossless or hierarchical JPEG (SOF 0x{marker:02x}): TensorFlow decodes "
                                "baseline and progressive JPEG")
-        if marker in _JPEG_SOF_OK:
+        if kind == _SOF:
             _need(data, i + 10, "JPEG frame header")
             height, width, components = struct.unpack_from(">HHB", data, i + 5)
             if height == 0:
                 raise ImageProblem(UNSUPPORTED, "a JPEG whose height is given after the scan (DNL marker)")
             sof = ImageInfo("jpeg", height, width, 1 if components == 1 else 3)
-        if marker == 0xDA:  # start of scan: entropy-coded data follows, up to the end-of-image marker
+        elif kind == _SOS:  # start of scan: entropy-coded data follows, up to the end-of-image marker
             if sof is None:
                 raise ImageProblem(DECODE, "JPEG: the scan starts before any frame header")
             if data.rfind(b"\xff\xd9", i + 2 + length) < 0:

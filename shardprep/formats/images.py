@@ -7,23 +7,34 @@ becomes one Example with the field names of tensorflow/models' ``build_imagenet_
 (``FEATURES``). The header is checked in pure Python (``image_headers``); ``--check-images decode``
 and ``--max-side`` decode with Pillow (``image_codec``). Bad images are dead letters whose raw text
 is the image's path: reasons in ``image_headers.REASONS``.
+
+The pipeline reads a unit column-wise (``framed_batches``): one system call per step of a local
+file (open, one read of its listed size, close) and ``example.columnar`` encoding and framing a
+block of images at once, so the Python work per image is the header check and the hash. ``read``
+gives the same records row by row (the per-record path and its tests).
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
+
 from shardprep import fs
-from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, WorkUnit
-from shardprep.formats.image_headers import UNREADABLE, ImageProblem, sniff
-from shardprep.formats.image_listing import ImageEntry, ImageOptions, list_images, resolve
+from shardprep.example import columnar
+from shardprep.formats.base import Bad, Decoded, Format, InputError, InputFile, Record, WorkUnit
+from shardprep.formats.image_headers import UNREADABLE, ImageInfo, ImageProblem, sniff
+from shardprep.formats.image_listing import ImageEntries, ImageOptions, list_images, resolve
 from shardprep.schema import FeatureSpec, Schema
+from shardprep.tfrecord import FramedBatch
 
 __all__ = ["FEATURES", "FILES_PER_UNIT", "ImageFormat", "ImageOptions", "ImageSource", "ImageUnit", "expand_images",
            "image_schema"]
 
 FILES_PER_UNIT = 512
+BLOCK_BYTES = 4 << 20  # images encoded at once by the column-wise reader
 LABEL = "image/class/label"
 FEATURES = {
     "image/encoded": "string", "image/format": "string", "image/height": "int64", "image/width": "int64",
@@ -36,19 +47,21 @@ _FETCH_BATCH = 64  # images fetched concurrently from an object store
 
 @dataclasses.dataclass(frozen=True)
 class ImageSource(InputFile):
-    """The input as one file: root (paths resolve against it), classes in label order, options, entries."""
+    """The input as one file: root (paths resolve against it), classes in label order, options, images;
+    ``listed``: paths as a listing file gives them (else relative paths under class folders)."""
 
     root: str = ""
     classes: tuple[str, ...] = ()
     options: ImageOptions = dataclasses.field(default_factory=ImageOptions)
-    entries: tuple[ImageEntry, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    listed: bool = False
+    entries: ImageEntries = dataclasses.field(default_factory=ImageEntries, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class ImageUnit(WorkUnit):
     """A batch of consecutive images: ``start``/``end`` index the listing, ``entries`` are those images."""
 
-    entries: tuple[ImageEntry, ...] = dataclasses.field(default=(), repr=False)
+    entries: ImageEntries = dataclasses.field(default_factory=ImageEntries, repr=False)
 
 
 def image_schema(classes: Sequence[str]) -> Schema:
@@ -60,7 +73,7 @@ def image_schema(classes: Sequence[str]) -> Schema:
 def expand_images(patterns: Sequence[str], options: ImageOptions, normal: Callable[[str], str] = str) -> list[InputFile]:
     """The one ``ImageSource`` of ``--input``; ``InputError`` when it holds no usable images."""
     listing = list_images(patterns, options, normal)
-    total = sum(e.size for e in listing.entries)
+    total = sum(listing.entries.sizes)
     if total == 0:
         raise InputError(f"--input {listing.source!r}: found {len(listing.entries)} image file(s), all empty or missing: "
                          "expected ROOT/<class>/<image> files with data")
@@ -69,7 +82,7 @@ def expand_images(patterns: Sequence[str], options: ImageOptions, normal: Callab
     except OSError:
         version = ""
     return [ImageSource(0, listing.source, total, "images", False, version, root=listing.root, classes=listing.classes,
-                        options=options, entries=listing.entries)]
+                        options=options, listed=listing.listed, entries=listing.entries)]
 
 
 class ImageFormat(Format):
@@ -81,72 +94,200 @@ class ImageFormat(Format):
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         if not isinstance(file, ImageSource):
             raise InputError(f"{file.url!r}: --format images reads a folder or listing given as the one --input")
-        light = dataclasses.replace(file, entries=())  # units carry their own entries, not the whole listing
+        light = dataclasses.replace(file, entries=ImageEntries())  # units carry their own images, not the listing
         units: list[WorkUnit] = []
         start, size = 0, 0
-        for i, entry in enumerate(file.entries):
-            if i > start and (i - start >= FILES_PER_UNIT or size + entry.size > unit_bytes):
-                units.append(ImageUnit(light, len(units), start, i, start + 1, entries=file.entries[start:i]))
+        for i, entry_size in enumerate(file.entries.sizes):
+            if i > start and (i - start >= FILES_PER_UNIT or size + entry_size > unit_bytes):
+                units.append(ImageUnit(light, len(units), start, i, start + 1, entries=file.entries.between(start, i)))
                 start, size = i, 0
-            size += entry.size
-        units.append(ImageUnit(light, len(units), start, len(file.entries), start + 1, entries=file.entries[start:]))
+            size += entry_size
+        end = len(file.entries)
+        units.append(ImageUnit(light, len(units), start, end, start + 1, entries=file.entries.between(start, end)))
         return units
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
-        if not isinstance(unit, ImageUnit) or not isinstance(unit.file, ImageSource):
-            raise InputError(f"{unit.file.url!r}: not an image unit")
-        source = unit.file
-        for offset, (entry, url, data) in enumerate(_fetch(source.root, unit.entries)):
-            position = unit.first_position + offset
-            try:
-                if isinstance(data, BaseException):
-                    raise ImageProblem(UNREADABLE, f"cannot be read: {data}")
-                row: dict | Bad = image_row(entry, data, source.classes, source.options)
-            except ImageProblem as e:
-                row = Bad(position, e.reason, f"{url}: {e.detail}", entry.path)
-            yield position, row
+        source, entries = _source(unit)
+        for item in _checked(unit):
+            if isinstance(item, Bad):
+                yield item.position, item
+                continue
+            index, data, info = item
+            yield unit.first_position + index, image_row(entries.paths[index], entries.labels[index], data, info,
+                                                         source.classes)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        return isinstance(unit, ImageUnit) and schema.keys() == FEATURES.keys() and all(
+            schema[name].dtype == dtype and schema[name].shape == () for name, dtype in FEATURES.items())
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch | Bad | Decoded]:
+        source, entries = _source(unit)
+        texts = [_utf8(c) for c in source.classes]
+        block = _Block()
+        for item in _checked(unit):
+            if isinstance(item, Bad):
+                yield from block.flush(schema)
+                yield item
+                continue
+            index, data, info = item
+            path, label = entries.paths[index], entries.labels[index]
+            name = path.encode("ascii") if path.isascii() else _utf8(path)
+            if name is None or texts[label] is None:  # not UTF-8 encodable: the row encoder decides (a dead letter)
+                yield from block.flush(schema)
+                yield Decoded(unit.first_position + index, image_row(path, label, data, info, source.classes))
+                continue
+            block.add(data, info, label, texts[label], name)
+            if block.size >= BLOCK_BYTES:
+                yield from block.flush(schema)
+        yield from block.flush(schema)
 
 
-def image_row(entry: ImageEntry, data: bytes, classes: Sequence[str], options: ImageOptions) -> dict:
-    """One image's Example fields; ``ImageProblem`` for an image that cannot be used."""
-    info = sniff(data)
-    large = options.max_side is not None and max(info.height, info.width) > options.max_side
-    if options.check == "decode" or large:
-        from shardprep.formats.image_codec import decode, shrink  # Pillow, only when pixels are needed
-
-        image = decode(data, info)
-        if large:
-            data, info = shrink(image, options.max_side, options.jpeg_quality)
+def image_row(path: str, label: int, data: bytes, info: ImageInfo, classes: Sequence[str]) -> dict:
+    """One image's Example fields, as a row for the per-record encoder."""
     return {
         "image/encoded": data, "image/format": info.format, "image/height": info.height, "image/width": info.width,
-        "image/channels": info.channels, LABEL: entry.label, "image/class/text": classes[entry.label],
-        "image/filename": entry.path, "image/key/sha256": hashlib.sha256(data).hexdigest(),
+        "image/channels": info.channels, LABEL: label, "image/class/text": classes[label],
+        "image/filename": path, "image/key/sha256": hashlib.sha256(data).hexdigest(),
     }
 
 
-def _fetch(root: str, entries: Sequence[ImageEntry]) -> Iterator[tuple[ImageEntry, str, bytes | BaseException]]:
-    """(entry, url, bytes or the error) of every entry, in order; object stores fetch a batch at a time."""
-    urls = [resolve(root, e.path) for e in entries]
-    if fs.is_local(root):
-        for entry, url in zip(entries, urls):
-            yield entry, url, _problem(entry) or _read_local(url.removeprefix("file://"))
-        return
-    filesystem, _ = fs.filesystem(root)
-    for i in range(0, len(entries), _FETCH_BATCH):
-        batch = [(e, u) for e, u in zip(entries[i:i + _FETCH_BATCH], urls[i:i + _FETCH_BATCH])]
-        wanted = [filesystem._strip_protocol(u) for e, u in batch if not e.problem]
-        got = filesystem.cat(wanted, on_error="return") if wanted else {}
-        for entry, url in batch:
-            yield entry, url, _problem(entry) or got.get(filesystem._strip_protocol(url), FileNotFoundError(url))
+class _Block:
+    """Checked images gathered column by column, then encoded and framed at once (``columnar``)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._data: list[bytes] = []
+        self._formats: list[bytes] = []
+        self._heights: list[int] = []
+        self._widths: list[int] = []
+        self._channels: list[int] = []
+        self._labels: list[int] = []
+        self._texts: list[bytes] = []
+        self._names: list[bytes] = []
+        self._digests: list[bytes] = []
+
+    def add(self, data: bytes, info: ImageInfo, label: int, text: bytes, name: bytes) -> None:
+        self._data.append(data)
+        self._formats.append(_FORMAT_BYTES[info.format])
+        self._heights.append(info.height)
+        self._widths.append(info.width)
+        self._channels.append(info.channels)
+        self._labels.append(label)
+        self._texts.append(text)
+        self._names.append(name)
+        self._digests.append(hashlib.sha256(data).digest())
+        self.size += len(data)
+
+    def flush(self, schema: Schema) -> Iterator[FramedBatch]:
+        """The gathered images as one framed batch (none if there are none); starts a new block."""
+        n = len(self._data)
+        if not n:
+            return
+        digests = b"".join(self._digests).hex().encode("ascii")  # hexdigest, as build_imagenet_data.py stores it
+        columns = {
+            "image/encoded": _strings(self._data), "image/format": _strings(self._formats),
+            "image/height": np.array(self._heights, np.int64), "image/width": np.array(self._widths, np.int64),
+            "image/channels": np.array(self._channels, np.int64), LABEL: np.array(self._labels, np.int64),
+            "image/class/text": _strings(self._texts), "image/filename": _strings(self._names),
+            "image/key/sha256": (np.arange(0, 64 * n + 1, 64, dtype=np.int64), digests),
+        }
+        self.__init__()
+        yield FramedBatch(*columnar.encode_framed(schema, columns, n))
 
 
-def _problem(entry: ImageEntry) -> BaseException | None:
-    return FileNotFoundError(entry.problem) if entry.problem else None
+_FORMAT_BYTES = {name: name.encode("ascii") for name in ("jpeg", "png", "gif", "bmp", "webp")}
 
 
-def _read_local(path: str) -> bytes | BaseException:
+def _strings(values: list[bytes]) -> tuple[np.ndarray, bytes]:
+    """A string column as ``columnar`` takes it: offsets and the values back to back."""
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+    return offsets, b"".join(values)
+
+
+def _utf8(text: str) -> bytes | None:
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a file name with bytes that are not UTF-8 (kept as surrogates by os.scandir)
+        return None
+
+
+def _source(unit: WorkUnit) -> tuple[ImageSource, ImageEntries]:
+    if not isinstance(unit, ImageUnit) or not isinstance(unit.file, ImageSource):
+        raise InputError(f"{unit.file.url!r}: not an image unit")
+    return unit.file, unit.entries
+
+
+def _checked(unit: WorkUnit) -> Iterator[tuple[int, bytes, ImageInfo] | Bad]:
+    """(index in the unit, bytes, header) of each usable image, in order (re-encoded if ``--max-side``
+    asks), and a ``Bad`` for each other one."""
+    source, entries = _source(unit)
+    options = source.options
+    pixels = options.check == "decode" or options.max_side is not None
+    for index, url, data in _fetch(source, entries):
+        try:
+            if isinstance(data, BaseException):
+                raise ImageProblem(UNREADABLE, f"cannot be read: {data}")
+            info = sniff(data)
+            if pixels:
+                data, info = _pixels(data, info, options)
+        except ImageProblem as e:
+            yield Bad(unit.first_position + index, e.reason, f"{url}: {e.detail}", entries.paths[index])
+            continue
+        yield index, data, info
+
+
+def _pixels(data: bytes, info: ImageInfo, options: ImageOptions) -> tuple[bytes, ImageInfo]:
+    """``--check-images decode`` and ``--max-side``: every pixel decoded; a large image shrunk."""
+    from shardprep.formats.image_codec import decode, shrink  # Pillow, only when pixels are needed
+
+    large = options.max_side is not None and max(info.height, info.width) > options.max_side
+    if options.check == "decode" or large:
+        image = decode(data, info)
+        if large:
+            return shrink(image, options.max_side, options.jpeg_quality)
+    return data, info
+
+
+def _fetch(source: ImageSource, entries: ImageEntries) -> Iterator[tuple[int, str, bytes | BaseException]]:
+    """(index, url, bytes or the error) of every image, in order; object stores fetch a batch at a time."""
+    problems = dict(entries.problems)
+    if fs.is_local(source.root):
+        if source.listed:
+            urls = [resolve(source.root, p).removeprefix("file://") for p in entries.paths]
+        else:  # class-folder paths are clean (no "." or ".." parts), and the root absolute: a join is enough
+            base = source.root.removeprefix("file://").rstrip("/") + "/"
+            urls = [base + p for p in entries.paths]
+        for index, (url, size) in enumerate(zip(urls, entries.sizes)):
+            yield index, url, FileNotFoundError(problems[index]) if index in problems else _read_local(url, size)
+        return
+    urls = [resolve(source.root, p) for p in entries.paths]
+    filesystem, _ = fs.filesystem(source.root)
+    for lo in range(0, len(urls), _FETCH_BATCH):
+        batch = range(lo, min(lo + _FETCH_BATCH, len(urls)))
+        wanted = [filesystem._strip_protocol(urls[i]) for i in batch if i not in problems]
+        got = filesystem.cat(wanted, on_error="return") if wanted else {}
+        for i in batch:
+            yield i, urls[i], (FileNotFoundError(problems[i]) if i in problems else
+                               got.get(filesystem._strip_protocol(urls[i]), FileNotFoundError(urls[i])))
+
+
+def _read_local(path: str, size: int) -> bytes | OSError:
+    """A local file's bytes: open, one read of its listed size plus one byte (to see the end), close;
+    reads on to the end only if the file is not that size any more."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         return e
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # changed since it was listed (or a short read): the rest, to the end
+            parts = [data]
+            while chunk := os.read(fd, max(size, 1 << 20)):
+                parts.append(chunk)
+            data = b"".join(parts)
+        return data
+    except OSError as e:
+        return e
+    finally:
+        os.close(fd)

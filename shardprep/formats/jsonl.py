@@ -10,7 +10,6 @@ holding a bad line or a value the row encoder must judge raises ``Unsupported`` 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from shardprep.formats.base import (
     Unsupported,
     WorkUnit,
     open_input,
+    read_head,
     read_lines,
     too_large,
 )
@@ -69,11 +69,10 @@ class JsonLinesFormat(Format):
 
 def check_json_lines(file: InputFile) -> None:
     """Refuses a file holding one JSON array (every record would be bad): JSON Lines has one object per line."""
-    with open_input(file, 0) as stream:
-        try:
-            head = stream.read(4096)
-        except (EOFError, OSError, zlib.error):
-            return  # the reader reports a broken gzip stream as a bad record
+    try:
+        head, _ = read_head(file, 4096)
+    except OSError:
+        return  # unreadable here: the reader reports it
     if head.removeprefix(BOM).lstrip().startswith(b"["):
         raise InputError(f"{file.url!r} holds a JSON array, not JSON Lines (one object per line): convert it, e.g. "
                          "jq -c '.[]' in.json > out.jsonl")

@@ -44,7 +44,9 @@ class ShardPiece(NamedTuple):
     """Assign -> GroupByShard -> WriteShards: the records of one batch bound for one shard.
 
     Bytes ``[start, end)`` of the reordered spill file ``url``; ``orders``: each record's place in
-    the shard (uint64, bytes); ``ends``: record ends relative to ``start``.
+    the shard (uint64, bytes); ``ends``: record ends relative to ``start``. With ``starts`` (local
+    spill, ``graph.spill.scattered``): the records lie where Parse wrote them in ``url``, record i
+    being bytes ``[starts[i], ends[i])`` of the file (uint64, bytes), and no reordered copy exists.
     """
 
     orders: bytes
@@ -52,6 +54,7 @@ class ShardPiece(NamedTuple):
     start: int
     end: int
     ends: bytes
+    starts: bytes = b""
 
 
 class RejectedBatch(NamedTuple):

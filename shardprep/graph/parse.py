@@ -10,7 +10,6 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam import pvalue
-from apache_beam.metrics import Metrics
 
 from shardprep import formats, planning, schema, stats, tfrecord, writer
 from shardprep.commit import UnitFact
@@ -18,8 +17,10 @@ from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
 from shardprep.formats import Bad, Unsupported, WorkUnit
 from shardprep.formats.base import Decoded, row_text
+from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch
-from shardprep.graph.spill import concat, joined, pack
+from shardprep.graph.pool import Counter
+from shardprep.graph.spill import concat, joined, keep_freed_memory, pack
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Parse"]
@@ -31,17 +32,21 @@ PROGRESS_S = 10.0
 class Parse(beam.DoFn):
     """Reads one work unit, encodes its records, assigns splits; bad records become dead letters.
 
+    A nominal unit (a byte range of a large CSV / JSON Lines file) is first resolved to its exact
+    cuts and first line from the ``CountRanges`` side input (``graph.ranges``, ``formats.cuts``).
+
     Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
     ``UnitFact`` (tag ``FACTS``) and the unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files, not through the runner.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
-        self._records = Metrics.counter("shardprep", "records_read")
-        self._rejects = Metrics.counter("shardprep", "records_rejected")
-        self._bytes = Metrics.counter("shardprep", "bytes_encoded")
+        self._records = Counter("records_read")
+        self._rejects = Counter("records_rejected")
+        self._bytes = Counter("bytes_encoded")
 
     def setup(self) -> None:
+        keep_freed_memory()
         cfg = self._config
         self._schema = schema.schema_from_json(cfg.features)
         self._missing: dict[str, int] = {}  # per unit: rows that left each feature out (a missing value)
@@ -53,6 +58,7 @@ class Parse(beam.DoFn):
         self._started = time.monotonic()
         self._next_progress = self._started
         self._total = 0
+        self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
 
     def _batches(self, unit: WorkUnit) -> Iterator[FramedBatch | Bad]:
         """The unit's records in file order: ``FramedBatch`` ones, and ``Bad`` ones.
@@ -117,7 +123,13 @@ class Parse(beam.DoFn):
             return Bad(position, e.reason, e.detail, row_text(row))
         return FramedBatch(framed, np.array([len(framed)], np.uint64))
 
-    def process(self, unit: WorkUnit) -> Iterator[Any]:
+    def process(self, unit: WorkUnit, ranges: list[RangeCount] = ()) -> Iterator[Any]:
+        empty = False
+        if unit.nominal:  # a large line file's nominal range: its cuts from the range counts (formats.cuts)
+            if self._cuts is None:
+                self._cuts = CutTable(ranges)
+            unit = resolve(unit, self._cuts)
+            empty = unit.start >= unit.end  # its records all start in the unit before (a record longer than a unit)
         cfg = self._config
         parts = [0] * len(cfg.splits)
         kept = [0] * len(cfg.splits)
@@ -127,7 +139,7 @@ class Parse(beam.DoFn):
         unit_name = f"{unit.file.index}:{unit.index}"
         self._missing.clear()
         partial: dict[int, dict[str, stats.FeatureStats]] = {}
-        for item in self._batches(unit):
+        for item in () if empty else self._batches(unit):
             if isinstance(item, Bad):
                 read += 1
                 reasons[item.reason] = reasons.get(item.reason, 0) + 1

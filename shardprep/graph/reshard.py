@@ -2,18 +2,23 @@
 
 Graph (every step has a stable label)::
 
-    Units -> ExpandUnits -> Distribute -> Parse --records--> Assign(side input: Count) -> GroupByShard -> WriteShards --+
-                             |--rejected--> GroupRejected -> WriteRejected ------------------------------+
-                             |--stats--> Stats (CombinePerKey by split) --------------------------------+
-                             '--facts-------------------------------------------------------------------+-> Gather -> Commit
+    Units -> ExpandUnits -> Distribute -> CountRanges ----------.(side input)
+                             '-> Parse --records--> Assign(side input: Count) -> GroupByShard -> WriteShards --+
+                                   |--rejected--> GroupRejected -> WriteRejected --------------------------+
+                                   |--stats--> Stats (CombinePerKey by split) -----------------------------+
+                                   '--facts----------------------------------------------------------------+-> Gather -> Commit
 
 One element carries a batch of records, never a single record, and the record bytes themselves
 wait between stages in spill files under the run folder (removed at commit): the runner moves only
 (url, byte range, record ends), so its coders and memory carry small elements whatever the data
 size (``graph.elements``). Positions come from prefix sums of per-unit counts (a side input keyed
 by unit, de-duplicated and cross-checked at commit) and a keyed bijection, so the output depends
-only on the input and the seed. Every branch ends in ``Commit``: runners that evaluate only the
-last step (Beam's Dask runner) still run all of them.
+only on the input and the seed. ``Parse`` takes ``CountRanges`` as a side input: the quote and
+newline counts of each nominal byte range of a large CSV / JSON Lines file (``graph.ranges``),
+from which it finds those units' cuts and line numbers. Every branch ends in ``Commit``: runners
+that evaluate only the last step (Beam's Dask runner) still run all of them. On the direct
+runner, CountRanges, Parse, Assign and WriteShards run on a pool of local processes
+(``graph.pool``).
 
 The graph's size does not grow with the input: the work units and the input list are staged in
 the run folder (``graph.units``), ``Units`` holds only chunk numbers (at most ``MAX_CHUNKS``),
@@ -28,6 +33,8 @@ from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph.elements import FACTS, REJECTED, STATS
 from shardprep.graph.parse import Parse
+from shardprep.graph.pool import pooled
+from shardprep.graph.ranges import CountRanges
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
 from shardprep.graph.stats import CombineStats
@@ -42,29 +49,32 @@ class Reshard(beam.PTransform):
     Returns a PCollection holding the URL of the manifest or of the report.
     """
 
-    def __init__(self, config: ReshardConfig, units: list[WorkUnit]) -> None:
+    def __init__(self, config: ReshardConfig, units: list[WorkUnit], pool: str | None = None) -> None:
         super().__init__()
         self._config = config
         self._units = units
+        self._pool = pool  # a ``graph.pool.local_pool`` token: the working steps run on its processes
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         staged, chunks = stage(self._config, self._units)  # DIR/<run-id>/units.bin, before any worker starts
         cfg = slim(self._config)
-        parsed = (
+        units = (
             pbegin
             | "Units" >> beam.Create(list(range(chunks)))
             | "ExpandUnits" >> beam.ParDo(ExpandUnits(staged))
             | "Distribute" >> beam.Reshuffle()
-            | "Parse" >> beam.ParDo(Parse(cfg)).with_outputs(REJECTED, FACTS, STATS, main="records")
         )
+        # nominal units' quote and newline counts: their cuts and first lines (formats.cuts)
+        ranges = units | "CountRanges" >> beam.ParDo(pooled(CountRanges(), self._pool))
+        parsed = units | "Parse" >> beam.ParDo(pooled(Parse(cfg), self._pool), beam.pvalue.AsList(ranges)).with_outputs(
+            REJECTED, FACTS, STATS, main="records")
         counts = parsed.records | "Count" >> beam.Map(count)
-        assigned = parsed.records | "Assign" >> beam.ParDo(Assign(cfg), counts=beam.pvalue.AsList(counts)).with_outputs(
-            FACTS, main="pieces"
-        )
+        assigned = parsed.records | "Assign" >> beam.ParDo(
+            pooled(Assign(cfg), self._pool), beam.pvalue.AsList(counts)).with_outputs(FACTS, main="pieces")
         shard_facts = (
             assigned.pieces
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShards" >> beam.ParDo(WriteShard(cfg))
+            | "WriteShards" >> beam.ParDo(pooled(WriteShard(cfg), self._pool))
         )
         reject_facts = (
             parsed[REJECTED]

@@ -2,27 +2,60 @@
 
 Spill files live under the run's own folder (removed at commit, and on every failure by
 ``retention.remove_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
-The run holds at most one copy of the data in spill: Parse writes ``parsed-*``, Assign turns each
-into its ``sorted-*`` reordering and removes the parsed one, and WriteShards reads the sorted ones.
-So the output folder peaks near twice the data set (sorted spill + shards) and holds it once after
-commit (``RUN_SPACE_FACTOR``).
+The run holds at most one copy of the data in spill: Parse writes ``parsed-*``. On local (and NFS)
+spill, WriteShards gathers each shard's records straight from the parsed files, mapped into memory
+(``scattered``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere (GCS),
+where a read per record would cost a request, Assign turns each parsed file into its ``sorted-*``
+reordering (one byte range per shard) and removes the parsed one. Either way the output folder
+peaks near twice the data set (spill + shards) and holds it once after commit (``RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
+import ctypes
+import gc
+import mmap
+import sys
+
 import numpy as np
 
-from shardprep import fs, naming
+from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "joined", "pack", "reorder", "slices", "sorted_url", "spill",
-           "spill_url"]
+__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "gather", "gather_from", "joined", "keep_freed_memory", "pack",
+           "read_scattered", "reorder", "scattered", "sorted_url", "spill", "spill_url"]
 
-# Free space a run needs, as a multiple of its input bytes: two copies (sorted spill + shards) of the
+# Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
 # encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
 # (tf.train.Example spends ~15 bytes of names and wrappers per feature) and more for compressed input.
 RUN_SPACE_FACTOR = 6
+
+
+# glibc's malloc hands blocks over its (adaptive, <= 32 MB) mmap threshold back to the system on free
+# and trims the heap's top, so every batch-sized buffer comes back as fresh pages to fault and zero:
+# ~2 s of system time per GB of input, measured. Keeping freed memory for reuse (up to the run's own
+# peak, which does not grow with the input) removes that. And the cyclic garbage collector's full
+# passes would walk every object the imports made (Beam's are many): those are frozen, left out.
+_KEEP_FREED = 1 << 30
+_kept = False
+
+
+def keep_freed_memory() -> None:
+    """Once per process, before the work: on glibc, serve buffers up to 1 GiB from the heap and keep
+    freed ones; and leave the objects that exist by then (imports) out of garbage collection."""
+    global _kept
+    if _kept:
+        return
+    _kept = True
+    gc.freeze()
+    if sys.platform.startswith("linux"):
+        try:
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+            return
+        mallopt(-3, _KEEP_FREED)  # M_MMAP_THRESHOLD
+        mallopt(-1, _KEEP_FREED)  # M_TRIM_THRESHOLD
 
 
 def spill_url(config: ReshardConfig, name: str) -> str:
@@ -39,6 +72,7 @@ def spill(url: str, data: bytes) -> None:
 
 def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, batch: FramedBatch) -> SpilledBatch:
     """Spills a batch; the element that crosses the runner is its url, size and record ends."""
+    keep_freed_memory()
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
     spill(url, batch.blob)
     return SpilledBatch(split, unit, part, url, len(batch.blob), batch.ends.tobytes())
@@ -55,11 +89,38 @@ def reorder(parsed_url: str, sorted_url: str, ends: np.ndarray, order: np.ndarra
     Both names are deterministic and the sorted file appears whole or not at all, so a retried
     bundle that finds it (its parsed file possibly gone already) keeps it: the bytes are the same.
     """
+    keep_freed_memory()
     if not fs.exists(sorted_url):
-        records = slices(fs.read_bytes(parsed_url), ends)
-        spill(sorted_url, b"".join([records[i] for i in order.tolist()]))
-        del records
+        spill(sorted_url, gather(fs.read_bytes(parsed_url), ends, order))
     fs.remove(parsed_url)
+
+
+def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> np.ndarray:
+    """Packed batches (record ``i`` of ``blobs[k]`` ends at ``ends[k][i]``) taken as one list of
+    records, in ``order``, back to back: one copy, without joining the batches first, into a
+    page-aligned buffer (``writer.write_shard`` writes such a buffer past the page cache)."""
+    which = np.repeat(np.arange(len(blobs), dtype=np.int64), [len(e) for e in ends])
+    stops = np.concatenate(ends).astype(np.int64)
+    starts = np.concatenate([np.concatenate(([0], e[:-1])).astype(np.int64) for e in ends])
+    lengths = stops - starts
+    out = writer.aligned_buffer(int(lengths.sum()))
+    native.gather_from(blobs, which[order], starts[order], lengths[order], out)
+    return out
+
+
+def scattered(url: str) -> bool:
+    """Whether WriteShards reads ``url``'s records in place (a local file it can map), rather than
+    from a reordered copy."""
+    return fs.is_local(url)
+
+
+def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
+    """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back: the file is mapped,
+    so only the pages holding them are read, and nothing is copied but the records."""
+    keep_freed_memory()
+    starts, ends = np.ascontiguousarray(starts, "<i8"), np.ascontiguousarray(ends, "<i8")
+    with open(fs.filesystem(url)[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return native.interleave([(view, starts, ends - starts)])
 
 
 def count(batch: SpilledBatch) -> BatchCount:
@@ -82,11 +143,6 @@ def concat(batches: list[FramedBatch]) -> FramedBatch:
                        np.concatenate([ends + size for (_, ends), size in zip(batches, sizes)]))
 
 
-def slices(blob: bytes, ends: np.ndarray) -> list[memoryview]:
-    """The records of a packed batch, without copying."""
-    view, start = memoryview(blob), 0
-    out = []
-    for end in ends.tolist():
-        out.append(view[start:end])
-        start = end
-    return out
+def gather(blob: bytes, ends: np.ndarray, order: np.ndarray) -> bytes:
+    """The records of a packed batch (record ``i`` ends at ``ends[i]``) in ``order``, in one copy."""
+    return native.gather(blob, np.ascontiguousarray(ends, "<u8"), np.ascontiguousarray(order, "<i8"))

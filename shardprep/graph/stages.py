@@ -8,14 +8,14 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam import pvalue
-from apache_beam.metrics import Metrics
 
 from shardprep import fs, naming, planning, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
 from shardprep.graph.elements import FACTS, BatchCount, RejectedBatch, ShardPiece, SpilledBatch, SplitPlan, shard_key
-from shardprep.graph.spill import reorder, slices, sorted_url
+from shardprep.graph.pool import Counter
+from shardprep.graph.spill import gather_from, read_scattered, reorder, scattered, sorted_url
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
@@ -49,8 +49,9 @@ def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int
 class Assign(beam.DoFn):
     """Gives every record its global position and deals positions round-robin to shards.
 
-    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch touches: a byte range of the
-    batch's reordered spill file; and each split's PlanFact or ErrorFact once (tag ``FACTS``).
+    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch touches: its records' byte
+    ranges in the parsed spill file (local spill), or one byte range of the batch's reordered spill
+    file (remote spill); and each split's PlanFact or ErrorFact once (tag ``FACTS``).
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -73,20 +74,29 @@ class Assign(beam.DoFn):
         position = perm(index) if perm is not None else index
         shard = position % np.uint64(num_shards)
         order = position // np.uint64(num_shards)
-        # Reorder the batch by (shard, order) once and spill it; each shard's piece is then one
-        # byte range of that file, and only (url, offset, length) crosses the GroupByKey.
         by_shard = np.lexsort((order, shard))
-        out_url = sorted_url(self._config, batch)
-        reorder(batch.url, out_url, ends, by_shard)
-        lengths = np.diff(ends, prepend=np.uint64(0))[by_shard]
-        new_ends = np.cumsum(lengths, dtype="<u8")
         sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
         bounds = [0, *(np.flatnonzero(np.diff(sorted_shard)) + 1).tolist(), len(ends)]
-        for lo, hi in zip(bounds, bounds[1:]):
+        keys = [shard_key(split, int(sorted_shard[lo]), num_shards) for lo in bounds[:-1]]
+        if scattered(batch.url):
+            # Local spill: the records stay where Parse wrote them; each piece names them by byte
+            # range, and WriteShards maps the file (no reordered copy is written).
+            starts = np.concatenate(([0], ends[:-1])).astype("<u8")[by_shard]
+            stops = ends[by_shard]
+            for key, lo, hi in zip(keys, bounds, bounds[1:]):
+                yield key, ShardPiece(sorted_order[lo:hi].tobytes(), batch.url, 0, batch.size, stops[lo:hi].tobytes(),
+                                      starts[lo:hi].tobytes())
+            return
+        # Remote spill: reorder the batch by (shard, order) once and spill it; each shard's piece
+        # is then one byte range of that file, and only (url, offset, length) crosses the GroupByKey.
+        out_url = sorted_url(self._config, batch)
+        reorder(batch.url, out_url, ends, by_shard)
+        new_ends = np.cumsum(np.diff(ends, prepend=np.uint64(0))[by_shard], dtype="<u8")
+        for key, lo, hi in zip(keys, bounds, bounds[1:]):
             first = int(new_ends[lo - 1]) if lo else 0
             piece_ends = (new_ends[lo:hi] - np.uint64(first)).astype("<u8")
-            yield (shard_key(split, int(sorted_shard[lo]), num_shards),
-                   ShardPiece(sorted_order[lo:hi].tobytes(), out_url, first, int(new_ends[hi - 1]), piece_ends.tobytes()))
+            yield key, ShardPiece(sorted_order[lo:hi].tobytes(), out_url, first, int(new_ends[hi - 1]),
+                                  piece_ends.tobytes())
 
 
 class WriteShard(beam.DoFn):
@@ -94,19 +104,27 @@ class WriteShard(beam.DoFn):
 
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
-        self._shards = Metrics.counter("shardprep", "shards_written")
+        self._shards = Counter("shards_written")
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
-        orders, records = [], []
-        for piece in pieces:
+        orders, blobs, ends = [], [], []
+        for piece in pieces:  # each piece's records, then one gather in shard order
             orders.append(np.frombuffer(piece.orders, dtype="<u8"))
-            records.extend(slices(fs.read_bytes(piece.url, piece.start, piece.end), np.frombuffer(piece.ends, dtype="<u8")))
-        order = np.argsort(np.concatenate(orders), kind="stable")
+            piece_ends = np.frombuffer(piece.ends, dtype="<u8")
+            if piece.starts:  # records in place in a local spill file
+                starts = np.frombuffer(piece.starts, dtype="<u8")
+                blobs.append(read_scattered(piece.url, starts, piece_ends))
+                piece_ends = np.cumsum(piece_ends - starts, dtype="<u8")
+            else:
+                blobs.append(fs.read_bytes(piece.url, piece.start, piece.end))
+            ends.append(piece_ends)
+        order = np.argsort(np.concatenate(orders))  # places in the shard are distinct: any sort gives one order
         name = self._config.splits[split].name
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
-        framed = b"".join([records[i] for i in order.tolist()])
-        info = writer.write_shard(self._config.output, path, framed, len(records), compress=self._config.gzip)
+        framed = gather_from(blobs, ends, order)
+        del blobs
+        info = writer.write_shard(self._config.output, path, framed, len(order), compress=self._config.gzip)
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)

@@ -1,9 +1,13 @@
 """The compiled hot path (``_native``, a C extension) or its exactly equivalent Python twin (``fallback``).
 
 Functions: ``crc32c``, ``blake2b8`` (the split hash), ``split_indices`` (a batch of records -> split
-numbers), ``scan`` (whole TFRecord frames of a buffer, with their CRC status and whether each
-Example conforms to the schema, so that it can pass through as it is) and ``conforms``. ``NATIVE`` says which one loaded: an install without a C compiler still works,
-more slowly. ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
+numbers), ``scan`` (whole TFRecord frames of a buffer, with their CRC status and whether each Example
+conforms to the schema, so that it can pass through as it is) and ``conforms``; and the layout
+steps of the column-wise encoder and the shard writer: ``interleave`` (records built from one piece
+of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in place), ``gather``
+(a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
+back). ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
+``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """
 from __future__ import annotations
 
@@ -11,8 +15,8 @@ import os
 
 from shardprep.schema import Schema
 
-__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec", "scan",
-           "split_indices"]
+__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec",
+           "fill_data_crcs", "gather", "gather_from", "interleave", "scan", "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -20,10 +24,30 @@ _KINDS = {"string": 0, "float32": 1, "int64": 2}
 try:
     if os.environ.get("SHARDPREP_NATIVE", "1") == "0":
         raise ImportError("SHARDPREP_NATIVE=0")
-    from shardprep.native._native import blake2b8, conforms, crc32c, scan, split_indices
+    from shardprep.native._native import (
+        blake2b8,
+        conforms,
+        crc32c,
+        fill_data_crcs,
+        gather,
+        gather_from,
+        interleave,
+        scan,
+        split_indices,
+    )
     NATIVE = True
 except ImportError:
-    from shardprep.native.fallback import blake2b8, conforms, crc32c, scan, split_indices
+    from shardprep.native.fallback import (
+        blake2b8,
+        conforms,
+        crc32c,
+        fill_data_crcs,
+        gather,
+        gather_from,
+        interleave,
+        scan,
+        split_indices,
+    )
     NATIVE = False
 
 

@@ -418,12 +418,203 @@ static PyObject *py_conforms(PyObject *self, PyObject *args) {
     return r;
 }
 
+/* gather(blob, ends, order) -> bytes: the records of a packed batch (record i is
+ * blob[ends[i-1]:ends[i]], ``ends`` a uint64 buffer) in the order of ``order`` (int64 buffer of indices). */
+static PyObject *py_gather(PyObject *self, PyObject *args) {
+    Py_buffer blob, ends, order;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &blob, &ends, &order)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = ends.len / 8, m = order.len / 8;
+    const uint64_t *e = ends.buf;
+    const int64_t *o = order.buf;
+    uint64_t total = 0, prev = 0;
+    int bad = ends.len % 8 || order.len % 8;
+    for (Py_ssize_t i = 0; i < n && !bad; prev = e[i], i++)
+        if (e[i] < prev || e[i] > (uint64_t)blob.len) bad = 1;
+    for (Py_ssize_t j = 0; j < m && !bad; j++) {
+        if (o[j] < 0 || o[j] >= n) bad = 1;
+        else total += e[o[j]] - (o[j] ? e[o[j] - 1] : 0);
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "gather: ends not rising within the blob, or an index outside them");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) goto done;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint8_t *b = blob.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < m; j++) {
+        uint64_t a = o[j] ? e[o[j] - 1] : 0, z = e[o[j]];
+        memcpy(w, b + a, (size_t)(z - a));
+        w += z - a;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&order);
+    return out;
+}
+
+/* gather_from(blobs, which, starts, lengths[, out]) -> bytes, or None into ``out``: record j is
+ * blobs[which[j]][starts[j]:starts[j] + lengths[j]] (int64 buffers of one length), back to back;
+ * ``out``, when given, is a writable buffer of exactly their total size. */
+static PyObject *py_gather_from(PyObject *self, PyObject *args) {
+    PyObject *blobs, *seq, *out = NULL, *target = Py_None;
+    Py_buffer which, starts, lengths, dest = {0};
+    if (!PyArg_ParseTuple(args, "Oy*y*y*|O", &blobs, &which, &starts, &lengths, &target)) return NULL;
+    Py_ssize_t k = 0, got = 0, n = starts.len / 8;
+    Py_buffer *bufs = NULL;
+    if (!(seq = PySequence_Fast(blobs, "gather_from: blobs must be a sequence"))) goto release;
+    k = PySequence_Fast_GET_SIZE(seq);
+    if (!(bufs = PyMem_Calloc((size_t)k + 1, sizeof(Py_buffer)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < k; got++)
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), bufs + got, PyBUF_SIMPLE) < 0) goto done;
+    const int64_t *w = which.buf, *a = starts.buf, *l = lengths.buf;
+    uint64_t total = 0;
+    int bad = starts.len % 8 || which.len != starts.len || lengths.len != starts.len;
+    for (Py_ssize_t j = 0; j < n && !bad; j++) {
+        if (w[j] < 0 || w[j] >= k || a[j] < 0 || l[j] < 0 || a[j] > bufs[w[j]].len || l[j] > bufs[w[j]].len - a[j])
+            bad = 1;
+        else total += (uint64_t)l[j];
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "gather_from: which, starts and lengths differ in length, or a piece lies "
+                                          "outside its blob");
+        goto done;
+    }
+    uint8_t *o;
+    if (target == Py_None) {
+        if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total))) goto done;
+        o = (uint8_t *)PyBytes_AS_STRING(out);
+    } else {
+        if (PyObject_GetBuffer(target, &dest, PyBUF_WRITABLE) < 0) goto done;
+        if ((uint64_t)dest.len != total) {
+            PyErr_SetString(PyExc_ValueError, "gather_from: out is not the size of the records");
+            goto done;
+        }
+        Py_INCREF(Py_None);
+        out = Py_None;
+        o = dest.buf;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < n; j++) {
+        memcpy(o, (const uint8_t *)bufs[w[j]].buf + a[j], (size_t)l[j]);
+        o += l[j];
+    }
+    Py_END_ALLOW_THREADS
+done:
+    if (dest.obj) PyBuffer_Release(&dest);
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(bufs + i);
+    PyMem_Free(bufs);
+    Py_XDECREF(seq);
+release:
+    PyBuffer_Release(&which);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    return out;
+}
+
+/* fill_data_crcs(buf, ends): framed TFRecords back to back in the writable ``buf``, record i ending
+ * at ends[i] (uint64 buffer); writes each record's masked data CRC into its last 4 bytes. */
+static PyObject *py_fill_data_crcs(PyObject *self, PyObject *args) {
+    Py_buffer buf, ends;
+    if (!PyArg_ParseTuple(args, "w*y*", &buf, &ends)) return NULL;
+    Py_ssize_t n = ends.len / 8;
+    const uint64_t *e = ends.buf;
+    uint64_t prev = 0;
+    int bad = ends.len % 8 != 0;
+    for (Py_ssize_t i = 0; i < n && !bad; prev = e[i], i++)
+        if (e[i] < prev + 16 || e[i] > (uint64_t)buf.len) bad = 1;
+    if (!bad) {
+        uint8_t *b = buf.buf;
+        Py_BEGIN_ALLOW_THREADS
+        prev = 0;
+        for (Py_ssize_t i = 0; i < n; prev = e[i], i++) {
+            uint32_t c = masked(crc32c(0, b + prev + 12, (size_t)(e[i] - prev - 16)));
+            uint8_t *f = b + e[i] - 4;
+            f[0] = (uint8_t)c, f[1] = (uint8_t)(c >> 8), f[2] = (uint8_t)(c >> 16), f[3] = (uint8_t)(c >> 24);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&ends);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError,
+                        "fill_data_crcs: a record shorter than its frame, or ends outside the buffer");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* interleave(columns) -> bytearray: ``columns`` is a sequence of (blob, starts, lengths), the last two
+ * int64 buffers of one length n; record i is the concatenation over columns of
+ * blob[starts[i]:starts[i] + lengths[i]], and the records are laid out back to back. */
+static PyObject *py_interleave(PyObject *self, PyObject *args) {
+    PyObject *columns, *seq, *out = NULL;
+    if (!PyArg_ParseTuple(args, "O", &columns)) return NULL;
+    seq = PySequence_Fast(columns, "interleave: columns must be a sequence of (blob, starts, lengths)");
+    if (!seq) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq), got = 0, n = -1;
+    Py_buffer *bufs = PyMem_Calloc((size_t)(3 * k + 1), sizeof(Py_buffer));
+    if (!bufs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t total = 0;
+    for (; got < k; got++) {
+        Py_buffer *b = bufs + 3 * got;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, got), "y*y*y*", b, b + 1, b + 2)) goto done;
+        Py_ssize_t m = b[1].len / 8;
+        if (n < 0) n = m;
+        if (b[1].len % 8 || b[2].len != b[1].len || m != n) {
+            got++;
+            PyErr_SetString(PyExc_ValueError, "interleave: starts and lengths of every column must be n int64 values");
+            goto done;
+        }
+        const int64_t *a = b[1].buf, *l = b[2].buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (a[i] < 0 || l[i] < 0 || a[i] > b[0].len || l[i] > b[0].len - a[i]) {
+                got++;
+                PyErr_SetString(PyExc_ValueError, "interleave: a piece lies outside its blob");
+                goto done;
+            }
+            total += (uint64_t)l[i];
+        }
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) goto done;
+    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t c = 0; c < k; c++) {
+            const Py_buffer *b = bufs + 3 * c;
+            size_t len = (size_t)((const int64_t *)b[2].buf)[i];
+            memcpy(w, (const uint8_t *)b[0].buf + ((const int64_t *)b[1].buf)[i], len);
+            w += len;
+        }
+    Py_END_ALLOW_THREADS
+done:
+    for (Py_ssize_t i = 0; i < 3 * got; i++) PyBuffer_Release(bufs + i);
+    PyMem_Free(bufs);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of bytes (unmasked)."},
     {"blake2b8", py_blake2b8, METH_VARARGS, "blake2b(data, digest_size=8, key=seed as 8 LE bytes) as a LE int."},
     {"split_indices", py_split_indices, METH_VARARGS, "Split index of each record of a blob."},
     {"scan", py_scan, METH_VARARGS, "Whole TFRecord frames of a buffer, with status."},
     {"conforms", py_conforms, METH_VARARGS, "Whether Example bytes conform to the spec."},
+    {"gather", py_gather, METH_VARARGS, "Records of a packed batch, in a given order."},
+    {"gather_from", py_gather_from, METH_VARARGS, "Pieces of several buffers, back to back."},
+    {"interleave", py_interleave, METH_VARARGS, "Records built from one piece of every column each."},
+    {"fill_data_crcs", py_fill_data_crcs, METH_VARARGS, "Writes each framed record's masked data CRC in place."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "shardprep's compiled hot path", -1, methods};

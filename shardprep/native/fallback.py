@@ -10,8 +10,10 @@ import struct
 from collections.abc import Sequence
 
 import google_crc32c
+import numpy as np
 
-__all__ = ["blake2b8", "conforms", "crc32c", "scan", "split_indices"]
+__all__ = ["blake2b8", "conforms", "crc32c", "fill_data_crcs", "gather", "gather_from", "interleave", "scan",
+           "split_indices"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -24,6 +26,74 @@ def crc32c(data: bytes | memoryview) -> int:
 
 def _masked(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _ends(ends: bytes | memoryview, size: int, shortest: int) -> np.ndarray:
+    e = memoryview(ends).cast("B")
+    if len(e) % 8:
+        raise ValueError("ends: not a uint64 buffer")
+    out = np.frombuffer(e, "<u8").astype(np.int64)
+    if len(out) and ((np.diff(out, prepend=0) < shortest).any() or out[-1] > size):
+        raise ValueError("ends: records shorter than their frame, not rising, or outside the buffer")
+    return out
+
+
+def gather(blob: bytes | memoryview, ends: bytes | memoryview, order: bytes | memoryview) -> bytes:
+    view = memoryview(blob).cast("B")
+    e = _ends(ends, view.nbytes, 0).tolist()
+    o = memoryview(order).cast("B")
+    if len(o) % 8:
+        raise ValueError("gather: order is not an int64 buffer")
+    index = np.frombuffer(o, "<i8")
+    if len(index) and (index.min() < 0 or index.max() >= len(e)):
+        raise ValueError("gather: an index outside the ends")
+    return b"".join([view[e[i - 1] if i else 0:e[i]] for i in index.tolist()])
+
+
+def gather_from(blobs: Sequence[bytes | memoryview], which: bytes | memoryview, starts: bytes | memoryview,
+                lengths: bytes | memoryview, out: bytearray | memoryview | None = None) -> bytes | None:
+    views = [memoryview(b).cast("B") for b in blobs]
+    w, a, z = (memoryview(x).cast("B") for x in (which, starts, lengths))
+    if len(a) % 8 or len(w) != len(a) or len(z) != len(a):
+        raise ValueError("gather_from: which, starts and lengths differ in length, or a piece lies outside its blob")
+    w, a, z = (np.frombuffer(x, "<i8") for x in (w, a, z))
+    size = np.array([v.nbytes for v in views], np.int64)
+    if len(a) and ((w < 0).any() or (w >= len(views)).any() or (a < 0).any() or (z < 0).any()
+                   or (a + z > size[np.clip(w, 0, max(len(views) - 1, 0))]).any()):
+        raise ValueError("gather_from: which, starts and lengths differ in length, or a piece lies outside its blob")
+    data = b"".join([views[i][x:x + y] for i, x, y in zip(w.tolist(), a.tolist(), z.tolist())])
+    if out is None:
+        return data
+    target = memoryview(out).cast("B")
+    if target.nbytes != len(data):
+        raise ValueError("gather_from: out is not the size of the records")
+    target[:] = data
+    return None
+
+
+def interleave(columns: Sequence[tuple[bytes | memoryview, bytes | memoryview, bytes | memoryview]]) -> bytearray:
+    cols = []
+    for blob, starts, lengths in columns:
+        view, a, z = memoryview(blob).cast("B"), memoryview(starts).cast("B"), memoryview(lengths).cast("B")
+        if len(a) % 8 or len(z) != len(a) or (cols and len(a) // 8 != len(cols[0][1])):
+            raise ValueError("interleave: starts and lengths of every column must be n int64 values")
+        a, z = np.frombuffer(a, "<i8"), np.frombuffer(z, "<i8")
+        if len(a) and ((a < 0).any() or (z < 0).any() or (a + z > len(view)).any()):
+            raise ValueError("interleave: a piece lies outside its blob")
+        cols.append((view.tobytes(), a.tolist(), (a + z).tolist()))  # bytes slice faster than memoryviews
+    parts: list[bytes | None] = [None] * (len(cols) * (len(cols[0][1]) if cols else 0))
+    for c, (view, a, z) in enumerate(cols):
+        parts[c::len(cols)] = [view[x:y] for x, y in zip(a, z)]
+    return bytearray().join(parts)
+
+
+def fill_data_crcs(buf: bytearray | memoryview, ends: bytes | memoryview) -> None:
+    view = memoryview(buf).cast("B")
+    e = _ends(ends, view.nbytes, 16)
+    crc, data = google_crc32c.value, bytes(view)
+    masked = [_masked(crc(data[a + 12:b - 4])) for a, b in zip((e - np.diff(e, prepend=0)).tolist(), e.tolist())]
+    out = np.frombuffer(view, np.uint8)
+    out[(e - 4)[:, None] + np.arange(4)] = np.array(masked, "<u4").view(np.uint8).reshape(len(e), 4)
 
 
 def blake2b8(data: bytes | memoryview, seed: int) -> int:

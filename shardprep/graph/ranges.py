@@ -1,0 +1,32 @@
+"""The CountRanges step: the quote and newline counts of every nominal unit, for Parse to find its cuts.
+
+The launcher plans large CSV / JSON Lines files from their sizes alone (``formats.cuts``): nominal
+byte ranges whose first record is not known yet. This step reads each nominal range once, in
+parallel, and emits its ``RangeCount``; Parse takes them all as a side input (``AsList``), builds
+one ``CutTable`` (prefix sums, numpy) per worker and resolves each nominal unit to its exact byte
+range and first line before reading it. Exact units (small or gzip files, other formats) pass no
+element here.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apache_beam as beam
+
+from shardprep.formats import WorkUnit
+from shardprep.formats.cuts import RangeCount, count_range
+from shardprep.graph.pool import Counter
+
+__all__ = ["CountRanges"]
+
+
+class CountRanges(beam.DoFn):
+    """A work unit in; its ``RangeCount`` out if it is nominal, nothing otherwise."""
+
+    def __init__(self) -> None:
+        self._bytes = Counter("bytes_counted_for_cuts")
+
+    def process(self, unit: WorkUnit) -> Iterator[RangeCount]:
+        if unit.nominal:
+            self._bytes.inc(unit.end - unit.start)
+            yield count_range(unit)

@@ -1,0 +1,122 @@
+"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``):
+compiled and Python twins give the same bytes, refuse the same bad input, and build what they say."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardprep import native, tfrecord, writer
+from shardprep.example import columnar
+from shardprep.graph import spill
+from shardprep.native import fallback
+from shardprep.schema import FeatureSpec
+
+pytestmark = pytest.mark.skipif(not native.NATIVE, reason="the compiled extension is not built here")
+
+_records = st.lists(st.binary(max_size=40), min_size=1, max_size=30)
+
+
+def _packed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
+    return b"".join(records), np.cumsum([len(r) for r in records]).astype("<u8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(_records, st.data())
+def test_gather_and_gather_from_take_records_in_order(records, data):
+    blob, ends = _packed(records)
+    order = np.array(data.draw(st.lists(st.integers(0, len(records) - 1), max_size=40)), "<i8")
+    expected = b"".join(records[i] for i in order)
+    assert native.gather(blob, ends, order) == fallback.gather(blob, ends, order) == expected
+    cut = data.draw(st.integers(0, len(records)))  # the same records as two batches
+    parts = [_packed(records[:cut] or [b""]), _packed(records[cut:] or [b""])]
+    blobs, part_ends = [parts[0][0], parts[1][0]], [parts[0][1], parts[1][1]]
+    whole = (records[:cut] or [b""]) + (records[cut:] or [b""])
+    perm = np.array(data.draw(st.permutations(range(len(whole)))), np.int64)
+    got = spill.gather_from(blobs, part_ends, perm)
+    assert got.tobytes() == b"".join(whole[i] for i in perm)
+    assert not len(got) or got.ctypes.data % 4096 == 0  # page-aligned, for writer.write_shard's O_DIRECT
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=12), min_size=4, max_size=4), min_size=1, max_size=20))
+def test_interleave_builds_each_record_from_one_piece_per_column(rows):
+    columns = []
+    for c in range(4):  # each column's pieces packed in reverse order, to read them at arbitrary starts
+        pieces = [row[c] for row in rows][::-1]
+        blob, ends = _packed(pieces)
+        starts = (ends - np.array([len(p) for p in pieces], "<u8")).astype(np.int64)[::-1].copy()
+        columns.append((blob, starts, np.array([len(row[c]) for row in rows], np.int64)))
+    expected = b"".join(b"".join(row) for row in rows)
+    assert bytes(native.interleave(columns)) == bytes(fallback.interleave(columns)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(_records)
+def test_fill_data_crcs_frames_records_as_tfrecord_does(records):
+    framed = [tfrecord.frame(r) for r in records]
+    blank, ends = _packed([f[:-4] + bytes(4) for f in framed])
+    for twin in (native, fallback):
+        buf = bytearray(blank)
+        twin.fill_data_crcs(buf, ends)
+        assert bytes(buf) == b"".join(framed)
+
+
+@pytest.mark.parametrize("twin", [native, fallback])
+def test_bad_offsets_are_refused_not_read(twin):
+    blob, ends = _packed([b"ab", b"cde"])
+    with pytest.raises(ValueError):
+        twin.gather(blob, ends, np.array([2], "<i8"))
+    with pytest.raises(ValueError):
+        twin.gather(blob, np.array([3, 2], "<u8"), np.array([0], "<i8"))
+    with pytest.raises(ValueError):
+        twin.interleave([(blob, np.array([4], np.int64), np.array([2], np.int64))])
+    with pytest.raises(ValueError):
+        twin.interleave([(blob, np.array([0], np.int64), np.array([1], np.int64)),
+                         (blob, np.array([0, 1], np.int64), np.array([1, 1], np.int64))])
+    with pytest.raises(ValueError):
+        twin.gather_from([blob], np.array([1], np.int64), np.array([0], np.int64), np.array([1], np.int64))
+    with pytest.raises(ValueError):
+        twin.gather_from([blob], np.array([0], np.int64), np.array([4], np.int64), np.array([2], np.int64))
+    with pytest.raises(ValueError):
+        twin.fill_data_crcs(bytearray(20), np.array([15], "<u8"))  # shorter than a frame
+
+
+def test_read_scattered_reads_records_in_place(tmp_path):
+    records = [bytes([i]) * (i + 1) for i in range(6)]
+    path = tmp_path / "parsed.bin"
+    path.write_bytes(b"".join(records))
+    ends = np.cumsum([len(r) for r in records])
+    take = np.array([4, 1, 5])
+    got = spill.read_scattered(str(path), (ends - [len(r) for r in records])[take], ends[take])
+    assert bytes(got) == records[4] + records[1] + records[5]
+    assert spill.scattered(str(path)) and not spill.scattered("gs://bucket/run/spill/parsed-0.bin")
+
+
+def test_columnar_encoder_is_the_same_with_the_python_twins(monkeypatch):
+    schema = {"i": FeatureSpec("int64", ()), "x": FeatureSpec("float32", ()), "s": FeatureSpec("string", ())}
+    rng = np.random.default_rng(0)
+    n = 500
+    texts = [("é" * int(k)).encode() for k in rng.integers(0, 200, n)]
+    columns = {"i": rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64), "x": rng.normal(size=n).astype(np.float32),
+               "s": (np.cumsum([0, *map(len, texts)]), b"".join(texts))}
+    blob, ends = columnar.encode_framed(schema, columns, n)
+    for name in ("interleave", "fill_data_crcs"):
+        monkeypatch.setattr(native, name, getattr(fallback, name))
+    twin_blob, twin_ends = columnar.encode_framed(schema, columns, n)
+    assert bytes(blob) == bytes(twin_blob) and (ends == twin_ends).all()
+
+
+@pytest.mark.parametrize("size", [0, 100, 4096, 3 * 4096 + 17])
+def test_write_shard_writes_aligned_and_plain_data_alike(tmp_path, size):
+    """Page-aligned data goes past the page cache where the file system allows it; the file, its
+    size and crc32c are the same as for plain bytes."""
+    data = bytes(np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8))
+    aligned = writer.aligned_buffer(size)
+    aligned[:] = np.frombuffer(data, np.uint8)
+    plain = writer.write_shard(str(tmp_path), "a/plain.tfrecord", data, 1, compress=False)
+    direct = writer.write_shard(str(tmp_path), "a/direct.tfrecord", aligned, 1, compress=False)
+    assert (tmp_path / "a/direct.tfrecord").read_bytes() == data == (tmp_path / "a/plain.tfrecord").read_bytes()
+    assert (direct.num_bytes, direct.crc32c) == (plain.num_bytes, plain.crc32c)
+    assert not [p for p in (tmp_path / "a").iterdir() if ".tmp-" in p.name]
