@@ -147,3 +147,12 @@ def test_sigint_removes_the_run_folder(tmp_path):
     assert proc.returncode == 130, err
     assert not list(out.glob("run-*")), sorted(str(p) for p in out.rglob("*"))
     shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.mark.parametrize("values", [[], [0, 7, 2**32 - 1], [1, 2**32], [2**64 - 1]])
+def test_shard_piece_arrays_take_four_bytes_where_they_fit(values):
+    from shardprep.graph.elements import pack_uints, unpack_uints
+
+    packed = pack_uints(np.array(values, dtype=np.uint64))
+    assert unpack_uints(packed).tolist() == values
+    assert len(packed) == 1 + (4 if max(values, default=0) < 2**32 else 8) * len(values)

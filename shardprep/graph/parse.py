@@ -20,7 +20,7 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch
 from shardprep.graph.pool import Counter
-from shardprep.graph.spill import concat, joined, keep_freed_memory, pack
+from shardprep.graph.spill import concat, freeze_startup_objects, joined, pack
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Parse"]
@@ -46,7 +46,7 @@ class Parse(beam.DoFn):
         self._bytes = Counter("bytes_encoded")
 
     def setup(self) -> None:
-        keep_freed_memory()
+        freeze_startup_objects()
         cfg = self._config
         self._schema = schema.schema_from_json(cfg.features)
         self._missing: dict[str, int] = {}  # per unit: rows that left each feature out (a missing value)

@@ -11,10 +11,8 @@ peaks near twice the data set (spill + shards) and holds it once after commit (`
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import mmap
-import sys
 
 import numpy as np
 
@@ -23,7 +21,7 @@ from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "gather", "gather_from", "joined", "keep_freed_memory", "pack",
+__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "freeze_startup_objects", "gather", "gather_from", "joined", "pack",
            "read_scattered", "reorder", "scattered", "sorted_url", "spill", "spill_url"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
@@ -32,30 +30,20 @@ __all__ = ["RUN_SPACE_FACTOR", "concat", "count", "gather", "gather_from", "join
 RUN_SPACE_FACTOR = 6
 
 
-# glibc's malloc hands blocks over its (adaptive, <= 32 MB) mmap threshold back to the system on free
-# and trims the heap's top, so every batch-sized buffer comes back as fresh pages to fault and zero:
-# ~2 s of system time per GB of input, measured. Keeping freed memory for reuse (up to the run's own
-# peak, which does not grow with the input) removes that. And the cyclic garbage collector's full
-# passes would walk every object the imports made (Beam's are many): those are frozen, left out.
-_KEEP_FREED = 1 << 30
-_kept = False
+# The cyclic garbage collector's full passes would walk every object the imports made (Beam's are
+# many), and in a pool process touch the pages it shares with the launcher: those are frozen, left
+# out. (Keeping freed memory for reuse with glibc's mallopt, tried too, saved no measurable CPU on
+# 190 MB of CSV and cost ~90 MB of peak memory on 1 GB of TFRecord: not kept.)
+_frozen = False
 
 
-def keep_freed_memory() -> None:
-    """Once per process, before the work: on glibc, serve buffers up to 1 GiB from the heap and keep
-    freed ones; and leave the objects that exist by then (imports) out of garbage collection."""
-    global _kept
-    if _kept:
-        return
-    _kept = True
-    gc.freeze()
-    if sys.platform.startswith("linux"):
-        try:
-            mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-            return
-        mallopt(-3, _KEEP_FREED)  # M_MMAP_THRESHOLD
-        mallopt(-1, _KEEP_FREED)  # M_TRIM_THRESHOLD
+def freeze_startup_objects() -> None:
+    """Once per process, before the work: leaves the objects that exist by then (imports) out of
+    garbage collection."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.freeze()
 
 
 def spill_url(config: ReshardConfig, name: str) -> str:
@@ -72,7 +60,7 @@ def spill(url: str, data: bytes) -> None:
 
 def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, batch: FramedBatch) -> SpilledBatch:
     """Spills a batch; the element that crosses the runner is its url, size and record ends."""
-    keep_freed_memory()
+    freeze_startup_objects()
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
     spill(url, batch.blob)
     return SpilledBatch(split, unit, part, url, len(batch.blob), batch.ends.tobytes())
@@ -89,7 +77,7 @@ def reorder(parsed_url: str, sorted_url: str, ends: np.ndarray, order: np.ndarra
     Both names are deterministic and the sorted file appears whole or not at all, so a retried
     bundle that finds it (its parsed file possibly gone already) keeps it: the bytes are the same.
     """
-    keep_freed_memory()
+    freeze_startup_objects()
     if not fs.exists(sorted_url):
         spill(sorted_url, gather(fs.read_bytes(parsed_url), ends, order))
     fs.remove(parsed_url)
@@ -117,7 +105,7 @@ def scattered(url: str) -> bool:
 def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
     """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back: the file is mapped,
     so only the pages holding them are read, and nothing is copied but the records."""
-    keep_freed_memory()
+    freeze_startup_objects()
     starts, ends = np.ascontiguousarray(starts, "<i8"), np.ascontiguousarray(ends, "<i8")
     with open(fs.filesystem(url)[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
         return native.interleave([(view, starts, ends - starts)])

@@ -13,7 +13,17 @@ from shardprep import fs, naming, planning, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
-from shardprep.graph.elements import FACTS, BatchCount, RejectedBatch, ShardPiece, SpilledBatch, SplitPlan, shard_key
+from shardprep.graph.elements import (
+    FACTS,
+    BatchCount,
+    RejectedBatch,
+    ShardPiece,
+    SpilledBatch,
+    SplitPlan,
+    pack_uints,
+    shard_key,
+    unpack_uints,
+)
 from shardprep.graph.pool import Counter
 from shardprep.graph.spill import gather_from, read_scattered, reorder, scattered, sorted_url
 from shardprep.graph.units import with_sources
@@ -84,8 +94,8 @@ class Assign(beam.DoFn):
             starts = np.concatenate(([0], ends[:-1])).astype("<u8")[by_shard]
             stops = ends[by_shard]
             for key, lo, hi in zip(keys, bounds, bounds[1:]):
-                yield key, ShardPiece(sorted_order[lo:hi].tobytes(), batch.url, 0, batch.size, stops[lo:hi].tobytes(),
-                                      starts[lo:hi].tobytes())
+                yield key, ShardPiece(pack_uints(sorted_order[lo:hi]), batch.url, 0, batch.size,
+                                      pack_uints(stops[lo:hi]), pack_uints(starts[lo:hi]))
             return
         # Remote spill: reorder the batch by (shard, order) once and spill it; each shard's piece
         # is then one byte range of that file, and only (url, offset, length) crosses the GroupByKey.
@@ -95,8 +105,8 @@ class Assign(beam.DoFn):
         for key, lo, hi in zip(keys, bounds, bounds[1:]):
             first = int(new_ends[lo - 1]) if lo else 0
             piece_ends = (new_ends[lo:hi] - np.uint64(first)).astype("<u8")
-            yield key, ShardPiece(sorted_order[lo:hi].tobytes(), out_url, first, int(new_ends[hi - 1]),
-                                  piece_ends.tobytes())
+            yield key, ShardPiece(pack_uints(sorted_order[lo:hi]), out_url, first, int(new_ends[hi - 1]),
+                                  pack_uints(piece_ends))
 
 
 class WriteShard(beam.DoFn):
@@ -110,10 +120,10 @@ class WriteShard(beam.DoFn):
         (split, shard, num_shards), pieces = item
         orders, blobs, ends = [], [], []
         for piece in pieces:  # each piece's records, then one gather in shard order
-            orders.append(np.frombuffer(piece.orders, dtype="<u8"))
-            piece_ends = np.frombuffer(piece.ends, dtype="<u8")
+            orders.append(unpack_uints(piece.orders))
+            piece_ends = unpack_uints(piece.ends)
             if piece.starts:  # records in place in a local spill file
-                starts = np.frombuffer(piece.starts, dtype="<u8")
+                starts = unpack_uints(piece.starts)
                 blobs.append(read_scattered(piece.url, starts, piece_ends))
                 piece_ends = np.cumsum(piece_ends - starts, dtype="<u8")
             else:
