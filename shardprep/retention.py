@@ -8,12 +8,16 @@ always under the folder's lease (``shardprep.lease``).
 """
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 
 from shardprep import fs, lease, manifest, naming
 from shardprep.errors import ManifestError
 
 __all__ = ["committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders", "stale_runs"]
+
+log = logging.getLogger("shardprep")
 
 
 def run_folders(root: str) -> list[str]:
@@ -51,8 +55,24 @@ def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep
     gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous)
     for name in gone:
         lease.pause("clean.remove")
-        fs.remove(naming.join(root, name), recursive=True)
+        _remove_folder(naming.join(root, name))
     return gone
+
+
+def _remove_folder(url: str, attempts: int = 5) -> None:
+    """Removes a stale run folder. A refused run may still be writing its report there (it lost the
+    race for the output, ``shardprep.commit``), so a removal that meets a new file ("directory not
+    empty") is retried; if it still fails, the folder stays for a later commit or ``shardprep.clean``:
+    the commit that called it has succeeded and must not fail over a leftover."""
+    for attempt in range(attempts):
+        try:
+            fs.remove(url, recursive=True)
+            return
+        except OSError as e:
+            if attempt == attempts - 1:
+                log.warning("could not remove the stale run folder %s (%s): shardprep.clean removes it later", url, e)
+                return
+            time.sleep(0.1 * (attempt + 1))
 
 
 def discard_run(root: str, run_id: str, *, whole: bool) -> None:

@@ -22,7 +22,7 @@ from commit_fixtures import committed
 
 from conftest import ROOT, run_cli
 from gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
-from shardprep import fs, lease, manifest, naming, verify
+from shardprep import fs, lease, manifest, naming, retention, verify
 from shardprep.errors import ManifestError, RunError
 
 STEPS = ["lease.create", "lease.read", "lease.break", "commit.assembled", "commit.leased", "commit.checked",
@@ -170,3 +170,31 @@ def test_clean_command_removes_old_and_crashed_runs_under_the_lease(tmp_path) ->
     assert sorted(p.name for p in out.iterdir()) == sorted([naming.MANIFEST, naming.TFDS_INFO, naming.TFDS_FEATURES,
                                                            _run_id(2)])  # with the TFDS metadata (tfds_metadata)
     assert verify.verify(str(out))[0] == []
+
+
+def test_stale_folder_removal_outlasts_a_refused_run_still_writing(tmp_path) -> None:
+    """The winner's clean-up meets files a refused run is still writing in its folder (its report):
+    it retries, and never fails the committed run (CI once saw "Directory not empty" there)."""
+    import threading
+
+    folder = tmp_path / "run-20261201T000000Z-00000001"
+    (folder / "train").mkdir(parents=True)
+    for i in range(300):
+        (folder / "train" / f"part-{i}").write_bytes(b"x" * 100)
+    stop = time.monotonic() + 0.3
+
+    def refused_run_writing() -> None:
+        i = 0
+        while time.monotonic() < stop:
+            try:
+                (folder / f"report.json.tmp-{i}").write_bytes(b"{}")
+            except OSError:
+                pass
+            i += 1
+
+    writer = threading.Thread(target=refused_run_writing)
+    writer.start()
+    retention._remove_folder(str(folder))  # must not raise, whatever the interleaving
+    writer.join()
+    retention._remove_folder(str(folder))
+    assert not folder.exists()
