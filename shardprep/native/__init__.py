@@ -11,7 +11,9 @@ back). ``NATIVE`` says which one loaded: an install without a C compiler still w
 """
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 
 from shardprep.schema import Schema
 
@@ -21,34 +23,21 @@ __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
 
-try:
-    if os.environ.get("SHARDPREP_NATIVE", "1") == "0":
-        raise ImportError("SHARDPREP_NATIVE=0")
-    from shardprep.native._native import (
-        blake2b8,
-        conforms,
-        crc32c,
-        fill_data_crcs,
-        gather,
-        gather_from,
-        interleave,
-        scan,
-        split_indices,
-    )
-    NATIVE = True
-except ImportError:
-    from shardprep.native.fallback import (
-        blake2b8,
-        conforms,
-        crc32c,
-        fill_data_crcs,
-        gather,
-        gather_from,
-        interleave,
-        scan,
-        split_indices,
-    )
-    NATIVE = False
+
+def _implementation() -> tuple[ModuleType, bool]:
+    """The compiled module, unless it is missing or ``SHARDPREP_NATIVE=0``; else the Python twin."""
+    if os.environ.get("SHARDPREP_NATIVE", "1") != "0":
+        try:
+            return importlib.import_module("shardprep.native._native"), True
+        except ImportError:
+            pass
+    return importlib.import_module("shardprep.native.fallback"), False
+
+
+_impl, NATIVE = _implementation()
+blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, scan, split_indices = (
+    _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.gather_from,
+    _impl.interleave, _impl.scan, _impl.split_indices)
 
 
 def example_spec(schema: Schema) -> tuple[tuple[bytes, int, int], ...]:
