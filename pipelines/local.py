@@ -24,13 +24,31 @@ from typing import Any
 
 from shardprep.errors import UsageError
 
-__all__ = ["TINY_BYTES", "WorkerLogs", "install_worker_logs", "machine_cores", "plan_workers", "remove_worker_logs",
-           "summarize", "workers_of"]
+__all__ = ["TINY_BYTES", "WorkerLogs", "in_process_runner", "install_worker_logs", "machine_cores", "plan_workers",
+           "remove_worker_logs", "summarize", "workers_of"]
 
 TINY_BYTES = 64 << 20  # below this, one process: the pool costs ~0.7 CPU s, more than it saves (images: 21 MB, measured)
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _FORWARDER = "apache_beam.runners.portability.local_job_service"
 log = logging.getLogger("shardprep")
+
+
+def in_process_runner(options: Any) -> Any:
+    """Beam's FnApiRunner, the engine its DirectRunner picks for a batch job like this one, chosen here.
+
+    The DirectRunner first tries its Prism runner, a binary it downloads from GitHub into the
+    user's cache: on a machine without network that try costs ~0.3 s a run (a DNS failure, or a
+    connection timeout behind a firewall), and on one with network the run would move to an engine
+    this product is not built or tested on. The FnApiRunner still reads Beam's ``--direct_*`` flags
+    (``--direct_running_mode=multi_processing``). The provision info is what the DirectRunner gives it.
+    """
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 def machine_cores() -> int:

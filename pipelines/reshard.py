@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines import local
+from pipelines.startup import RUNNERS
 from shardprep import retention
 from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
@@ -29,7 +30,6 @@ from shardprep.graph.units import num_chunks
 
 __all__ = ["RUNNERS", "build", "run"]
 
-RUNNERS = ("direct", "dask", "dataflow", "flink", "spark", "portable")
 _PORTABLE = {"flink": "FlinkRunner", "spark": "SparkRunner", "portable": "PortableRunner"}
 log = logging.getLogger("shardprep")
 
@@ -111,6 +111,8 @@ def run(
             dask_address = stack.enter_context(_dask_cluster(dask_address, dask_workers))
             beam_runner = DaskRunner()
         options = _options(runner, beam_args, dask_address, len(units))
+        if runner == "direct":
+            beam_runner = local.in_process_runner(options)
         if runner == "dataflow":
             from pipelines.dataflow_flags import check_locations
 

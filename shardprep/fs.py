@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import IO
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 __all__ = [
     "exists",
@@ -43,6 +44,8 @@ def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     class first asks the gRPC Storage Control API for the bucket layout, which emulators do not
     serve (a 60 s timeout, repeated on every operation).
     """
+    if is_local(url):  # the common case, ~7x faster than fsspec's URL parsing (WriteShards maps every piece's file)
+        return fsspec.filesystem("file"), LocalFileSystem._strip_protocol(url)
     if not _is_gcs(url):
         return fsspec.core.url_to_fs(url)
     options: dict = {"use_listings_cache": False}

@@ -6,11 +6,12 @@ Flags of this tool are parsed here; every other flag goes to Beam (``--temp_loca
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 from collections.abc import Sequence
 
-from pipelines import reshard
+from pipelines import startup
 from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import csv as csv_format
@@ -110,7 +111,7 @@ def parser() -> argparse.ArgumentParser:
     img.add_argument("--image-label-column", default="label", metavar="NAME",
                      help="listing column of class names (default: %(default)s)")
     run = p.add_argument_group("execution")
-    run.add_argument("--runner", default="direct", choices=reshard.RUNNERS,
+    run.add_argument("--runner", default="direct", choices=startup.RUNNERS,
                      help="direct: in this process; dask: a local Dask cluster (or --dask-address); "
                      "dataflow: Google Cloud Dataflow; flink|spark|portable: Beam's portable runners "
                      "(default: %(default)s)")
@@ -187,9 +188,11 @@ def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[
                                        column_names=names, null_values=nulls)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     args, beam_args = parser().parse_known_args(argv)
     cli.configure_logging(args.verbose)
+    if beam_args:  # Beam knows them: its first import (pipelines.startup)
+        startup.import_beam(args.runner, lean=lean)
     run_checks.refuse_unknown_args(beam_args)  # everything about the command line before any input is read
     run_checks.check_flags(args)
     run_checks.check_output(args.output)
@@ -233,6 +236,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
+    startup.import_beam(args.runner, lean=lean)  # not needed before this point
+    from pipelines import reshard
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
             ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
@@ -273,9 +278,10 @@ def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
     return on
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return cli.main("shardprep.run", _main, argv)
+def main(argv: Sequence[str] | None = None, *, lean: bool = False) -> int:
+    """The command; ``lean``: this process is the command alone (``pipelines.startup``)."""
+    return cli.main("shardprep.run", functools.partial(_main, lean=lean), argv)
 
 
 if __name__ == "__main__":
-    cli.exit_now(main())
+    cli.exit_now(main(lean=True))

@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 from collections.abc import Sequence
+from types import ModuleType
 
 from shardprep import fs
 from shardprep.errors import UsageError
@@ -19,13 +20,22 @@ __all__ = ["check_flags", "check_output", "refuse_unknown_args"]
 
 
 def _beam_unknown(args: Sequence[str]) -> list[str]:
-    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them)."""
+    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them).
+
+    The Dask runner's options register when it is imported (~0.5 s): only when the others leave some."""
     from apache_beam.options import pipeline_options as po
 
-    try:  # the Dask runner's options register on import
-        import apache_beam.runners.dask.dask_runner  # noqa: F401
-    except ImportError:  # pragma: no cover - dask is optional
-        pass
+    unknown = _unknown_to(po, args)
+    if unknown:
+        try:
+            import apache_beam.runners.dask.dask_runner  # noqa: F401
+        except ImportError:  # pragma: no cover - dask is optional
+            return unknown
+        unknown = _unknown_to(po, args)
+    return unknown
+
+
+def _unknown_to(po: ModuleType, args: Sequence[str]) -> list[str]:
     parser = po._BeamArgumentParser(allow_abbrev=False)  # noqa: SLF001 - the parser Beam itself uses
     for cls in {str(c): c for c in po.PipelineOptions.__subclasses__()}.values():
         cls._add_argparse_args(parser)  # noqa: SLF001

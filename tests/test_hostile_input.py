@@ -209,6 +209,16 @@ def test_beam_flags_still_reach_beam(tmp_path):
             "--temp_location", tmp_path, check=True)
 
 
+def test_dask_runner_flags_are_known_only_once_needed():
+    """The Dask runner's options register on its import (~0.5 s): loaded only for a flag the others do not know."""
+    from shardprep import run_checks
+    from shardprep.errors import UsageError
+
+    run_checks.refuse_unknown_args(["--direct_num_workers=1", "--dask_npartitions=2"])
+    with pytest.raises(UsageError, match="--dask_npartition=2"):
+        run_checks.refuse_unknown_args(["--dask_npartition=2"])
+
+
 @pytest.mark.parametrize("output", ["afile", "afile/sub", "missing/../out"])
 def test_outputs_that_cannot_be_folders_are_refused(tmp_path, output):
     src = tmp_path / "a.csv"

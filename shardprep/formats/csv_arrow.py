@@ -115,6 +115,8 @@ class _Checked(io.RawIOBase):
                                                  and data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r")):
             self.clean = False
         self._cr = data.endswith(b"\r")
+        if data.isascii() and not self._utf8.getstate()[0]:
+            return  # valid UTF-8, ~20x faster to tell than decoding it (no sequence left open by the last chunk)
         try:
             self._utf8.decode(data)
         except UnicodeDecodeError:
