@@ -35,9 +35,9 @@ log = logging.getLogger("shardprep")
 
 
 def build(pipeline: beam.Pipeline, config: ReshardConfig, units: Sequence[WorkUnit],
-          pool: str | None = None) -> beam.PCollection:
-    """Adds the re-shard to ``pipeline`` (tests pass a TestPipeline); ``pool``: see ``graph.pool``."""
-    return pipeline | "Reshard" >> Reshard(config, list(units), pool)
+          pool: str | None = None, in_process: bool = False) -> beam.PCollection:
+    """Adds the re-shard to ``pipeline`` (tests pass a TestPipeline); ``pool``, ``in_process``: see ``Reshard``."""
+    return pipeline | "Reshard" >> Reshard(config, list(units), pool, in_process)
 
 
 @contextlib.contextmanager
@@ -118,7 +118,7 @@ def run(
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units, pool)
+        build(pipeline, config, units, pool, in_process=runner == "direct" and local.workers_of(beam_args) == 1)
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
