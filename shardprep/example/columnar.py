@@ -14,6 +14,7 @@ Columns: float32 -> a float32 array (finite: the caller checks), int64 -> an int
 """
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -41,13 +42,18 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     feature takes as is (float32: int or float, finite in float32; int64: int in range; string:
     str); else None, and the row encoder must decide each row (dead letters, lists of one value,
     numbers in strings, booleans)."""
-    names = set(schema)
-    if extra_fields != "ignore" and any(row.keys() - names for row in rows):
+    names = list(schema)
+    # Every name present (else KeyError below) and no other: as many keys as names.
+    if extra_fields != "ignore" and set(map(len, rows)) != {len(names)}:
         return None
     out: dict[str, Any] = {}
+    if not names:
+        return out
     try:
-        for name, spec in schema.items():
-            values = [row[name] for row in rows]
+        get = operator.itemgetter(*names)
+        table = list(zip(*map(get, rows))) if len(names) > 1 else [tuple(map(get, rows))]
+        for name, values in zip(names, table):
+            spec = schema[name]
             types = set(map(type, values))
             if spec.dtype == "float32" and types <= {int, float}:
                 with np.errstate(over="ignore", invalid="ignore"):  # as Python: to float64, then float32
@@ -58,13 +64,25 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
             elif spec.dtype == "int64" and types == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
                 out[name] = np.array(values, dtype=np.int64)
             elif spec.dtype == "string" and types == {str}:
-                data = [v.encode("utf-8") for v in values]
-                out[name] = (np.cumsum([0, *map(len, data)], dtype=np.int64), b"".join(data))
+                out[name] = _utf8_column(values)
             else:
                 return None
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
         return None
     return out
+
+
+def _utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
+    """A string column's (offsets, data): one encode for the whole column, lengths from the values when ASCII."""
+    text = "".join(values)
+    data = text.encode("utf-8")
+    if len(data) == len(text):  # ASCII: a value's UTF-8 length is its length
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    else:
+        lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets, data
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -3,12 +3,15 @@
 Bad records: ``invalid_utf8``, ``json_invalid``, ``json_not_object``, ``record_too_large``,
 ``gzip_truncated`` and ``gzip_invalid``. A file holding one JSON array is an ``InputError``.
 
-Column-wise path (``framed_batches``): for a schema of scalars, lines parsed as above are gathered
-into batches of columns and encoded by ``example.columnar`` (the same bytes as row by row); a batch
-holding a bad line or a value the row encoder must judge raises ``Unsupported`` before it is given.
+Column-wise path (``framed_batches``): for a schema of scalars, the unit is read in blocks of whole
+lines (``jsonl_block``); compiled code parses a block straight to columns where that is provably
+exact, else its lines are parsed as above and gathered into batches of columns; both are encoded by
+``example.columnar`` (the same bytes as row by row). A batch holding a bad line or a value the row
+encoder must judge raises ``Unsupported`` before it is given.
 """
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -31,6 +34,7 @@ from shardprep.formats.base import (
     too_large,
 )
 from shardprep.formats.cuts import line_units
+from shardprep.formats.jsonl_block import block_columns, blocks, native_spec
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema
@@ -44,7 +48,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 __all__ = ["JsonLinesFormat"]
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_TWENTY_DIGITS = b"0" * 20  # orjson reads integers >= 2**64 as floats; json keeps them exact
+# orjson reads integers outside [-2**63, 2**64) as floats, json keeps them exact: text holding a run of
+# 20 digits, or of 19 after a minus sign, is read by json.
+_LONG_NUMBERS = (b"0" * 20, b"-" + b"0" * 19)
 
 
 class JsonLinesFormat(Format):
@@ -78,8 +84,14 @@ def check_json_lines(file: InputFile) -> None:
                          "jq -c '.[]' in.json > out.jsonl")
 
 
+def json_only(raw: bytes) -> bool:
+    """Whether ``raw`` (a line or a block of lines) may hold a number orjson reads differently from json."""
+    digits = raw.translate(_DIGITS_TO_ZERO)
+    return _LONG_NUMBERS[0][1:] in digits and any(run in digits for run in _LONG_NUMBERS)  # one search when clean
+
+
 def _json_row(raw: bytes, line: int) -> dict | Bad:
-    if orjson is not None and _TWENTY_DIGITS not in raw.translate(_DIGITS_TO_ZERO):
+    if orjson is not None and not json_only(raw):
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -123,21 +135,53 @@ def read_jsonl(unit: WorkUnit) -> Iterator[Record]:
             yield line + 1, Bad(line + 1, e.reason, f"line {line + 1}: {e.detail}", e.partial)
 
 
-FAST_BATCH_ROWS = 8192
+FAST_BATCH_ROWS = 8192  # lines per batch of a block the compiled reader declines
 
 
 def framed_jsonl(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
     """The unit's rows as framed TFRecord batches, encoded column-wise; see the module docs."""
     from shardprep.tfrecord import FramedBatch
 
-    rows: list = []
-    for _, row in read_jsonl(unit):
-        rows.append(row)
-        if len(rows) >= FAST_BATCH_ROWS:
+    spec, bom = native_spec(schema), unit.start == 0
+    for block in blocks(unit):
+        got = block_columns(block, schema, spec, extra_fields=extra_fields, max_record_bytes=unit.max_record_bytes,
+                            bom=bom)
+        if got is None:
+            yield from _line_by_line(block, bom, unit.max_record_bytes, schema, extra_fields)
+        elif got[1]:
+            yield FramedBatch(*columnar.encode_framed(schema, *got))
+        bom = False
+
+
+def _line_by_line(block: bytes, bom: bool, max_record_bytes: int, schema: Schema,
+                  extra_fields: str) -> Iterator[FramedBatch]:
+    """A block's lines parsed as ``read_jsonl`` does, in batches of at most ``FAST_BATCH_ROWS`` lines."""
+    from shardprep.tfrecord import FramedBatch
+
+    lines = io.BytesIO(block).readlines()  # the lines as base.read_lines cuts them
+    if any(len(raw) > max_record_bytes for raw in lines):
+        raise Unsupported("a line over the record limit")
+    if bom and lines and lines[0].startswith(BOM):
+        lines[0] = lines[0][3:]
+    bulk = orjson is not None and not json_only(block)  # no line needs json: orjson reads them all
+    for first in range(0, len(lines), FAST_BATCH_ROWS):
+        rows = _parsed(lines[first:first + FAST_BATCH_ROWS], bulk)
+        if rows:
             yield FramedBatch(*columnar.encode_framed(schema, _columns(rows, schema, extra_fields), len(rows)))
-            rows = []
-    if rows:
-        yield FramedBatch(*columnar.encode_framed(schema, _columns(rows, schema, extra_fields), len(rows)))
+
+
+def _parsed(lines: list[bytes], bulk: bool) -> list[dict | Bad]:
+    """The lines' rows as ``_json_row`` gives them, blank lines skipped: with ``bulk``, one orjson ``map``
+    over them all (no Python step per line) when it reads every line to an object; else line by line."""
+    if bulk:
+        try:
+            rows = list(map(orjson.loads, lines))
+        except (ValueError, RecursionError):  # a blank or bad line: line by line below words it
+            pass
+        else:
+            if set(map(type, rows)) == {dict}:
+                return rows
+    return [_json_row(raw, 0) for raw in lines if not (raw.isspace() or not raw)]
 
 
 def _columns(rows: list, schema: Schema, extra_fields: str) -> dict:

@@ -6,7 +6,9 @@ conforms to the schema, so that it can pass through as it is) and ``conforms``; 
 steps of the column-wise encoder and the shard writer: ``interleave`` (records built from one piece
 of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in place), ``gather``
 (a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
-back). ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
+back); ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
+every block, leaving it to the per-line path). ``NATIVE`` says which one loaded: an install without
+a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """
 from __future__ import annotations
@@ -18,7 +20,8 @@ from types import ModuleType
 from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec",
-           "fill_data_crcs", "gather", "gather_from", "interleave", "scan", "split_indices"]
+           "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "scan",
+           "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -38,6 +41,12 @@ _impl, NATIVE = _implementation()
 blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, scan, split_indices = (
     _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.gather_from,
     _impl.interleave, _impl.scan, _impl.split_indices)
+jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
+
+
+def kind_of(dtype: str) -> int:
+    """A feature dtype as the compiled functions take it (0 string, 1 float32, 2 int64)."""
+    return _KINDS[dtype]
 
 
 def example_spec(schema: Schema) -> tuple[tuple[bytes, int, int], ...]:
