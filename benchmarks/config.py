@@ -30,6 +30,7 @@ class Profile:
     num_shards: int = 64
     tiny_rows: int = 2_000  # start-up cost of a run (the intercept of time vs size)
     profile_rows: int = 200_000
+    image_sides: tuple[int, ...] = ()  # the images part's image sizes (px), headline first; () for images.SIDES
 
 
 PROFILES = {

@@ -1,16 +1,18 @@
-"""The ``images`` benchmark part: class folders of small JPEGs to shards, shardprep vs a build_imagenet_data-style script.
+"""The ``images`` benchmark part: class folders of JPEGs to shards, shardprep vs a build_imagenet_data-style script.
 
-Contenders, alternated in one invocation, each its own process from imports to exit:
-``shardprep.run --format images`` with header validation, with default flags (every core: the
-direct runner's process pool) and with ``--local-workers 1`` (one process); the same with
+Two image sizes side by side (``benchmarks.image_data``): the 40 px demo pictures (1-2 KB: per-file
+overhead) and photo-like JPEGs of about 256 px (quality 90, ~26 KB: closer to what users train on).
+For each, contenders alternated in one invocation, each its own process from imports to exit:
+``shardprep.run --format images`` with header validation, with default flags (every core the
+direct runner chooses to use) and with ``--local-workers 1`` (one process); the same with
 ``--check-images decode`` (default flags); and ``benchmarks.contenders.imagenet_style``
 (TensorFlow decodes every image, one Python thread per core, contiguous ranges per thread). For
 each: wall, CPU seconds (all its processes), the cores it was given and the cores it kept busy
 (CPU / wall). Ratios are paired per round (runs of a round saw the same machine load), by wall
 time (images/s) and by CPU time (images per CPU second). Then the image input pipeline's images/s
-on one CPU thread (``trainer.image_rate``). ``--steps`` measures instead, in this process, the CPU
-microseconds per image of each step of shardprep's image reader (listing, reading, header, hash,
-encoding and framing). ``python -m benchmarks.images --count N`` runs it alone and prints the JSON.
+on one CPU thread (``trainer.image_rate``), and (``steps``) the CPU microseconds per image of each
+step of shardprep's image reader in this process (listing, reading, header, hash, encoding and
+framing). ``python -m benchmarks.images --count N --side S`` runs one size alone and prints the JSON.
 """
 from __future__ import annotations
 
@@ -26,25 +28,24 @@ from typing import Any
 
 from benchmarks import data
 from benchmarks.harness import PYTHON, REPO, Contender, Run, alternate, load_average, paired_ratio, summarize
+from benchmarks.image_data import SMALL_SIDE, image_set
 
-__all__ = ["COUNTS", "image_set", "measure", "part_images", "section", "steps"]
+__all__ = ["COUNTS", "SIDES", "image_set", "measure", "part_images", "section", "steps"]
 
 COUNTS = {"quick": 2_000, "full": 20_000}  # images per profile
+SIDES = (SMALL_SIDE, 256)  # image sizes measured side by side (px); the first is the headline case
 SHARDS = 8
 WORK = os.path.join(data.DATA_DIR, "work", "images")
 
 
-def image_set(count: int, side: int = 40) -> str:
-    """A cached folder of ``count`` JPEGs of about ``side`` x ``side`` px (40: 1-2 KB each) in 3 class folders."""
-    from trainer.demo_images import CLASSES, write_images
-
-    folder = os.path.join(data.DATA_DIR, f"images-{count}" + (f"-{side}px" if side != 40 else ""))
-    marker = os.path.join(folder, ".done")
-    if not os.path.exists(marker):
-        shutil.rmtree(folder, ignore_errors=True)
-        write_images(folder, per_class=-(-count // len(CLASSES)), formats=("jpeg",), seed=7, size=side)
-        open(marker, "w").close()
-    return folder
+def _warm(root: str) -> int:
+    """Reads every file once (untimed), so every contender finds them in the page cache; returns the bytes."""
+    total = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as f:
+                total += len(f.read())
+    return total
 
 
 def _fresh(path: str):
@@ -80,9 +81,10 @@ def _cores() -> int:
     return machine_cores()
 
 
-def measure(count: int, repeats: int, log=print, side: int = 40) -> dict[str, Any]:
+def measure(count: int, repeats: int, log=print, side: int = SMALL_SIDE) -> dict[str, Any]:
     root = image_set(count, side)
     count = sum(len(files) for _, _, files in os.walk(root)) - 1  # less the marker
+    size = _warm(root)
     cores = _cores()
     threads = cores  # the contender: one Python thread per core, as build_imagenet_data.py's --num_threads
     outs = {n: os.path.join(WORK, n) for n in ("header", "header_1", "decode", "imagenet_style")}
@@ -97,7 +99,8 @@ def measure(count: int, repeats: int, log=print, side: int = 40) -> dict[str, An
                                      outs["imagenet_style"], "--num-shards", str(SHARDS), "--threads", str(threads)],
                   prepare=_fresh(outs["imagenet_style"]), check=_check_records(outs["imagenet_style"], count)),
     ]
-    log(f"[images] {count} JPEGs in {root} -> {SHARDS} shards; {repeats} rounds; {cores} cores")
+    log(f"[images] {count} JPEGs of about {side} px ({size / 1e6:.0f} MB) in {root} -> {SHARDS} shards; {repeats} "
+        f"rounds; {cores} cores")
     load_start = load_average()
     runs = alternate(contenders, repeats, log=log)
     load_end = load_average()
@@ -116,18 +119,23 @@ def measure(count: int, repeats: int, log=print, side: int = 40) -> dict[str, An
                    for name in ("shardprep_header", "shardprep_header_1", "shardprep_decode")})
     rate = _input_rate(outs["header"])
     shutil.rmtree(WORK, ignore_errors=True)
-    return {"dataset": {"images": count, "side_px": side, "mb": round(sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root)
-                                                            for f in fs) / 1e6, 2), "num_shards": SHARDS,
-                        "cores": cores, "contender_threads": threads},
+    return {"dataset": {"images": count, "side_px": side, "mb": round(size / 1e6, 2),
+                        "kb_per_image": round(size / 1e3 / count, 1), "num_shards": SHARDS, "cores": cores,
+                        "contender_threads": threads},
             "summary": summary, "ratios": ratios, "input_rate": rate,
             "load_average": {"start": load_start, "end": load_end},
-            "goals": [_goal("header validation vs build_imagenet_data-style (images/s)", ratios["header_vs_imagenet_style"], 5.0),
-                      _goal("--check-images decode vs build_imagenet_data-style (images/s)",
+            "goals": [_goal(f"header validation vs build_imagenet_data-style (images/s){_at(side)}",
+                            ratios["header_vs_imagenet_style"], 5.0),
+                      _goal(f"--check-images decode vs build_imagenet_data-style (images/s){_at(side)}",
                             ratios["decode_vs_imagenet_style"], 1.0)],
             "runs": {name: [r.to_json() for r in rs] for name, rs in runs.items()}}
 
 
-def steps(count: int, side: int = 40, rounds: int = 3) -> dict[str, Any]:
+def _at(side: int) -> str:
+    return "" if side == SMALL_SIDE else f", {side} px photos"
+
+
+def steps(count: int, side: int = SMALL_SIDE, rounds: int = 3) -> dict[str, Any]:
     """CPU microseconds per image of each step of shardprep's image reader, in this process (best of
     ``rounds``): what the pipeline's Parse step does per image, without Beam, start-up or the shards."""
     import hashlib
@@ -160,7 +168,7 @@ def steps(count: int, side: int = 40, rounds: int = 3) -> dict[str, Any]:
     us["encode + frame (whole reader less read, check, hash)"] = round(
         us["whole reader: read, check, hash, encode + frame"] - us["read files (open, read, close)"]
         - us["header check"] - us["sha256"], 2)
-    return {"images": n, "us_per_image": us}
+    return {"images": n, "side_px": side, "us_per_image": us}
 
 
 def _goal(name: str, value: float, target: float) -> dict:
@@ -176,9 +184,21 @@ def _input_rate(dataset: str) -> dict | None:
 
 
 def part_images(p, state: dict) -> dict:
-    """The benchmark part (``benchmarks.run --only images``)."""
-    return measure(COUNTS.get(p.name, 2_000), max(1, min(p.repeats, 3)),
-                   log=lambda message: print(message, file=sys.stderr, flush=True))
+    """The benchmark part (``benchmarks.run --only images``): every size of ``p.image_sides`` (default
+    ``SIDES``), each with its reader steps; the first size is the result, the others its ``larger``
+    list, and every size's goals are the part's goals."""
+    count, sides = COUNTS.get(p.name, 2_000), tuple(getattr(p, "image_sides", ()) or SIDES)
+    results = []
+    for side in sides:
+        result = measure(count, max(1, min(p.repeats, 3)), side=side,
+                         log=lambda message: print(message, file=sys.stderr, flush=True))
+        result["steps"] = steps(count, side)
+        results.append(result)
+    main, others = results[0], results[1:]
+    if others:
+        main["larger"] = others
+        main["goals"] = [g for r in results for g in r["goals"]]
+    return main
 
 
 _NAMES = {"shardprep_header": "shardprep, header check", "shardprep_header_1": "shardprep, header check, 1 process",
@@ -215,35 +235,45 @@ def _conditions(part: dict) -> list[str]:
     return ["", f"Conditions: {text}."] if text else []
 
 
-def section(results: dict) -> list[str]:
-    """BENCHMARKS.md's image section."""
-    part = results.get("images")
-    if not part:
-        return []
-    ds, s = part["dataset"], part["summary"]
-    lines = ["## 6. Images: class folders to shards", "",
-             f"{ds['images']:,} generated JPEGs (about 40x40 px, {ds['mb']} MB) in 3 class folders -> {ds['num_shards']} "
-             "shards. Contender: a script written like tensorflow/models `build_imagenet_data.py` (TensorFlow decodes "
-             f"every image, {ds['contender_threads']} Python threads). Each run is its own process, imports to exit; "
-             "medians of alternated runs; cores busy = CPU s / wall s.", "", *_table(s), *_conditions(part),
-             "", f"Paired speed-up over the contender (images/s): {_ratios(part['ratios'])}."]
+def _kind(ds: dict) -> str:
+    side = ds.get("side_px", SMALL_SIDE)
+    size = f"{ds['kb_per_image']} KB each, " if "kb_per_image" in ds else ""
+    what, quality = ("demo pictures", "") if side == SMALL_SIDE else ("photo-like JPEGs", "quality 90, ")
+    return f"{ds['images']:,} generated {what} of about {side}x{side} px ({quality}{size}{ds['mb']} MB)"
+
+
+def _case(part: dict) -> list[str]:
+    """One image size: the contenders' table, the paired ratios, the reader's steps and the input rate."""
+    lines = [*_table(part["summary"]), *_conditions(part), "",
+             f"Paired speed-up over the contender (images/s): {_ratios(part['ratios'])}."]
     per_step = part.get("steps")
     if per_step:
         lines += ["", f"Where one process's CPU goes per image in shardprep's image reader (`python -m benchmarks.images "
-                  f"--steps`, {per_step['images']:,} images, best of 3, in process):", "",
-                  "| step | CPU us/image |", "|---|---:|"]
+                  f"--steps --side {part['dataset'].get('side_px', SMALL_SIDE)}`, {per_step['images']:,} images, best of "
+                  "3, in process):", "", "| step | CPU us/image |", "|---|---:|"]
         lines += [f"| {name} | {us} |" for name, us in per_step["us_per_image"].items()]
-    larger = part.get("larger")
-    if larger:
-        ld = larger["dataset"]
-        lines += ["", f"Larger images, same contenders: {ld['images']:,} JPEGs of about {ld['side_px']}x{ld['side_px']} px "
-                  f"({ld['mb']} MB).", "", *_table(larger["summary"]), *_conditions(larger), "",
-                  f"Paired speed-up: {_ratios(larger['ratios'])}."]
     rate = part.get("input_rate") or {}
     if "images_per_second_per_core" in rate:
-        lines += ["", f"Training input (`python -m trainer.image_rate`: read, parse, decode, resize to "
+        lines += ["", f"Training input on these shards (`python -m trainer.image_rate`: read, parse, decode, resize to "
                   f"{rate['image_size']} px, crop, flip) on one CPU thread: {rate['images_per_second_per_core']:,.0f} "
                   "images/s per core; divide a GPU's images/s by this for the cores that keep it fed."]
+    return lines
+
+
+def section(results: dict) -> list[str]:
+    """BENCHMARKS.md's image section: the headline size, then each larger one."""
+    part = results.get("images")
+    if not part:
+        return []
+    ds = part["dataset"]
+    lines = ["## 6. Images: class folders to shards", "",
+             f"{_kind(ds)} in 3 class folders -> {ds['num_shards']} shards. Contender: a script written like "
+             "tensorflow/models `build_imagenet_data.py` (TensorFlow decodes every image, "
+             f"{ds['contender_threads']} Python threads). Each run is its own process, imports to exit; medians of "
+             "alternated runs; cores busy = CPU s / wall s.", "", *_case(part)]
+    larger = part.get("larger") or []
+    for other in [larger] if isinstance(larger, dict) else larger:
+        lines += ["", f"Larger images, same contenders: {_kind(other['dataset'])}.", "", *_case(other)]
     return lines + [""]
 
 
@@ -251,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.images", description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=2_000)
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--side", type=int, default=40, help="image side in pixels (default: %(default)s)")
+    p.add_argument("--side", type=int, default=SMALL_SIDE, help=f"image side in pixels ({SMALL_SIDE}: the demo "
+                   "pictures; others: photo-like JPEGs) (default: %(default)s)")
     p.add_argument("--steps", action="store_true", help="only the in-process CPU us/image of each reader step")
     p.add_argument("--json", help="also write the full result here")
     args = p.parse_args(argv)

@@ -599,6 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--beam-dask-rows", type=int, help="also run the naive Beam job on the Dask runner on this many "
                     "rows, for Beam's real shard counts with many bundles (slow: about a minute per 50k rows)")
     ap.add_argument("--tfrecord-rows", type=int, help="override the TFRecord part's size (rows)")
+    ap.add_argument("--image-sides", help="the images part's image sizes in px, comma-separated, the headline first "
+                    "(default: benchmarks.images.SIDES, the 40 px demo pictures and 256 px photo-like JPEGs)")
     ap.add_argument("--results", default=LATEST, help="results JSON to update (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md and the plots")
     args = ap.parse_args(argv)
@@ -617,6 +619,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import dataclasses
 
         profile = dataclasses.replace(profile, tfrecord_rows=args.tfrecord_rows)
+    if args.image_sides:
+        import dataclasses
+
+        profile = dataclasses.replace(profile, image_sides=tuple(int(x) for x in args.image_sides.split(",")))
     if args.beam_dask_rows is not None:
         import dataclasses
 

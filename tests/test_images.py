@@ -1,6 +1,7 @@
 """``--format images``: headers, both layouts, every broken-image reason, class ids, --max-side, gs://, TF decode."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -131,6 +132,22 @@ def test_broken_images_are_dead_letters_with_path_and_reason(folder_run):
     got = {d["raw"]: d["reason"] for d in dead_letters(folder_run)}
     assert got == BROKEN
     assert all(d["detail"].startswith(str(Path(d["source"]) / d["raw"])) for d in dead_letters(folder_run))
+
+
+def test_a_file_name_that_is_not_utf8_is_a_dead_letter_with_its_bytes(tmp_path):
+    root = tmp_path / "raw"
+    write_images(str(root), per_class=2, formats=("jpeg",))
+    good = (root / "circle" / "00000.jpg").read_bytes()
+    (root / "circle" / os.fsdecode(b"caf\xe9.jpg")).write_bytes(good)  # Latin-1 names
+    (root / "circle" / os.fsdecode(b"cut\xe9.jpg")).write_bytes(good[: len(good) // 2])
+    out = tmp_path / "ds"
+    assert run.main(["--input", str(root), "--format", "images", "--output", str(out), "--num-shards", "1",
+                     "--max-bad-records", "2"]) == 0
+    got = {base64.b64decode(d["raw_base64"]): (d["reason"], d["detail"]) for d in dead_letters(str(out))}
+    assert {raw: reason for raw, (reason, _) in got.items()} == {b"circle/caf\xe9.jpg": "invalid_utf8",
+                                                                 b"circle/cut\xe9.jpg": "image_truncated"}
+    assert all("\\udce9.jpg" in detail for _, detail in got.values())  # the name escaped in the detail
+    assert len(records(str(out))) == 6
 
 
 def test_decode_check_catches_damage_the_header_misses(tmp_path):

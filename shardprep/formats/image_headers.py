@@ -96,9 +96,12 @@ def _jpeg(data: bytes) -> ImageInfo:
         if i + 4 > n:  # every segment but the last (the scan) has a marker and a length
             raise ImageProblem(TRUNCATED, f"the data ends at byte {n}, inside the JPEG header")
         ff, marker, length = _MARKER_HEAD(data, i)
+        kind = _JPEG_MARKER[marker]
+        if kind == _SEGMENT and ff == 0xFF and length >= 2:  # the common case first: a segment to skip
+            i += 2 + length
+            continue
         if ff != 0xFF:
             raise ImageProblem(DECODE, f"JPEG: expected a marker at byte {i}, found 0x{ff:02x}")
-        kind = _JPEG_MARKER[marker]
         if kind == _FILL:
             i += 1
             continue

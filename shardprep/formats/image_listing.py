@@ -16,7 +16,7 @@ import io
 import json
 import os
 import posixpath
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from shardprep import fs
 from shardprep.errors import InputError
@@ -120,28 +120,23 @@ def _walk_local(folder: str, prefix: str = "") -> Iterator[tuple[str, int]]:
 
 def _folder(url: str, filesystem, path: str) -> Listing:
     if fs.is_local(url):  # os.scandir: several times faster than fsspec's find on a large tree
-        found = _walk_local(url.removeprefix("file://"))
+        found: Iterable[tuple[str, int]] = _walk_local(url.removeprefix("file://"))  # hidden names skipped
     else:  # one recursive listing (paged) of the whole prefix
         prefix = path.rstrip("/") + "/"
-        found = [(name[len(prefix):] if name.startswith(prefix) else name, int(info.get("size") or 0))
-                 for name, info in filesystem.find(path, detail=True).items() if info.get("type", "file") == "file"]
-    loose, items = 0, []
-    for rel, size in found:
-        if rel.startswith((".", "_")) or "/." in rel or "/_" in rel:  # hidden at any level (local walks skip them)
-            continue
-        if "/" in rel:
-            items.append((rel, size))
-        else:
-            loose += 1
-    items.sort()
-    names = {rel[:rel.index("/")] for rel, _ in items}
-    classes = _class_order(names)
+        found = [(rel, int(info.get("size") or 0)) for name, info in filesystem.find(path, detail=True).items()
+                 if info.get("type", "file") == "file"
+                 for rel in [name[len(prefix):] if name.startswith(prefix) else name]
+                 if not (rel.startswith((".", "_")) or "/." in rel or "/_" in rel)]  # hidden at any level
+    found = list(found)
+    sizes = {rel: size for rel, size in found if "/" in rel}  # files in class folders (paths are distinct)
+    paths = sorted(sizes)
+    tops = [rel[:rel.index("/")] for rel in paths]
+    classes = _class_order(set(tops))
     if not classes:
         raise InputError(f"--input {url!r} holds no class folders with images: expected ROOT/<class>/<image>, found "
-                         f"{loose} file(s) directly in the folder and no class folder holding files")
+                         f"{len(found)} file(s) directly in the folder and no class folder holding files")
     ids = {c: i for i, c in enumerate(classes)}
-    paths = tuple(rel for rel, _ in items)
-    entries = ImageEntries(paths, tuple(size for _, size in items), tuple(ids[rel[:rel.index("/")]] for rel in paths))
+    entries = ImageEntries(tuple(paths), tuple(map(sizes.__getitem__, paths)), tuple(map(ids.__getitem__, tops)))
     return Listing(url, url, classes, entries)
 
 
