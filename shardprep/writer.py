@@ -13,7 +13,7 @@ import numpy as np
 from shardprep import fs, naming, native
 from shardprep.manifest import ShardInfo
 
-__all__ = ["aligned_buffer", "dead_letter_line", "write_past_cache", "write_rejected", "write_shard"]
+__all__ = ["aligned_buffer", "dead_letter_line", "write_rejected", "write_shard"]
 
 _PAGE = 4096  # O_DIRECT: address, offset and length in whole pages (of any block size up to this)
 
@@ -31,43 +31,29 @@ def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: i
 
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
-    same records always give the same bytes. On a local disk the data goes past the page cache
-    (``write_past_cache``); the fsync before the rename makes it durable either way.
+    same records always give the same bytes. Uncompressed, page-aligned data (``aligned_buffer``)
+    goes to a local disk with ``O_DIRECT``: copying it into the page cache cost ~1 to 3 CPU ns a byte
+    here (issue 12), more than any other step; the fsync before the rename makes it durable either way.
     """
     data = framed
     if compress:
         data = gzip.compress(data, compresslevel=6, mtime=0)
     url = naming.join(root, path)
     with fs.write_atomic(url) as f:
-        write_past_cache(f, data)
+        if not (fs.is_local(url) and _write_direct(f, data)):
+            f.write(data)
     return ShardInfo(path, num_records, len(data), f"{native.crc32c(data):08x}")
 
 
-def write_past_cache(f: BinaryIO, data: bytes | np.ndarray) -> None:
-    """Writes ``data`` to the new, empty file ``f``: past the page cache where it is a local file that
-    allows ``O_DIRECT``, else through ``f`` (an object store's upload buffer, tmpfs). Copying data into the page cache costs ~0.3 CPU ns a byte
-    where its memory is reused, and ~3 ns on a virtual machine whose host reclaims the guest's free
-    memory (measured here: 520 MB in 1.0-2.2 CPU s, against 0.1 s past the cache and 0.24-0.34 s to
-    read it back through a map)."""
-    if not _write_direct(f, data):
-        f.write(data)
-
-
-_STAGE_BYTES = 8 << 20  # unaligned data goes out through one reused, page-aligned buffer of this size
-_stage: list[np.ndarray] = []  # per process, made on first use
-
-
 def _write_direct(f: BinaryIO, data: bytes | np.ndarray) -> bool:
-    """Writes ``data`` to the new, empty local file ``f``: its whole pages past the page cache (from
-    where it lies if page-aligned, ``aligned_buffer``; else a piece at a time through a reused aligned
-    buffer), the rest through ``f``. False, having written nothing that stays, where ``f`` or the file
-    system does not allow it (a file object without a path, tmpfs, no ``O_DIRECT``)."""
+    """Writes ``data`` to the new, empty local file ``f``: its whole pages past the page cache, the
+    rest through ``f``. False, having written nothing that stays, where the data, ``f`` or the file
+    system does not allow it (unaligned data, a file object without a path, tmpfs, no ``O_DIRECT``)."""
     view, name = memoryview(data).cast("B"), getattr(f, "name", None)
     head = len(view) // _PAGE * _PAGE
-    if not head or not hasattr(os, "O_DIRECT") or not isinstance(name, str):
+    address = np.frombuffer(view, np.uint8).ctypes.data if head else 1
+    if address % _PAGE or not hasattr(os, "O_DIRECT") or not isinstance(name, str):
         return False
-    source = np.frombuffer(view, np.uint8)
-    aligned = source.ctypes.data % _PAGE == 0
     try:
         fd = os.open(name, os.O_WRONLY | os.O_DIRECT)
     except OSError:
@@ -75,14 +61,7 @@ def _write_direct(f: BinaryIO, data: bytes | np.ndarray) -> bool:
     try:
         done = 0
         while done < head:
-            if aligned:
-                done += os.pwrite(fd, view[done:head], done)
-                continue
-            if not _stage:
-                _stage.append(aligned_buffer(_STAGE_BYTES))
-            n = min(head - done, _STAGE_BYTES)
-            _stage[0][:n] = source[done:done + n]
-            done += os.pwrite(fd, memoryview(_stage[0])[:n], done)
+            done += os.pwrite(fd, view[done:head], done)
     except OSError:
         return False  # the caller writes it all through ``f``, from offset 0: nothing of this stays
     finally:

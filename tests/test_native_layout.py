@@ -2,9 +2,6 @@
 compiled and Python twins give the same bytes, refuse the same bad input, and build what they say."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -123,19 +120,3 @@ def test_write_shard_writes_aligned_and_plain_data_alike(tmp_path, size):
     assert (tmp_path / "a/direct.tfrecord").read_bytes() == data == (tmp_path / "a/plain.tfrecord").read_bytes()
     assert (direct.num_bytes, direct.crc32c) == (plain.num_bytes, plain.crc32c)
     assert not [p for p in (tmp_path / "a").iterdir() if ".tmp-" in p.name]
-
-
-@pytest.mark.parametrize("size", [1, 4095, 4097, (8 << 20) + 4096 + 5, (17 << 20) + 1])
-def test_write_past_cache_writes_unaligned_data_through_its_staging_buffer(tmp_path, size):
-    """Bytes at any address (a spill batch) go out a page-aligned piece at a time, and the file holds
-    exactly them, also where ``O_DIRECT`` is refused (tmpfs) and the write goes through the page cache."""
-    data = bytes(np.random.default_rng(size).integers(0, 256, size + 1, dtype=np.uint8))[1:]  # likely unaligned
-    folders = [tmp_path] + ([Path("/dev/shm")] if Path("/dev/shm").is_dir() else [])
-    for folder in folders:
-        target = folder / f"spill-{os.getpid()}-{size}.bin"
-        try:
-            with open(target, "wb") as f:
-                writer.write_past_cache(f, data)
-            assert target.read_bytes() == data
-        finally:
-            target.unlink(missing_ok=True)

@@ -53,10 +53,9 @@ def spill_url(config: ReshardConfig, name: str) -> str:
 
 def spill(url: str, data: bytes) -> None:
     """Writes a batch's bytes between stages. Names are deterministic, so a retried bundle rewrites
-    the same bytes; no fsync, since the shards, not the spill, are the durable output. A local spill
-    goes past the page cache (``writer.write_past_cache``): WriteShards reads it back through a map."""
+    the same bytes; no fsync, since the shards, not the spill, are the durable output."""
     with fs.write_atomic(url, durable=False) as f:
-        writer.write_past_cache(f, data)
+        f.write(data)
 
 
 def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, batch: FramedBatch) -> SpilledBatch:
