@@ -96,8 +96,9 @@ def run(
     with contextlib.ExitStack() as stack:
         beam_runner, pool = None, None
         workers, input_bytes = 1, sum(size for _, size in config.sources)
-        if runner == "direct" and local.workers_of(beam_args) > 1:  # Beam's own multi-processing mode
-            workers = local.workers_of(beam_args)
+        beam_workers = local.workers_of(beam_args) if runner == "direct" else 1
+        if beam_workers > 1:  # Beam's own multi-processing mode
+            workers = beam_workers
             stack.callback(local.remove_worker_logs, local.install_worker_logs())
         elif runner == "direct":
             workers = local.plan_workers(requested=local_workers, input_bytes=input_bytes,
@@ -118,7 +119,7 @@ def run(
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units, pool, in_process=runner == "direct" and local.workers_of(beam_args) == 1)
+        build(pipeline, config, units, pool, in_process=runner == "direct" and beam_workers == 1)
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
