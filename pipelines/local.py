@@ -2,9 +2,11 @@
 
 By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
 run stays in Beam's in-process DirectRunner and its working steps fan out to a pool of processes
-forked from a fork server (``shardprep.graph.pool``), which costs a fraction of Beam's own
-multi-processing mode (a fresh interpreter per SDK worker, every element through gRPC). Inputs
-under ``TINY_BYTES`` or of a single work unit run in this process. The output does not depend on
+forked from the launcher (``shardprep.graph.pool``), which costs a fraction of Beam's own
+multi-processing mode (a fresh interpreter per SDK worker, every element through gRPC). The pool
+starts before Beam is imported (``worker_pool``), and its processes begin CountRanges and Parse
+at once, while the launcher imports Beam and builds the graph. Inputs under ``TINY_BYTES`` or of
+a single work unit run in this process. The output does not depend on
 the count: positions come from the counts side input, never from bundling or scheduling. A
 stage's elements are dealt to the processes a few at a time, so a run balances when it has
 several work units per process (``--unit-mb``).
@@ -17,20 +19,64 @@ into plain lines of the ``shardprep`` logger and drops the workers' start-up cha
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
+from shardprep import retention
+from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
+from shardprep.formats import WorkUnit
 
-__all__ = ["TINY_BYTES", "WorkerLogs", "in_process_runner", "install_worker_logs", "machine_cores", "plan_workers",
-           "remove_worker_logs", "summarize", "workers_of"]
+__all__ = ["TINY_BYTES", "WorkerLogs", "Workers", "in_process_runner", "install_worker_logs", "machine_cores",
+           "plan_workers", "remove_worker_logs", "summarize", "worker_pool", "workers_of"]
 
 TINY_BYTES = 64 << 20  # below this, one process: the pool costs ~0.7 CPU s, more than it saves (images: 21 MB, measured)
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _FORWARDER = "apache_beam.runners.portability.local_job_service"
 log = logging.getLogger("shardprep")
+
+
+class Workers(NamedTuple):
+    """A run's worker processes: how many, and the token of the local pool that runs them (or None)."""
+
+    count: int
+    pool: str | None = None
+
+
+@contextlib.contextmanager
+def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str, beam_args: Sequence[str],
+                local_workers: int | None) -> Iterator[Workers]:
+    """The run's worker processes: Beam's own (its ``--direct_*`` flags), or a local pool sized by
+    ``plan_workers`` and started now, its first steps begun (``graph.pool``: prefetch), or none.
+
+    Beam need not be imported yet, and had better not be: the pool's processes then never load it.
+    """
+    if runner != "direct":
+        yield Workers(1)
+        return
+    beam_workers = workers_of(beam_args)
+    if beam_workers > 1:  # Beam's own multi-processing mode
+        yield Workers(beam_workers)
+        return
+    count = plan_workers(requested=local_workers, input_bytes=sum(size for _, size in config.sources),
+                         num_units=len(units), cores=machine_cores())
+    if count == 1:
+        yield Workers(1)
+        return
+    from shardprep.graph.parse import first_steps
+    from shardprep.graph.pool import local_pool, stop
+
+    log.info("direct runner: %d worker processes (--local-workers to choose)", count)
+    with local_pool(count, prefetch=first_steps(config), elements=list(units)) as token:
+        try:
+            yield Workers(count, token)
+        except BaseException:  # failed before Beam ran (its import, the graph): the prefetch's spill goes too
+            stop(token)
+            retention.discard_run(config.output, config.run_id, whole=False)
+            raise
 
 
 def in_process_runner(options: Any) -> Any:

@@ -24,8 +24,9 @@ from shardprep import retention
 from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
 from shardprep.formats import WorkUnit
-from shardprep.graph import Reshard, spill
-from shardprep.graph.pool import local_pool
+from shardprep.graph import spill
+from shardprep.graph.pool import stop as stop_pool
+from shardprep.graph.reshard import Reshard
 from shardprep.graph.units import num_chunks
 
 __all__ = ["RUNNERS", "build", "run"]
@@ -86,26 +87,24 @@ def run(
     dask_address: str | None = None,
     dask_workers: int | None = None,
     local_workers: int | None = None,
+    workers: local.Workers | None = None,
 ) -> bool:
     """Runs the re-shard to completion (the commit step writes the manifest or a report).
 
     ``local_workers``: processes of the direct runner (default: one per core, one for tiny inputs;
     ``pipelines.local``), unless Beam's own ``--direct_*`` flags ask for Beam's multi-processing
-    mode. Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
+    mode; ``workers``: those the caller started already (``local.worker_pool``, before Beam's import).
+    Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
     """
     with contextlib.ExitStack() as stack:
-        beam_runner, pool = None, None
-        workers, input_bytes = 1, sum(size for _, size in config.sources)
+        beam_runner, input_bytes = None, sum(size for _, size in config.sources)
+        if workers is None:
+            workers = stack.enter_context(local.worker_pool(config, units, runner=runner, beam_args=beam_args,
+                                                            local_workers=local_workers))
+        pool = workers.pool
         beam_workers = local.workers_of(beam_args) if runner == "direct" else 1
         if beam_workers > 1:  # Beam's own multi-processing mode
-            workers = beam_workers
             stack.callback(local.remove_worker_logs, local.install_worker_logs())
-        elif runner == "direct":
-            workers = local.plan_workers(requested=local_workers, input_bytes=input_bytes,
-                                         num_units=len(units), cores=local.machine_cores())
-            if workers > 1:
-                log.info("direct runner: %d worker processes (--local-workers to choose)", workers)
-                pool = stack.enter_context(local_pool(workers))
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
@@ -124,9 +123,11 @@ def run(
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
         except KeyboardInterrupt:  # SIGINT, or SIGTERM through shardprep.interrupts: nothing of the run stays
+            _stop(pool)
             retention.discard_run(config.output, config.run_id, whole=True)
             raise
         except Exception as e:
+            _stop(pool)
             full = _out_of_space(e)
             retention.discard_run(config.output, config.run_id, whole=full)  # a full disk: all, for the rerun
             if not full:
@@ -142,8 +143,14 @@ def run(
             log.info("dry run: the Dataflow job graph of run %s was built and not submitted", config.run_id)
             return False
         if runner == "direct":
-            local.summarize(result, workers=workers, seconds=time.monotonic() - started)
+            local.summarize(result, workers=workers.count, seconds=time.monotonic() - started)
         return True
+
+
+def _stop(pool: str | None) -> None:
+    """Ends the local pool before the run's files go: none of its processes writes after that."""
+    if pool is not None:
+        stop_pool(pool)
 
 
 def _run_and_wait(pipeline: beam.Pipeline, runner: str, options: PipelineOptions,

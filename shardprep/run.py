@@ -236,13 +236,18 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
-    startup.import_beam(args.runner, lean=lean)  # not needed before this point
-    from pipelines import reshard
+    from pipelines import local
+
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
-            ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
-                              dask_address=args.dask_address, dask_workers=args.dask_workers,
-                              local_workers=args.local_workers)
+            # the local pool first: its processes never import Beam, and start the work while this one does
+            with local.worker_pool(cfg, units, runner=args.runner, beam_args=beam_args,
+                                   local_workers=args.local_workers) as workers:
+                startup.import_beam(args.runner, lean=lean)  # not needed before this point
+                from pipelines import reshard
+
+                ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
+                                  dask_address=args.dask_address, dask_workers=args.dask_workers, workers=workers)
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
             return 0

@@ -23,6 +23,7 @@ from conftest import ROOT, run_cli, sample_rows, uneven_csvs, write_csv
 from pipelines.dask_runner import DaskRunner
 from shardprep import config, formats, manifest, naming, planning, run
 from shardprep.graph import elements, parse, spill, stages
+from shardprep.graph.dofns import InLine
 from shardprep.graph.ranges import CountRanges
 
 pytestmark = pytest.mark.slow
@@ -329,17 +330,17 @@ def _shards_with_side_input(cluster: str, raw: Path, out: Path, *, copies: int, 
                                splits=planning.parse_splits("train=0.9,eval=0.1"), num_shards=2)
     p = _dask_pipeline(cluster, partitions=len(units))
     planned = p | beam.Create(units)
-    ranges = planned | "CountRanges" >> beam.ParDo(CountRanges())  # the nominal units' cuts, as in Reshard
-    parsed = planned | "Parse" >> beam.ParDo(parse.Parse(cfg), beam.pvalue.AsList(ranges)).with_outputs(
+    ranges = planned | "CountRanges" >> beam.ParDo(InLine(CountRanges()))  # the nominal units' cuts, as in Reshard
+    parsed = planned | "Parse" >> beam.ParDo(InLine(parse.Parse(cfg)), beam.pvalue.AsList(ranges)).with_outputs(
         elements.REJECTED, elements.FACTS, main="records")
     counts = [parsed.records | f"Count{i}" >> beam.Map(spill.count) for i in range(copies)]
     if conflict:
         counts.append(parsed.records | "Bump" >> beam.Filter(lambda b: tuple(b[1]) == (0, 0) and b[2] == 0)
                       | "Count" >> beam.Map(spill.count) | beam.Map(_bump))
     side = tuple(counts) | "Counts" >> beam.Flatten()
-    assigned = parsed.records | "Assign" >> beam.ParDo(stages.Assign(cfg), counts=beam.pvalue.AsList(side)).with_outputs(
+    assigned = parsed.records | "Assign" >> beam.ParDo(InLine(stages.Assign(cfg)), beam.pvalue.AsList(side)).with_outputs(
         elements.FACTS, main="pieces")
-    (assigned.pieces | beam.GroupByKey() | beam.ParDo(stages.WriteShard(cfg))
+    (assigned.pieces | beam.GroupByKey() | beam.ParDo(InLine(stages.WriteShard(cfg)))
      | beam.Map(lambda f: _dump([f.split, f.index, f.info.crc32c, f.info.num_records], str(out), "facts")))
     _run(p)
     return sorted(map(tuple, _read(out, "facts")))

@@ -20,6 +20,7 @@ from fsspec.spec import AbstractFileSystem
 from pipelines import reshard
 from shardprep import config, formats, naming, planning
 from shardprep.graph import units as staged
+from shardprep.graph.dofns import InLine
 
 FILES = 100_000
 TOTAL_BYTES = 10 * 10**12
@@ -129,7 +130,7 @@ def test_staged_units_round_trip_in_order_and_chunks(tmp_path):
     assert url == naming.join(cfg.output, naming.units_path(cfg.run_id)) and n == len(units)
     assert [u for i in range(n) for u in staged.read_chunk(url, i)] == units
     with beam.Pipeline() as p:  # the real DoFn in a real pipeline
-        out = p | beam.Create(list(range(n))) | beam.ParDo(staged.ExpandUnits(url)) | beam.Map(lambda u: u.key)
+        out = p | beam.Create(list(range(n))) | beam.ParDo(InLine(staged.ExpandUnits(url))) | beam.Map(lambda u: u.key)
         assert_that(out, equal_to([u.key for u in units]))
     slim = staged.slim(cfg)
     assert slim.sources == () and slim.versions == () and staged.with_sources(slim, url) == cfg

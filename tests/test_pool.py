@@ -1,5 +1,7 @@
 """The local pool (``shardprep.graph.pool``): the same outputs, counters and log lines as in line,
-errors that fail the run, and an interrupt that leaves no run folder and no process behind."""
+errors that fail the run, prefetched steps taken once (and computed afresh when they do not match),
+pool processes that never import Beam, and an interrupt that leaves no run folder and no process
+behind."""
 from __future__ import annotations
 
 import logging
@@ -7,7 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+import uuid
+from pathlib import Path
 
 import apache_beam as beam
 import psutil
@@ -16,7 +21,11 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.util import assert_that, equal_to
 
 from conftest import ROOT, sample_rows, write_csv
-from shardprep.graph.pool import Counter, local_pool, pooled
+from pipelines import local
+from shardprep import config, formats, manifest, naming, planning, run
+from shardprep.graph.dofns import pooled
+from shardprep.graph.elements import Tagged
+from shardprep.graph.pool import Counter, local_pool
 
 
 class Square(beam.DoFn):
@@ -36,6 +45,112 @@ class Fail(beam.DoFn):
         if n == 7:
             raise ValueError(f"element {n} is bad")
         yield n
+
+
+def _csvs(tmp_path: Path, files: int, rows: int) -> Path:
+    raw = tmp_path / "raw"
+    for i in range(files):
+        write_csv(raw / f"part-{i}.csv", sample_rows(rows, start=rows * i))
+    return raw
+
+
+class Mark:
+    """Beam-free work: leaves one file per element it processes (calls counted across processes);
+    gives 10 n plus the side input's length, and n tagged "seen"."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+
+    def process(self, n: int, *side: list) -> object:
+        open(os.path.join(self._folder, f"{n}-{uuid.uuid4().hex}"), "w").close()
+        yield n * 10 + sum(len(s) for s in side)
+        yield Tagged("seen", n)
+
+
+def _chain(first: str, second: str, token: str, elements: list[int]) -> None:
+    """Two steps as in Reshard: the second takes the first's main outputs as an AsList side input."""
+    with beam.Pipeline() as p:
+        numbers = p | beam.Create(elements)
+        one = numbers | "One" >> beam.ParDo(pooled(Mark(first), token)).with_outputs("seen", main="main")
+        two = numbers | "Two" >> beam.ParDo(pooled(Mark(second), token), beam.pvalue.AsList(one.main)).with_outputs(
+            "seen", main="main")
+        assert_that(one.main, equal_to([n * 10 for n in elements]), label="one")
+        assert_that(two.main, equal_to([n * 10 + len(elements) for n in elements]), label="two")
+        assert_that(two.seen, equal_to(elements), label="seen")
+
+
+@pytest.mark.slow
+def test_prefetched_steps_are_taken_once_and_a_mismatch_is_computed_afresh(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(6))) as token:
+        _chain(str(first), str(second), token, list(range(6)))
+    assert len(list(first.iterdir())) == len(list(second.iterdir())) == 6  # each element once: the prefetch was used
+    for folder in (first, second):
+        for f in folder.iterdir():
+            f.unlink()
+    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(6))) as token:
+        _chain(str(first), str(second), token, list(range(1, 7)))  # not what was prefetched
+    assert len(list(first.iterdir())) == 12  # 6 prefetched, unused, and 6 computed for the pipeline's elements
+    assert sorted(f.name.split("-")[0] for f in first.iterdir()).count("6") == 1
+
+
+@pytest.mark.slow
+def test_pool_processes_never_import_beam_and_parse_each_unit_once(tmp_path):
+    """A command-line run: the pool forks before Beam is imported, and its first steps run ahead."""
+    raw = _csvs(tmp_path, 4, 500)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    code = textwrap.dedent(f"""
+        import os, pickle, sys
+        from shardprep.graph import pool
+        real = pool.run_task
+        def probe(task):
+            work = type(pickle.loads(task[1])).__name__
+            with open(os.path.join({str(marks)!r}, str(os.getpid())), "a") as f:
+                f.write(f"{{'apache_beam' in sys.modules}} {{work}} {{len(task[2])}}\\n")
+            return real(task)
+        pool.run_task = probe
+        sys.argv = ["shardprep.run", "--input", {str(raw / "*.csv")!r}, "--output", {str(tmp_path / "ds")!r},
+                    "--num-shards", "2", "--local-workers", "2"]
+        from shardprep.run import main
+        sys.exit(main(lean=True))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line.split() for f in marks.iterdir() for line in f.read_text().splitlines()]
+    assert len(list(marks.iterdir())) >= 1 and lines
+    assert {beam for beam, _, _ in lines} == {"False"}, lines
+    parsed = sum(int(n) for _, work, n in lines if work == "Parse")
+    assert parsed == 4, lines  # the 4 units, each parsed once: Beam's Parse step took the prefetched results
+    assert {"CountRanges", "Parse", "Assign", "WriteShard"} <= {work for _, work, _ in lines}
+
+
+@pytest.mark.slow
+def test_a_failure_before_beam_runs_stops_the_pool_and_removes_what_it_spilled(tmp_path):
+    """The pool parses ahead while the launcher imports Beam; if that (or the graph) fails, no
+    pool process writes on, and the spill it wrote is gone."""
+    raw = _csvs(tmp_path, 3, 3000)
+    assert run.main(["--input", f"{raw}/*.csv", "--output", str(tmp_path / "template"), "--num-shards", "2"]) == 0
+    files = formats.expand_inputs([f"{raw}/*.csv"], "auto")
+    cfg = config.ReshardConfig(output=str(tmp_path / "ds"), run_id=naming.new_run_id(),
+                               features=manifest.load(str(tmp_path / "template")).features,
+                               sources=tuple((f.url, f.size) for f in files), splits=planning.parse_splits("train"),
+                               num_shards=2)
+    spilled = tmp_path / "ds" / cfg.run_id / "spill"
+    with pytest.raises(RuntimeError, match="the graph failed"):
+        with local.worker_pool(cfg, formats.plan_units(files, unit_bytes=1 << 20), runner="direct", beam_args=(),
+                               local_workers=2) as workers:
+            assert workers.count == 2 and workers.pool
+            deadline = time.monotonic() + 60
+            while not (spilled.exists() and any(spilled.rglob("*"))) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert any(spilled.rglob("*")), "the prefetch spilled nothing"
+            raise RuntimeError("the graph failed")
+    time.sleep(0.5)
+    assert not spilled.exists(), sorted(str(p) for p in spilled.rglob("*"))
 
 
 def _square_pipeline(token: str | None) -> tuple[list, list, dict, list[str]]:
@@ -78,9 +193,7 @@ def test_unknown_pool_runs_in_line():
 @pytest.mark.slow
 def test_sigint_while_the_pool_parses(tmp_path):
     """Interrupted while pool processes parse: exit 130, no run folder, no pool process left."""
-    raw = tmp_path / "raw"
-    for i in range(4):
-        write_csv(raw / f"part-{i}.csv", sample_rows(3000, start=3000 * i))
+    raw = _csvs(tmp_path, 4, 3000)
     out = tmp_path / "ds"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": "pool.task=60"}
     proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", f"{raw}/*.csv", "--output", str(out),

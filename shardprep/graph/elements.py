@@ -18,10 +18,18 @@ from shardprep.permutation import Permutation
 if TYPE_CHECKING:
     from shardprep.graph.counts import CountTable
 
-__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "pack_uints",
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "Tagged", "pack_uints",
            "shard_key", "unpack_uints"]
 
 REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
+
+
+class Tagged(NamedTuple):
+    """An output of a step's work for the side output ``tag`` (Beam's ``TaggedOutput``, without Beam:
+    the work runs in pool processes that never import Beam; ``graph.dofns`` hands it to Beam)."""
+
+    tag: str
+    value: object
 
 
 class SpilledBatch(NamedTuple):

@@ -7,9 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
-from apache_beam import pvalue
 
 from shardprep import formats, planning, schema, stats, tfrecord, writer
 from shardprep.commit import UnitFact
@@ -18,18 +16,27 @@ from shardprep.example import RecordError, example_encoder
 from shardprep.formats import Bad, Unsupported, WorkUnit
 from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
-from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch
+from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.pool import Counter
+from shardprep.graph.ranges import CountRanges
 from shardprep.graph.spill import concat, freeze_startup_objects, joined, pack
+from shardprep.graph.units import slim
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["Parse"]
+__all__ = ["Parse", "first_steps"]
 
 log = logging.getLogger("shardprep")
 PROGRESS_S = 10.0
 
 
-class Parse(beam.DoFn):
+def first_steps(config: ReshardConfig) -> tuple[CountRanges, Parse]:
+    """The work of the graph's first two steps over the work units: CountRanges, then Parse (with
+    CountRanges' outputs as its side input). The graph (``graph.reshard``) and the local pool's
+    prefetch (``graph.pool``) both take them from here, so that the two are the same work."""
+    return CountRanges(), Parse(slim(config))
+
+
+class Parse:
     """Reads one work unit, encodes its records, assigns splits; bad records become dead letters.
 
     A nominal unit (a byte range of a large CSV / JSON Lines file) is first resolved to its exact
@@ -159,10 +166,10 @@ class Parse(beam.DoFn):
                 kept[s] += len(batch.ends)
                 parts[s] += 1
         if dead:
-            yield pvalue.TaggedOutput(REJECTED, RejectedBatch(unit.key, dead))
+            yield Tagged(REJECTED, RejectedBatch(unit.key, dead))
         for s in sorted(partial):
-            yield pvalue.TaggedOutput(STATS, (s, partial[s]))
-        yield pvalue.TaggedOutput(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
+            yield Tagged(STATS, (s, partial[s]))
+        yield Tagged(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
                                                   tuple(sorted(reasons.items())), tuple(sorted(self._missing.items()))))
         self._records.inc(read)
         self._rejects.inc(len(dead))

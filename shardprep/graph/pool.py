@@ -1,24 +1,33 @@
-"""Every core of one machine for the steps that do the work, inside Beam's in-process DirectRunner.
+"""Every core of one machine for the steps that do the work, beside Beam's in-process DirectRunner.
 
 Beam's multi-processing DirectRunner starts each SDK worker as a fresh interpreter (~3.5 CPU s of
 imports each on a small machine) and sends every element through gRPC; on a few cores that
 start-up costs as much as it saves below a few hundred MB. Here the run stays in the in-process
-DirectRunner, and the DoFns that do the work (CountRanges, Parse, Assign, WriteShards) are wrapped in
-``Pooled``: it collects its bundle's elements and hands them, a few at a time, to processes forked
-from the launcher once the job is planned (``local_pool``), so they start with everything already
-imported (~0.1 CPU s each, measured; a fork server that imports it costs ~2.3 CPU s per run).
-Results come back in element order, and every element is processed by the same code as in line,
-so the output does not depend on the number of processes. Elements are small (work units,
-references to spilled batches): the record bytes travel through the spill files, not the pool.
+DirectRunner, and the steps that do the work (CountRanges, Parse, Assign, WriteShards) hand their
+bundles, a few elements at a time, to processes forked from the launcher (``local_pool``;
+``graph.dofns.Pooled`` is Beam's side). Results come back in element order, and every element is
+processed by the same code as in line, so the output does not depend on the number of processes.
+Elements are small (work units, references to spilled batches): the record bytes travel through
+the spill files, not the pool.
 
-The fork happens before the pipeline starts, when the launcher's only other thread is the
-lease renewer (``shardprep.lease``), which holds no lock a pool process takes; fsspec and logging
-reset their own locks in a forked child. Where fork is not the platform's safe default (not
-Linux) the processes come from a fork server instead.
+A step's work is plain Python, not a Beam DoFn: an object with ``process(element, *side)`` giving
+its outputs (a ``graph.elements.Tagged`` for a side output) and optional ``setup`` / ``teardown``.
+None of the modules that hold it imports Beam, so the pool forks before the launcher imports Beam
+and its processes never do (``tests/test_pool.py`` checks): they start in ~0.1 CPU s each, and
+the first steps run while the launcher imports Beam and builds the graph (``prefetch``).
 
-On any other runner, or where no pool runs in the process (a remote worker), ``Pooled`` runs its
-DoFn in line. Beam's metrics do not reach a pool process: the DoFns count with ``Counter``, which a
-pool process tallies and ``Pooled`` adds to the step's Beam counters.
+**Prefetch.** ``local_pool(prefetch=...)`` starts a chain of steps on the pool at once: the first
+over the given elements, each next one over the same elements with the previous step's outputs as
+its one side input (CountRanges, then Parse with ``AsList(ranges)``). When Beam later runs that
+step, ``take`` hands it these results for exactly the same work, element and side input (compared
+as pickles, side inputs as sorted lists); anything else waits for the prefetch to end and is
+computed afresh, so an unused prefetch costs time, never a different output.
+
+The fork happens when the launcher's only other thread is the lease renewer (``shardprep.lease``),
+which holds no lock a pool process takes; fsspec and logging reset their own locks in a forked
+child. Where fork is not the platform's safe default (not Linux) the processes come from a fork
+server instead. Beam's metrics do not reach a pool process: the steps count with ``Counter``,
+which a pool process tallies and ``Pooled`` adds to the step's Beam counters.
 """
 from __future__ import annotations
 
@@ -30,29 +39,25 @@ import multiprocessing
 import pickle
 import signal
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
-from multiprocessing.pool import Pool
+from collections.abc import Iterator, Sequence
+from multiprocessing.pool import AsyncResult, Pool
 from typing import Any
 
-import apache_beam as beam
-from apache_beam.metrics import Metrics
-from apache_beam.pvalue import TaggedOutput
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.typehints.decorators import no_annotations
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
-
 from shardprep import lease
+from shardprep.graph.elements import Tagged
 
-__all__ = ["Counter", "Pooled", "local_pool", "pooled"]
+__all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_task", "split_output", "stop", "take"]
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # what a fork server imports once (not Linux)
 TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
-_POOLS: dict[str, tuple[Pool, int]] = {}  # in the launcher: the running pools and their sizes, by token
+Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
+TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
+_POOLS: dict[str, tuple[Pool, int, _Prefetch]] = {}  # in the launcher: the running pools, by token
 _tally: collections.Counter | None = None  # in a pool process, during a task: what its Counters counted
-_dofns: dict[bytes, beam.DoFn] = {}  # in a pool process: the DoFn of the step it runs, set up once
+_works: dict[bytes, Work] = {}  # in a pool process: the work of the step it runs, set up once
 _records: list[logging.LogRecord] = []  # in a pool process, during a task: its log records, for the launcher
 
 log = logging.getLogger("shardprep")
@@ -63,22 +68,35 @@ class Counter:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._beam = Metrics.counter(NAMESPACE, name)
+        self._beam: Any = None
+
+    def __getstate__(self) -> dict:
+        return {"_name": self._name, "_beam": None}
 
     def inc(self, n: int = 1) -> None:
         if _tally is not None:
             _tally[self._name] += n
-        else:
-            self._beam.inc(n)
+            return
+        if self._beam is None:  # in line, on a Beam worker: Beam is imported there
+            from apache_beam.metrics import Metrics
+
+            self._beam = Metrics.counter(NAMESPACE, self._name)
+        self._beam.inc(n)
+
+
+def blob_of(work: Work) -> tuple[bytes, bytes]:
+    """``work`` pickled, and the key a pool process caches its set-up copy by."""
+    blob = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+    return hashlib.sha256(blob).digest(), blob
 
 
 @contextlib.contextmanager
-def local_pool(processes: int) -> Iterator[str]:
-    """Starts ``processes`` pool processes for one run; yields the token ``pooled`` names the pool by.
+def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence[Any] = ()) -> Iterator[str]:
+    """Starts ``processes`` pool processes for one run; yields the token ``graph.dofns.pooled`` names it by.
 
-    The processes ignore SIGINT (the launcher handles it), send their log records back with their
-    results (the launcher logs them, in element order), and are terminated when the run ends,
-    however it ends.
+    ``prefetch``: steps to start at once over ``elements`` (see the module docs). The processes
+    ignore SIGINT (the launcher handles it), send their log records back with their results (the
+    launcher logs them, in element order), and are terminated when the run ends, however it ends.
     """
     if sys.platform == "linux":
         ctx = multiprocessing.get_context("fork")
@@ -87,95 +105,146 @@ def local_pool(processes: int) -> Iterator[str]:
         ctx.set_forkserver_preload(PRELOAD)
     pool = ctx.Pool(processes, initializer=_start_process, initargs=(log.getEffectiveLevel(),))
     token = uuid.uuid4().hex
-    _POOLS[token] = pool, processes
+    ahead = _Prefetch(pool, [blob_of(work) for work in prefetch], list(elements), max(1, processes - 1))
+    _POOLS[token] = pool, processes, ahead
     try:
         yield token
     finally:
-        del _POOLS[token]
-        pool.terminate()
-        pool.join()
+        stop(token)
 
 
-def pooled(dofn: beam.DoFn, token: str | None) -> beam.DoFn:
-    """``dofn`` run on the pool named ``token``, or ``dofn`` itself where there is none."""
-    return Pooled(dofn, token) if token else dofn
+def stop(token: str) -> None:
+    """Ends the pool ``token`` now (its processes terminated); nothing if it has ended."""
+    entry = _POOLS.pop(token, None)
+    if entry is not None:
+        entry[2].cancel(wait=False)
+        entry[0].terminate()
+        entry[0].join()
 
 
-class Pooled(beam.DoFn):
-    """Runs ``dofn`` over each bundle's elements in the pool ``token`` (see the module docs).
+def pool_of(token: str) -> tuple[Pool, int] | None:
+    """The running pool ``token`` and its size, or None (another process: a remote worker)."""
+    entry = _POOLS.get(token)
+    return (entry[0], entry[1]) if entry is not None else None
 
-    Side inputs must be the same for every element of a bundle (global window, as in this
-    product's graph); outputs are emitted at the end of the bundle, in element order.
+
+def take(token: str, key: bytes, elements: list, side: tuple) -> list[AsyncResult] | None:
+    """The prefetched results of the work ``key`` for ``elements`` with ``side``, or None: then no
+    prefetched task of the pool runs any more, and the caller computes them."""
+    entry = _POOLS.get(token)
+    return entry[2].take(key, elements, side) if entry is not None else None
+
+
+def split_output(out: Any) -> tuple[str | None, Any]:
+    """(tag, value) of a work's output: ``Tagged`` (or Beam's ``TaggedOutput``, from a Beam DoFn), else (None, out)."""
+    if isinstance(out, Tagged) or type(out).__name__ == "TaggedOutput":
+        return out.tag, out.value
+    return None, out
+
+
+def _side_key(side: tuple) -> bytes:
+    """Side inputs compared as pickles, a list as its sorted items (runners give no order)."""
+    parts = [sorted(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL) for v in s) if isinstance(s, list)
+             else pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL) for s in side]
+    return hashlib.sha256(pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+
+class _Prefetch:
+    """The chain of steps a pool starts at once; ``take`` hands their results to Beam's steps.
+
+    A thread of the launcher submits the first step's tasks (one per element), waits for them,
+    then submits the next step's with those outputs as its side input, and so on; it stops at a
+    failed task (Beam's own step then raises that error) or when cancelled. Until Beam asks for a
+    step (``take``), at most ``ahead`` tasks run at once: one core stays with the launcher, which
+    is importing Beam and building the graph meanwhile.
     """
 
-    def __init__(self, dofn: beam.DoFn, token: str) -> None:
-        self._dofn = dofn
-        self._token = token
+    def __init__(self, pool: Pool, steps: list[tuple[bytes, bytes]], elements: list, ahead: int) -> None:
+        self._pool, self._steps, self._elements = pool, steps, elements
+        self._keys = {key for key, _ in steps}
+        self._results: dict[bytes, dict[bytes, AsyncResult]] = {}  # by work key: by (element, side) digest
+        self._changed = threading.Condition()
+        self._slots = threading.Semaphore(ahead)  # tasks that may run before Beam asks
+        self._asked = False  # Beam asked for a step: every task may run
+        self._running = 0  # tasks started and not ended, for ``cancel``
+        self._cancelled = False
+        self._done = not steps
+        self._thread = threading.Thread(target=self._run, name="shardprep-prefetch", daemon=True)
+        if steps:
+            self._thread.start()
 
-    def setup(self) -> None:
-        self._blob = pickle.dumps(self._dofn, protocol=pickle.HIGHEST_PROTOCOL)
-        self._key = hashlib.sha256(self._blob).digest()
-        self._inline: beam.DoFn | None = None
+    def _run(self) -> None:
+        side: tuple = ()
+        try:
+            for i, (key, blob) in enumerate(self._steps):
+                step = []
+                for element in self._elements:
+                    self._slots.acquire()
+                    with self._changed:
+                        if self._cancelled:
+                            return
+                        step.append(self._pool.apply_async(run_task, ((key, blob, [element], side),),
+                                                           callback=self._free, error_callback=self._free))
+                        self._running += 1
+                with self._changed:  # complete: ``take`` may hand it over
+                    self._results[key] = {_digest(e, side): r for e, r in zip(self._elements, step)}
+                    self._changed.notify_all()
+                if i + 1 == len(self._steps):
+                    return
+                outputs = []
+                for result in step:
+                    while not result.ready() and not self._cancelled:
+                        result.wait(0.1)
+                    if self._cancelled or not result.successful():
+                        return
+                    outputs += [v for tag, v in result.get()[0] if tag is None]
+                side = (outputs,)
+        finally:
+            with self._changed:
+                self._done = True
+                self._changed.notify_all()
 
-    def start_bundle(self) -> None:
-        self._elements: list[Any] = []
-        self._side: tuple = ()
+    def _free(self, _result: object) -> None:
+        with self._changed:
+            self._running -= 1
+            self._changed.notify_all()
+        self._slots.release()
 
-    @no_annotations  # Beam would read ``*side: Any`` as a type hint on the side inputs
-    def process(self, element: Any, *side: Any) -> Iterator[Any]:
-        if isinstance(element, tuple) and len(element) == 2:  # (key, values) of a GroupByKey: a lazy iterable
-            element = (element[0], _plain(element[1]))
-        self._elements.append(element)
-        self._side = side
-        return iter(())  # the outputs come at the end of the bundle
+    def _ask(self) -> None:
+        """Beam runs the steps now: no more holding back."""
+        if not self._asked:
+            self._asked = True
+            for _ in range(len(self._elements) * len(self._steps)):
+                self._slots.release()
 
-    def finish_bundle(self) -> Iterator[Any]:
-        elements, side = self._elements, tuple(_plain(s) for s in self._side)
-        self._elements = []
-        if not elements:
-            return
-        if self._token not in _POOLS:
-            yield from self._run_inline(elements, side)
-            return
-        pool, processes = _POOLS[self._token]
-        size = -(-len(elements) // (processes * TASKS_PER_PROCESS))
-        tasks = ((self._key, self._blob, elements[i:i + size], side) for i in range(0, len(elements), size))
-        tally: collections.Counter = collections.Counter()
-        for outputs, counted, records in pool.imap(_run_task, tasks):
-            tally.update(counted)
-            for record in records:
-                logging.getLogger(record.name).handle(record)
-            for tag, value in outputs:
-                yield _windowed(tag, value)
-        for name, n in sorted(tally.items()):
-            Metrics.counter(NAMESPACE, name).inc(n)
+    def take(self, key: bytes, elements: list, side: tuple) -> list[AsyncResult] | None:
+        self._ask()
+        if key in self._keys:
+            with self._changed:
+                self._changed.wait_for(lambda: key in self._results or self._done)
+                results = self._results.get(key, {})
+                digests = [_digest(e, side) for e in elements]
+                if all(d in results for d in digests):
+                    return [results.pop(d) for d in digests]  # handed over: Beam holds the outputs from here on
+            log.debug("prefetched results do not match this step's elements: computing them afresh")
+        self.cancel(wait=True)
+        return None
 
-    def _run_inline(self, elements: list, side: tuple) -> Iterator[Any]:
-        if self._inline is None:
-            self._inline = pickle.loads(self._blob)
-            self._inline.setup()
-        for element in elements:
-            for out in self._inline.process(element, *side) or ():
-                yield _windowed(*_split(out))
-
-    def teardown(self) -> None:
-        if getattr(self, "_inline", None) is not None:
-            self._inline.teardown()
+    def cancel(self, *, wait: bool) -> None:
+        """Submits nothing more; with ``wait``, returns once every submitted task has ended (none
+        writes after this), else at once (the pool is about to be terminated)."""
+        with self._changed:
+            self._cancelled = True
+        self._ask()  # the thread may wait for a slot
+        if wait:
+            with self._changed:
+                self._changed.wait_for(lambda: self._running == 0)
+        if self._thread.is_alive():
+            self._thread.join()
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as one that pickles: Beam hands an ``AsList`` side input and a GroupByKey's values
-    over as lazy iterables of its own."""
-    return list(value) if type(value).__module__.startswith("apache_beam") else value
-
-
-def _split(out: Any) -> tuple[str | None, Any]:
-    return (out.tag, out.value) if isinstance(out, TaggedOutput) else (None, out)
-
-
-def _windowed(tag: str | None, value: Any) -> Any:
-    windowed = WindowedValue(value, MIN_TIMESTAMP, (GlobalWindow(),))
-    return windowed if tag is None else TaggedOutput(tag, windowed)
+def _digest(element: Any, side: tuple) -> bytes:
+    return hashlib.sha256(pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL) + _side_key(side)).digest()
 
 
 class _Collect(logging.Handler):
@@ -200,21 +269,21 @@ def _start_process(level: int) -> None:
     logger.propagate = False
 
 
-def _run_task(task: tuple[bytes, bytes, list, tuple]) -> tuple[list, dict[str, int], list[logging.LogRecord]]:
-    """In a pool process: the outputs of ``elements`` (tag, value), what the DoFn counted, its log records."""
+def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
+    """In a pool process: the outputs of ``elements`` (tag, value), what the work counted, its log records."""
     global _tally
     key, blob, elements, side = task
-    dofn = _dofns.get(key)
-    if dofn is None:
-        for old in _dofns.values():
-            old.teardown()
-        _dofns.clear()
-        dofn = _dofns[key] = pickle.loads(blob)
-        dofn.setup()
+    work = _works.get(key)
+    if work is None:
+        for old in _works.values():
+            getattr(old, "teardown", lambda: None)()
+        _works.clear()
+        work = _works[key] = pickle.loads(blob)
+        getattr(work, "setup", lambda: None)()
     lease.pause("pool.task")  # test hook (race and interrupt tests)
     _tally = collections.Counter()
     try:
-        outputs = [_split(out) for element in elements for out in dofn.process(element, *side) or ()]
+        outputs = [split_output(out) for element in elements for out in work.process(element, *side) or ()]
         return outputs, dict(_tally), list(_records)
     finally:
         _tally = None

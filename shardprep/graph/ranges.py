@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import apache_beam as beam
-
 from shardprep.formats import WorkUnit
 from shardprep.formats.cuts import RangeCount, count_range
 from shardprep.graph.pool import Counter
@@ -20,7 +18,7 @@ from shardprep.graph.pool import Counter
 __all__ = ["CountRanges"]
 
 
-class CountRanges(beam.DoFn):
+class CountRanges:
     """A work unit in; its ``RangeCount`` out if it is nominal, nothing otherwise."""
 
     def __init__(self) -> None:

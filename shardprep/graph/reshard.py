@@ -18,7 +18,8 @@ newline counts of each nominal byte range of a large CSV / JSON Lines file (``gr
 from which it finds those units' cuts and line numbers. Every branch ends in ``Commit``: runners
 that evaluate only the last step (Beam's Dask runner) still run all of them. On the direct
 runner, CountRanges, Parse, Assign and WriteShards run on a pool of local processes
-(``graph.pool``).
+(``graph.pool``), which may have begun CountRanges and Parse before this graph was built. Each
+step's work is Beam-free (``graph.parse`` ... ``graph.units``); ``graph.dofns`` makes it a DoFn.
 
 The graph's size does not grow with the input: the work units and the input list are staged in
 the run folder (``graph.units``), ``Units`` holds only chunk numbers (at most ``MAX_CHUNKS``),
@@ -31,10 +32,9 @@ import apache_beam as beam
 
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
+from shardprep.graph.dofns import InLine, pooled
 from shardprep.graph.elements import FACTS, REJECTED, STATS
-from shardprep.graph.parse import Parse
-from shardprep.graph.pool import pooled
-from shardprep.graph.ranges import CountRanges
+from shardprep.graph.parse import first_steps
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
 from shardprep.graph.stats import CombineStats
@@ -62,16 +62,17 @@ class Reshard(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         staged, chunks = stage(self._config, self._units)  # DIR/<run-id>/units.bin, before any worker starts
         cfg = slim(self._config)
+        count_ranges, parse = first_steps(self._config)
         units = (
             pbegin
             | "Units" >> beam.Create(list(range(chunks)))
-            | "ExpandUnits" >> beam.ParDo(ExpandUnits(staged))
+            | "ExpandUnits" >> beam.ParDo(InLine(ExpandUnits(staged)))
         )
         if not self._in_process:
             units = units | "Distribute" >> beam.Reshuffle()
         # nominal units' quote and newline counts: their cuts and first lines (formats.cuts)
-        ranges = units | "CountRanges" >> beam.ParDo(pooled(CountRanges(), self._pool))
-        parsed = units | "Parse" >> beam.ParDo(pooled(Parse(cfg), self._pool), beam.pvalue.AsList(ranges)).with_outputs(
+        ranges = units | "CountRanges" >> beam.ParDo(pooled(count_ranges, self._pool))
+        parsed = units | "Parse" >> beam.ParDo(pooled(parse, self._pool), beam.pvalue.AsList(ranges)).with_outputs(
             REJECTED, FACTS, STATS, main="records")
         counts = parsed.records | "Count" >> beam.Map(count)
         assigned = parsed.records | "Assign" >> beam.ParDo(
@@ -85,13 +86,15 @@ class Reshard(beam.PTransform):
             parsed[REJECTED]
             | "KeyRejected" >> beam.Map(lambda batch: (0, batch))
             | "GroupRejected" >> beam.GroupByKey()
-            | "WriteRejected" >> beam.ParDo(WriteRejected(cfg))
+            | "WriteRejected" >> beam.ParDo(InLine(WriteRejected(cfg)))
         )
-        stats_facts = parsed[STATS] | "Stats" >> CombineStats(cfg)
+        facts = [parsed[FACTS], assigned[FACTS], shard_facts, reject_facts]
+        if cfg.statistics:  # Parse emits partial statistics only then; without them, three steps fewer
+            facts.append(parsed[STATS] | "Stats" >> CombineStats(cfg))
         return (
-            (parsed[FACTS], assigned[FACTS], shard_facts, reject_facts, stats_facts)
+            tuple(facts)
             | "AllFacts" >> beam.Flatten()
             | "KeyFacts" >> beam.Map(lambda fact: (None, fact))
             | "Gather" >> beam.GroupByKey()
-            | "Commit" >> beam.ParDo(Commit(cfg, staged))
+            | "Commit" >> beam.ParDo(InLine(Commit(cfg, staged)))
         )

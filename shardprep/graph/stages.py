@@ -5,9 +5,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
-from apache_beam import pvalue
 
 from shardprep import fs, naming, planning, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
@@ -20,6 +18,7 @@ from shardprep.graph.elements import (
     ShardPiece,
     SpilledBatch,
     SplitPlan,
+    Tagged,
     pack_uints,
     shard_key,
     unpack_uints,
@@ -56,7 +55,7 @@ def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int
     return plans
 
 
-class Assign(beam.DoFn):
+class Assign:
     """Gives every record its global position and deals positions round-robin to shards.
 
     Emits ``(shard_key, ShardPiece)``, one piece per shard the batch touches: its records' byte
@@ -72,7 +71,7 @@ class Assign(beam.DoFn):
         if self._plans is None:
             self._plans = plan_splits(self._config, counts)
             for plan in self._plans.values():
-                yield pvalue.TaggedOutput(FACTS, ErrorFact(plan.error) if plan.error is not None else plan.fact)
+                yield Tagged(FACTS, ErrorFact(plan.error) if plan.error is not None else plan.fact)
         split, unit, part = batch.split, batch.unit, batch.part
         plan = self._plans[split]
         if plan.error is not None:
@@ -109,7 +108,7 @@ class Assign(beam.DoFn):
                                   pack_uints(piece_ends))
 
 
-class WriteShard(beam.DoFn):
+class WriteShard:
     """One shard's pieces in; the shard file, its records in order, and a ShardFact out."""
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -140,7 +139,7 @@ class WriteShard(beam.DoFn):
         yield ShardFact(split, shard, num_shards, info)
 
 
-class WriteRejected(beam.DoFn):
+class WriteRejected:
     """Every unit's dead letters in; one dead-letter file, units in order, and a RejectFact out."""
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -155,7 +154,7 @@ class WriteRejected(beam.DoFn):
         yield RejectFact(path, count)
 
 
-class Commit(beam.DoFn):
+class Commit:
     """Every fact in; the manifest (or the failure report) out: its URL.
 
     ``staged``: the run's staged units file (``graph.units``), whose input list the config lacks.

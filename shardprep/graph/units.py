@@ -19,8 +19,6 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 
-import apache_beam as beam
-
 from shardprep import fs, naming
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
@@ -88,7 +86,7 @@ def with_sources(config: ReshardConfig, url: str) -> ReshardConfig:
     return dataclasses.replace(config, sources=sources, versions=versions)
 
 
-class ExpandUnits(beam.DoFn):
+class ExpandUnits:
     """A chunk index in; that chunk's work units out, read from the staged file."""
 
     def __init__(self, url: str) -> None:
