@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from pipelines.startup import CONNECTOR_LIBRARIES
+from pipelines.startup import CONNECTOR_LIBRARIES, CONNECTOR_MODULES
 
 PROBE = textwrap.dedent("""
     import json, sys
@@ -19,6 +19,7 @@ PROBE = textwrap.dedent("""
     from pipelines import reshard  # noqa: F401
     loaded = sorted({".".join(m.split(".")[:2 if m.startswith("google.") else 1])
                      for m in sys.modules if m.startswith(startup.CONNECTOR_LIBRARIES) and m != "google.cloud"})
+    loaded += sorted(m for m in startup.CONNECTOR_MODULES if m in sys.modules)
     import apache_beam as beam
     with beam.Pipeline() as p:
         _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
@@ -47,7 +48,7 @@ def test_local_run_imports_beam_without_the_connectors_and_gcsfs_still_works():
 def test_other_runners_and_non_lean_callers_import_beam_whole():
     for runner, mode in (("direct", "whole"), ("dataflow", "lean")):
         whole = _probe(runner, mode)
-        assert {"google.cloud", "pymongo"} <= set(whole["loaded"]), (runner, mode, whole["loaded"])
+        assert {"google.cloud", "pymongo", *CONNECTOR_MODULES} <= set(whole["loaded"]), (runner, mode, whole["loaded"])
 
 
 def test_the_command_line_run_is_lean_and_never_tries_prism(tmp_path):
