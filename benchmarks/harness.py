@@ -81,15 +81,21 @@ def _poll_tree(pid: int, stop: threading.Event, peak: list[float], interval: flo
 
 
 def run_process(cmd: Sequence[str], *, cwd: str = REPO, timeout: float = 3600, shell: bool = False,
-                env: dict[str, str] | None = None) -> Run:
-    """Runs ``cmd`` to completion and measures it; output is kept (its tail) only on failure."""
+                env: dict[str, str] | None = None, poll: bool = True) -> Run:
+    """Runs ``cmd`` to completion and measures it; output is kept (its tail) only on failure.
+
+    ``poll``: sample the process tree's memory (RSS, PSS) every 50 ms. Reading every process's
+    ``smaps`` costs CPU the run then lacks: on 2 cores it took a 2-process re-shard from 3.09 to
+    3.67 s (median of 4 alternating rounds; one process: no difference), so ``alternate`` times
+    its rounds without it and measures memory in a round of its own.
+    """
     start = time.perf_counter()
     if shell:  # quote every word but the redirections
         cmd = " ".join(c if c in (">", ">>", "<", "|") else shlex.quote(str(c)) for c in cmd)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env or _env(), shell=shell,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     stop, peak = threading.Event(), [0.0, 0.0]
-    poller = threading.Thread(target=_poll_tree, args=(proc.pid, stop, peak), daemon=True)
+    poller = threading.Thread(target=_poll_tree if poll else lambda *_: None, args=(proc.pid, stop, peak), daemon=True)
     poller.start()
     chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read(65536), b"")), daemon=True)
@@ -135,22 +141,35 @@ class Contender:
 
 def alternate(contenders: Sequence[Contender], repeats: int, *, log: Callable[[str], None] = print,
               timeout: float = 3600) -> dict[str, list[Run]]:
-    """Runs A, B, C, A, B, C, ... ``repeats`` rounds; every run is checked and fails loudly."""
+    """Runs A, B, C, A, B, C, ... ``repeats`` timed rounds, then one round that samples memory (its
+    peaks are given to every run of the contender; its times are not kept: ``run_process``).
+    Every run is checked and fails loudly."""
     runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
-    for r in range(repeats):
+    for r in range(repeats + 1):
+        timed = r < repeats
         for c in contenders:
-            if c.prepare:
-                c.prepare()
-            run = run_process(c.cmd, shell=c.shell, timeout=timeout)
-            if run.returncode != 0:
-                raise RuntimeError(f"{c.name} failed (exit {run.returncode}): {' '.join(map(str, c.cmd))}\n{run.tail}")
-            if c.check:
-                run.extra.update(c.check(run))
-            run.extra.pop("output", None)
-            runs[c.name].append(run)
-            log(f"  round {r + 1}/{repeats} {c.name:>14s}: {run.wall_s:7.2f} s wall, {run.cpu_s:7.2f} s CPU, "
-                f"{run.tree_rss_mb:6.0f} MB peak RSS")
+            run = _checked(c, timeout, poll=not timed)
+            if timed:
+                runs[c.name].append(run)
+                log(f"  round {r + 1}/{repeats} {c.name:>14s}: {run.wall_s:7.2f} s wall, {run.cpu_s:7.2f} s CPU")
+                continue
+            for kept in runs[c.name]:
+                kept.tree_rss_mb, kept.tree_pss_mb = run.tree_rss_mb, run.tree_pss_mb
+            log(f"  memory round {c.name:>14s}: {run.tree_rss_mb:6.0f} MB peak RSS, {run.tree_pss_mb:6.0f} MB peak PSS "
+                "(process tree)")
     return runs
+
+
+def _checked(c: Contender, timeout: float, *, poll: bool) -> Run:
+    if c.prepare:
+        c.prepare()
+    run = run_process(c.cmd, shell=c.shell, timeout=timeout, poll=poll)
+    if run.returncode != 0:
+        raise RuntimeError(f"{c.name} failed (exit {run.returncode}): {' '.join(map(str, c.cmd))}\n{run.tail}")
+    if c.check:
+        run.extra.update(c.check(run))
+    run.extra.pop("output", None)
+    return run
 
 
 def summarize(runs: Sequence[Run]) -> dict[str, Any]:

@@ -292,7 +292,9 @@ def section_tfrecord(results: dict) -> list[str]:
                 "`--local-workers 2` (the default on this machine: two pool processes) vs `--local-workers 1`, and Beam's "
                 "own multi-processing mode (`--direct_num_workers=2 --direct_running_mode=multi_processing`):", "",
                 *_table(head, rows_of(part["one_file"])), "",
-                "Peak memory is that of the whole process tree, polled: RSS sums every process's resident pages, so "
+                "Peak memory is that of the whole process tree, sampled every 50 ms in a round of its own (sampling "
+                "takes CPU from the timed rounds: on 2 cores it slowed the two-process run by ~0.6 s): RSS sums every "
+                "process's resident pages, so "
                 "pages the pool processes share copy-on-write with their fork server count once per process; PSS "
                 "splits each shared page among the processes that map it (what the tree really holds).", ""]
     prof = part.get("profile")

@@ -5,7 +5,8 @@ cut across workers. The input is the benchmark's TF-written 300k-record set
 (``benchmarks.data.tfrecord_set``) concatenated ``--copies`` times into one file (the same Examples
 repeated: a run's memory and time depend on sizes, not values), cut into 64 MB units. The default
 (every core) and ``--local-workers 1`` run alternately, ``--rounds`` times, measured by
-``benchmarks.harness`` (wall, CPU of the whole tree, peak RSS and PSS of the tree).
+``benchmarks.harness.alternate`` (wall, CPU of the whole tree; peak RSS and PSS of the tree in a
+round of its own).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import shutil
 import sys
 
 from benchmarks import data
-from benchmarks.harness import PYTHON, run_process
+from benchmarks.harness import PYTHON, Contender, alternate
 
 WORK = os.path.join(data.DATA_DIR, "work", "tfrecord_gb")
 
@@ -38,19 +39,14 @@ def main(argv: list[str] | None = None) -> int:
                 with open(f, "rb") as src:
                     shutil.copyfileobj(src, out, 16 << 20)
     mb = os.path.getsize(one) / 1e6
-    results: dict[str, list] = {"default": [], "one process": []}
-    for _ in range(args.rounds):
-        for name, extra in (("default", []), ("one process", ["--local-workers", "1"])):
-            out = os.path.join(WORK, "out")
-            shutil.rmtree(out, ignore_errors=True)
-            run = run_process([PYTHON, "-m", "shardprep.run", "--input", one, "--output", out,
-                               "--num-shards", str(args.shards), *extra])
-            if run.returncode:
-                print(run.tail, file=sys.stderr)
-                return 1
-            results[name].append({"wall_s": round(run.wall_s, 2), "cpu_s": round(run.cpu_s, 2),
-                                  "tree_rss_mb": round(run.tree_rss_mb, 1), "tree_pss_mb": round(run.tree_pss_mb, 1)})
-            print(name, results[name][-1], file=sys.stderr, flush=True)
+    out = os.path.join(WORK, "out")
+    contenders = [Contender(name, [PYTHON, "-m", "shardprep.run", "--input", one, "--output", out,
+                                   "--num-shards", str(args.shards), *extra],
+                            prepare=lambda: shutil.rmtree(out, ignore_errors=True))
+                  for name, extra in (("default", []), ("one process", ["--local-workers", "1"]))]
+    runs = alternate(contenders, args.rounds, log=lambda line: print(line, file=sys.stderr, flush=True))
+    results = {name: [{"wall_s": round(r.wall_s, 2), "cpu_s": round(r.cpu_s, 2), "tree_rss_mb": round(r.tree_rss_mb, 1),
+                       "tree_pss_mb": round(r.tree_pss_mb, 1)} for r in rs] for name, rs in runs.items()}
     shutil.rmtree(WORK, ignore_errors=True)
     best = {name: min(runs, key=lambda r: r["wall_s"]) for name, runs in results.items()}
     print(json.dumps({"input_mb": round(mb, 1), "best": best, "runs": results,

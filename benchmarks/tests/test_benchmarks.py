@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from benchmarks import balance, report
-from benchmarks.harness import run_process, summarize
+from benchmarks.harness import Contender, alternate, run_process, summarize
 from benchmarks.tfrecords import count_records
 
 
@@ -49,6 +49,18 @@ def test_run_process_measures_a_child() -> None:
     run = run_process(["python3", "-c", "x = bytearray(50 << 20); print('ok')"])
     assert run.returncode == 0 and run.max_rss_mb >= 50 and run.wall_s > 0
     assert summarize([run, run])["n"] == 2
+
+
+def test_alternate_times_unpolled_rounds_and_measures_memory_in_one_more(tmp_path) -> None:
+    marks = tmp_path / "runs"
+    code = (f"import time; x = bytearray(80 << 20); open({str(marks)!r}, 'a').write('run\\n'); "
+            "time.sleep(0.5)")  # long enough for the 50 ms sampler
+    runs = alternate([Contender("alloc", ["python3", "-c", code])], 2, log=lambda _: None)["alloc"]
+    assert marks.read_text().count("run") == 3  # 2 timed rounds, then the memory round
+    assert len(runs) == 2 and all(r.tree_rss_mb >= 60 and r.tree_pss_mb >= 60 for r in runs), runs
+    polled = run_process(["python3", "-c", code])
+    unpolled = run_process(["python3", "-c", code], poll=False)
+    assert polled.tree_rss_mb >= 60 and unpolled.tree_rss_mb == 0
 
 
 def test_report_renders_from_results(tmp_path, monkeypatch) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import importlib
 import logging
 import multiprocessing
 import pickle
@@ -51,7 +52,7 @@ from shardprep.graph.elements import Tagged
 __all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_task", "split_output", "stop", "take"]
 
 NAMESPACE = "shardprep"
-PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # what a fork server imports once (not Linux)
+PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
 TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
@@ -100,6 +101,8 @@ def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence
     """
     if sys.platform == "linux":
         ctx = multiprocessing.get_context("fork")
+        for name in PRELOAD:  # once here, not in every process
+            importlib.import_module(name)
     else:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
