@@ -73,7 +73,8 @@ def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str
     with local_pool(count, prefetch=first_steps(config), elements=list(units)) as token:
         try:
             yield Workers(count, token)
-        except BaseException:  # failed before Beam ran (its import, the graph): the prefetch's spill goes too
+        except BaseException:  # a failed run, also before Beam ran (its import, the graph): no process writes
+            # on, and what the pool spilled goes (pipelines.reshard removes the rest once Beam runs)
             stop(token)
             retention.discard_run(config.output, config.run_id, whole=False)
             raise
