@@ -170,7 +170,7 @@ class Parse:
         for s in sorted(partial):
             yield Tagged(STATS, (s, partial[s]))
         yield Tagged(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
-                                                  tuple(sorted(reasons.items())), tuple(sorted(self._missing.items()))))
+                                     tuple(sorted(reasons.items())), tuple(sorted(self._missing.items()))))
         self._records.inc(read)
         self._rejects.inc(len(dead))
         self._total += read
