@@ -84,9 +84,9 @@ def test_prefetched_steps_are_taken_once_and_a_mismatch_is_computed_afresh(tmp_p
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
-    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(6))) as token:
-        _chain(str(first), str(second), token, list(range(6)))
-    assert len(list(first.iterdir())) == len(list(second.iterdir())) == 6  # each element once: the prefetch was used
+    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(40))) as token:
+        _chain(str(first), str(second), token, list(range(40)))  # 40 elements: tasks of 3 (graph.pool)
+    assert len(list(first.iterdir())) == len(list(second.iterdir())) == 40  # each once: the prefetch was used
     for folder in (first, second):
         for f in folder.iterdir():
             f.unlink()

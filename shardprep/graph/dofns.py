@@ -97,7 +97,7 @@ class Pooled(beam.DoFn):
             return
         results: Any = pool.take(self._token, self._key, elements, side)
         if results is not None:  # started before Beam ran this step (graph.pool: prefetch)
-            results = (r.get() for r in results)
+            results = (task.get()[place] for task, place in results)
         else:
             workers, processes = running
             size = -(-len(elements) // (processes * TASKS_PER_PROCESS))

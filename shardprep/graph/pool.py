@@ -49,7 +49,7 @@ from typing import Any
 from shardprep import lease
 from shardprep.graph.elements import Tagged
 
-__all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_task", "split_output", "stop", "take"]
+__all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_each", "run_task", "split_output", "stop", "take"]
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
@@ -108,7 +108,7 @@ def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence
         ctx.set_forkserver_preload(PRELOAD)
     pool = ctx.Pool(processes, initializer=_start_process, initargs=(log.getEffectiveLevel(),))
     token = uuid.uuid4().hex
-    ahead = _Prefetch(pool, [blob_of(work) for work in prefetch], list(elements), max(1, processes - 1))
+    ahead = _Prefetch(pool, processes, [blob_of(work) for work in prefetch], list(elements))
     _POOLS[token] = pool, processes, ahead
     try:
         yield token
@@ -131,9 +131,10 @@ def pool_of(token: str) -> tuple[Pool, int] | None:
     return (entry[0], entry[1]) if entry is not None else None
 
 
-def take(token: str, key: bytes, elements: list, side: tuple) -> list[AsyncResult] | None:
-    """The prefetched results of the work ``key`` for ``elements`` with ``side``, or None: then no
-    prefetched task of the pool runs any more, and the caller computes them."""
+def take(token: str, key: bytes, elements: list, side: tuple) -> list[tuple[AsyncResult, int]] | None:
+    """The prefetched results of the work ``key`` for ``elements`` with ``side`` (each: its task,
+    and its place in the task's list of ``TaskResult``), or None: then no prefetched task of the
+    pool runs any more, and the caller computes them."""
     entry = _POOLS.get(token)
     return entry[2].take(key, elements, side) if entry is not None else None
 
@@ -155,19 +156,22 @@ def _side_key(side: tuple) -> bytes:
 class _Prefetch:
     """The chain of steps a pool starts at once; ``take`` hands their results to Beam's steps.
 
-    A thread of the launcher submits the first step's tasks (one per element), waits for them,
-    then submits the next step's with those outputs as its side input, and so on; it stops at a
-    failed task (Beam's own step then raises that error) or when cancelled. Until Beam asks for a
-    step (``take``), at most ``ahead`` tasks run at once: one core stays with the launcher, which
-    is importing Beam and building the graph meanwhile.
+    A thread of the launcher submits the first step's tasks, waits for them, then submits the next
+    step's with those outputs as its side input, and so on; it stops at a failed task (Beam's own
+    step then raises that error) or when cancelled. A task is a few elements, as ``Pooled`` cuts a
+    bundle (the side input is sent once per task), and gives each element's result apart. Until
+    Beam asks for a step (``take``), at most ``ahead`` tasks run at once: one core stays with the
+    launcher, which is importing Beam and building the graph meanwhile.
     """
 
-    def __init__(self, pool: Pool, steps: list[tuple[bytes, bytes]], elements: list, ahead: int) -> None:
+    def __init__(self, pool: Pool, processes: int, steps: list[tuple[bytes, bytes]], elements: list) -> None:
         self._pool, self._steps, self._elements = pool, steps, elements
+        self._size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))  # elements per task
         self._keys = {key for key, _ in steps}
-        self._results: dict[bytes, dict[bytes, AsyncResult]] = {}  # by work key: by (element, side) digest
+        # by work key, by (element, side) digest: (the task, the element's place in it)
+        self._results: dict[bytes, dict[bytes, tuple[AsyncResult, int]]] = {}
         self._changed = threading.Condition()
-        self._slots = threading.Semaphore(ahead)  # tasks that may run before Beam asks
+        self._slots = threading.Semaphore(max(1, processes - 1))  # tasks that may run before Beam asks
         self._asked = False  # Beam asked for a step: every task may run
         self._running = 0  # tasks started and not ended, for ``cancel``
         self._cancelled = False
@@ -178,29 +182,33 @@ class _Prefetch:
 
     def _run(self) -> None:
         side: tuple = ()
+        chunks = [self._elements[i:i + self._size] for i in range(0, len(self._elements), self._size)]
         try:
             for i, (key, blob) in enumerate(self._steps):
-                step = []
-                for element in self._elements:
+                tasks = []
+                for chunk in chunks:
                     self._slots.acquire()
                     with self._changed:
                         if self._cancelled:
                             return
-                        step.append(self._pool.apply_async(run_task, ((key, blob, [element], side),),
-                                                           callback=self._free, error_callback=self._free))
+                        tasks.append(self._pool.apply_async(run_each, ((key, blob, chunk, side),),
+                                                            callback=self._free, error_callback=self._free))
                         self._running += 1
+                side_key = _side_key(side)
+                results = {_digest(e, side_key): (task, j) for chunk, task in zip(chunks, tasks)
+                           for j, e in enumerate(chunk)}
                 with self._changed:  # complete: ``take`` may hand it over
-                    self._results[key] = {_digest(e, side): r for e, r in zip(self._elements, step)}
+                    self._results[key] = results
                     self._changed.notify_all()
                 if i + 1 == len(self._steps):
                     return
                 outputs = []
-                for result in step:
-                    while not result.ready() and not self._cancelled:
-                        result.wait(0.1)
-                    if self._cancelled or not result.successful():
+                for task in tasks:
+                    while not task.ready() and not self._cancelled:
+                        task.wait(0.1)
+                    if self._cancelled or not task.successful():
                         return
-                    outputs += [v for tag, v in result.get()[0] if tag is None]
+                    outputs += [v for each in task.get() for tag, v in each[0] if tag is None]
                 side = (outputs,)
         finally:
             with self._changed:
@@ -220,13 +228,14 @@ class _Prefetch:
             for _ in range(len(self._elements) * len(self._steps)):
                 self._slots.release()
 
-    def take(self, key: bytes, elements: list, side: tuple) -> list[AsyncResult] | None:
+    def take(self, key: bytes, elements: list, side: tuple) -> list[tuple[AsyncResult, int]] | None:
         self._ask()
         if key in self._keys:
+            side_key = _side_key(side)  # once: a side input may hold an entry per unit
+            digests = [_digest(e, side_key) for e in elements]
             with self._changed:
                 self._changed.wait_for(lambda: key in self._results or self._done)
                 results = self._results.get(key, {})
-                digests = [_digest(e, side) for e in elements]
                 if all(d in results for d in digests):
                     return [results.pop(d) for d in digests]  # handed over: Beam holds the outputs from here on
             log.debug("prefetched results do not match this step's elements: computing them afresh")
@@ -246,8 +255,8 @@ class _Prefetch:
             self._thread.join()
 
 
-def _digest(element: Any, side: tuple) -> bytes:
-    return hashlib.sha256(pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL) + _side_key(side)).digest()
+def _digest(element: Any, side_key: bytes) -> bytes:
+    return hashlib.sha256(pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL) + side_key).digest()
 
 
 class _Collect(logging.Handler):
@@ -270,6 +279,12 @@ def _start_process(level: int) -> None:
     logger.handlers[:] = [_Collect()]
     logger.setLevel(level)
     logger.propagate = False
+
+
+def run_each(task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:
+    """In a pool process: ``run_task`` of each element apart (the prefetch hands results out per element)."""
+    key, blob, elements, side = task
+    return [run_task((key, blob, [element], side)) for element in elements]
 
 
 def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
