@@ -23,7 +23,8 @@ MB = 1 << 20
 
 
 @pytest.mark.parametrize("requested, input_bytes, units, cores, expected", [
-    (None, 10 * MB, 8, 16, 1),          # tiny input: worker start-up would dominate
+    (None, MB // 2, 8, 16, 1),          # tiny input: all start-up, the pool would add CPU for nothing
+    (None, 10 * MB, 8, 16, 8),          # small input: the pool parses while Beam is imported
     (None, 500 * MB, 1, 16, 1),         # one unit: nothing to share
     (None, 500 * MB, 8, 16, 8),         # at most one worker per unit
     (None, 500 * MB, 40, 16, 16),       # one per core
