@@ -164,8 +164,8 @@ def crash(point: str, source: Path, out: Path) -> dict:
     elif point == "first_shard_file":
         proc = _popen([sys.executable, "-m", "shardprep.run", *args])
         _kill_when_file(proc, out, "run-*/train/*")
-    else:
-        proc = _popen([sys.executable, "-c", LAUNCHER, point, *args])
+    else:  # mid_shard counts the shards one process writes: the pool's processes would each count their own
+        proc = _popen([sys.executable, "-c", LAUNCHER, point, *args, *(["--local-workers", "1"] * (point == "mid_shard"))])
         lines = _kill_when_logged(proc, "KILL ")
         assert not any("committed" in line for line in lines)
     assert proc.returncode == -signal.SIGKILL

@@ -191,6 +191,32 @@ def test_unknown_pool_runs_in_line():
 
 
 @pytest.mark.slow
+def test_pool_processes_die_with_a_killed_launcher(tmp_path):
+    """SIGKILL (the OOM killer's signal) of the launcher while its pool processes parse: none of them
+    lives on to write into the run folder."""
+    raw = _csvs(tmp_path, 4, 3000)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": "pool.task=60"}
+    proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", f"{raw}/*.csv", "--output",
+                             str(tmp_path / "ds"), "--num-shards", "2", "--local-workers", "2"],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[psutil.Process] = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen |= set(psutil.Process(proc.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    assert len(seen) >= 2, seen
+    proc.kill()
+    proc.wait(30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
+        time.sleep(0.1)
+    assert not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], seen
+
+
+@pytest.mark.slow
 def test_sigint_while_the_pool_parses(tmp_path):
     """Interrupted while pool processes parse: exit 130, no run folder, no pool process left."""
     raw = _csvs(tmp_path, 4, 3000)

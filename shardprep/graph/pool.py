@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import hashlib
 import importlib
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
@@ -53,6 +55,7 @@ __all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_each", "r
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
@@ -106,7 +109,7 @@ def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence
     else:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
-    pool = ctx.Pool(processes, initializer=_start_process, initargs=(log.getEffectiveLevel(),))
+    pool = ctx.Pool(processes, initializer=_start_process, initargs=(log.getEffectiveLevel(), os.getpid()))
     token = uuid.uuid4().hex
     ahead = _Prefetch(pool, processes, [blob_of(work) for work in prefetch], list(elements))
     _POOLS[token] = pool, processes, ahead
@@ -270,11 +273,16 @@ class _Collect(logging.Handler):
         _records.append(record)
 
 
-def _start_process(level: int) -> None:
+def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (the launcher's handlers
-    came with the fork); keep log records at the launcher's level."""
+    came with the fork) and, on Linux, with the launcher (a SIGKILLed or OOM-killed launcher leaves
+    no process writing into its run folder); keep log records at the launcher's level."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != launcher:  # it died before the prctl
+            os._exit(1)
     logger = logging.getLogger("shardprep")
     logger.handlers[:] = [_Collect()]
     logger.setLevel(level)
