@@ -44,10 +44,12 @@ log = logging.getLogger("shardprep")
 
 
 class Workers(NamedTuple):
-    """A run's worker processes: how many, and the token of the local pool that runs them (or None)."""
+    """A run's worker processes: how many, the token of the local pool that runs them (or None), and
+    whether they are Beam's own SDK workers (its ``--direct_*`` multi-processing flags)."""
 
     count: int
     pool: str | None = None
+    beam: bool = False
 
 
 @contextlib.contextmanager
@@ -63,7 +65,7 @@ def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str
         return
     beam_workers = workers_of(beam_args)
     if beam_workers > 1:  # Beam's own multi-processing mode
-        yield Workers(beam_workers)
+        yield Workers(beam_workers, beam=True)
         return
     count = plan_workers(requested=local_workers, input_bytes=sum(size for _, size in config.sources),
                          num_units=len(units), cores=machine_cores())

@@ -102,8 +102,7 @@ def run(
             workers = stack.enter_context(local.worker_pool(config, units, runner=runner, beam_args=beam_args,
                                                             local_workers=local_workers))
         pool = workers.pool
-        beam_workers = local.workers_of(beam_args) if runner == "direct" else 1
-        if beam_workers > 1:  # Beam's own multi-processing mode
+        if workers.beam:  # Beam's own multi-processing mode
             stack.callback(local.remove_worker_logs, local.install_worker_logs())
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
@@ -118,7 +117,7 @@ def run(
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units, pool, in_process=runner == "direct" and beam_workers == 1)
+        build(pipeline, config, units, pool, in_process=runner == "direct" and not workers.beam)
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
