@@ -241,3 +241,32 @@ def test_sigint_while_the_pool_parses(tmp_path):
     assert not list(out.glob("run-*")), sorted(str(p) for p in out.rglob("*"))
     time.sleep(1)
     assert not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], seen
+
+
+@pytest.mark.slow
+def test_a_pool_process_killed_fails_the_run_instead_of_hanging(tmp_path):
+    """One pool process SIGKILLed (as the OOM killer does) while the launcher lives: the run fails
+    with a line that says so (exit 1), as any failed run keeps no spill and no shard, and leaves no
+    process behind."""
+    raw = _csvs(tmp_path, 4, 3000)
+    out = tmp_path / "ds"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": "pool.task=3"}
+    proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", f"{raw}/*.csv", "--output", str(out),
+                             "--num-shards", "2", "--local-workers", "2"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: list[psutil.Process] = []
+    deadline = time.monotonic() + 120
+    while len(seen) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    assert len(seen) >= 2, seen
+    seen[0].kill()
+    _, err = proc.communicate(timeout=120)  # the task that process held is never answered: without the fix, a hang
+    assert proc.returncode == 1, err
+    assert "a worker process of the local pool died" in err and "Traceback" not in err, err
+    assert not list(out.glob("run-*/spill")) and not list(out.rglob("*.tfrecord*")), sorted(map(str, out.rglob("*")))
+    time.sleep(1)
+    assert not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], seen

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import apache_beam as beam
@@ -95,14 +96,20 @@ class Pooled(beam.DoFn):
         if running is None:
             yield from self._run_inline(elements, side)
             return
+        try:
+            yield from self._run_pooled(running, elements, side)
+        except BrokenProcessPool as e:  # a process killed (OOM): the run fails, never waits for its task
+            raise pool.PoolDied() from e
+
+    def _run_pooled(self, running: tuple[Any, int], elements: list, side: tuple) -> Iterator[Any]:
         results: Any = pool.take(self._token, self._key, elements, side)
         if results is not None:  # started before Beam ran this step (graph.pool: prefetch)
-            results = (task.get()[place] for task, place in results)
+            results = (task.result()[place] for task, place in results)
         else:
             workers, processes = running
             size = -(-len(elements) // (processes * TASKS_PER_PROCESS))
-            results = workers.imap(pool.run_task, ((self._key, self._blob, elements[i:i + size], side)
-                                                   for i in range(0, len(elements), size)))
+            results = workers.map(pool.run_task, [(self._key, self._blob, elements[i:i + size], side)
+                                                  for i in range(0, len(elements), size)])
         tally: collections.Counter = collections.Counter()
         for outputs, counted, records in results:
             tally.update(counted)

@@ -23,6 +23,10 @@ step, ``take`` hands it these results for exactly the same work, element and sid
 as pickles, side inputs as sorted lists); anything else waits for the prefetch to end and is
 computed afresh, so an unused prefetch costs time, never a different output.
 
+The pool is a ``ProcessPoolExecutor``: if one of its processes dies (the OOM killer), every task
+not yet answered fails (``BrokenProcessPool``; ``Pooled`` turns it into ``PoolDied``) and so does
+the run, where ``multiprocessing.Pool`` would replace the process, lose its task and wait forever.
+
 The fork happens when the launcher's only other thread is the lease renewer (``shardprep.lease``),
 which holds no lock a pool process takes; fsspec and logging reset their own locks in a forked
 child. Where fork is not the platform's safe default (not Linux) the processes come from a fork
@@ -45,13 +49,15 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from multiprocessing.pool import AsyncResult, Pool
+from concurrent import futures
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from shardprep import lease
 from shardprep.graph.elements import Tagged
 
-__all__ = ["Counter", "Work", "blob_of", "local_pool", "pool_of", "run_each", "run_task", "split_output", "stop", "take"]
+__all__ = ["Counter", "PoolDied", "Work", "blob_of", "local_pool", "pool_of", "run_each", "run_task", "split_output",
+           "stop", "take"]
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
@@ -59,12 +65,20 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent die
 TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
-_POOLS: dict[str, tuple[Pool, int, _Prefetch]] = {}  # in the launcher: the running pools, by token
+_POOLS: dict[str, tuple[ProcessPoolExecutor, int, _Prefetch]] = {}  # in the launcher: the running pools, by token
 _tally: collections.Counter | None = None  # in a pool process, during a task: what its Counters counted
 _works: dict[bytes, Work] = {}  # in a pool process: the work of the step it runs, set up once
 _records: list[logging.LogRecord] = []  # in a pool process, during a task: its log records, for the launcher
 
 log = logging.getLogger("shardprep")
+
+
+class PoolDied(RuntimeError):
+    """A pool process ended in the middle of the run (killed, e.g. by the kernel's OOM killer)."""
+
+    def __init__(self) -> None:
+        super().__init__("a worker process of the local pool died (killed: out of memory? see `dmesg`); rerun "
+                         "with fewer --local-workers or a smaller --unit-mb")
 
 
 class Counter:
@@ -109,10 +123,12 @@ def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence
     else:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
-    pool = ctx.Pool(processes, initializer=_start_process, initargs=(log.getEffectiveLevel(), os.getpid()))
+    executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_start_process,
+                                   initargs=(log.getEffectiveLevel(), os.getpid()))
+    executor.submit(os.getpid)  # forks every process now, from this thread (not the prefetch's, later)
     token = uuid.uuid4().hex
-    ahead = _Prefetch(pool, processes, [blob_of(work) for work in prefetch], list(elements))
-    _POOLS[token] = pool, processes, ahead
+    ahead = _Prefetch(executor, processes, [blob_of(work) for work in prefetch], list(elements))
+    _POOLS[token] = executor, processes, ahead
     try:
         yield token
     finally:
@@ -123,18 +139,23 @@ def stop(token: str) -> None:
     """Ends the pool ``token`` now (its processes terminated); nothing if it has ended."""
     entry = _POOLS.pop(token, None)
     if entry is not None:
-        entry[2].cancel(wait=False)
-        entry[0].terminate()
-        entry[0].join()
+        executor, _, ahead = entry
+        ahead.cancel(wait=False)
+        processes = list((getattr(executor, "_processes", None) or {}).values())  # no public way before 3.14
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
-def pool_of(token: str) -> tuple[Pool, int] | None:
+def pool_of(token: str) -> tuple[ProcessPoolExecutor, int] | None:
     """The running pool ``token`` and its size, or None (another process: a remote worker)."""
     entry = _POOLS.get(token)
     return (entry[0], entry[1]) if entry is not None else None
 
 
-def take(token: str, key: bytes, elements: list, side: tuple) -> list[tuple[AsyncResult, int]] | None:
+def take(token: str, key: bytes, elements: list, side: tuple) -> list[tuple[Future, int]] | None:
     """The prefetched results of the work ``key`` for ``elements`` with ``side`` (each: its task,
     and its place in the task's list of ``TaskResult``), or None: then no prefetched task of the
     pool runs any more, and the caller computes them."""
@@ -167,12 +188,12 @@ class _Prefetch:
     launcher, which is importing Beam and building the graph meanwhile.
     """
 
-    def __init__(self, pool: Pool, processes: int, steps: list[tuple[bytes, bytes]], elements: list) -> None:
+    def __init__(self, pool: ProcessPoolExecutor, processes: int, steps: list[tuple[bytes, bytes]], elements: list) -> None:
         self._pool, self._steps, self._elements = pool, steps, elements
         self._size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))  # elements per task
         self._keys = {key for key, _ in steps}
         # by work key, by (element, side) digest: (the task, the element's place in it)
-        self._results: dict[bytes, dict[bytes, tuple[AsyncResult, int]]] = {}
+        self._results: dict[bytes, dict[bytes, tuple[Future, int]]] = {}
         self._changed = threading.Condition()
         self._slots = threading.Semaphore(max(1, processes - 1))  # tasks that may run before Beam asks
         self._asked = False  # Beam asked for a step: every task may run
@@ -194,9 +215,14 @@ class _Prefetch:
                     with self._changed:
                         if self._cancelled:
                             return
-                        tasks.append(self._pool.apply_async(run_each, ((key, blob, chunk, side),),
-                                                            callback=self._free, error_callback=self._free))
                         self._running += 1
+                        try:
+                            task = self._pool.submit(run_each, (key, blob, chunk, side))
+                        except RuntimeError as e:  # the pool broke (a process died) or was shut down
+                            task = Future()
+                            task.set_exception(e)  # for the step that takes it
+                        tasks.append(task)
+                    task.add_done_callback(self._free)
                 side_key = _side_key(side)
                 results = {_digest(e, side_key): (task, j) for chunk, task in zip(chunks, tasks)
                            for j, e in enumerate(chunk)}
@@ -207,11 +233,11 @@ class _Prefetch:
                     return
                 outputs = []
                 for task in tasks:
-                    while not task.ready() and not self._cancelled:
-                        task.wait(0.1)
-                    if self._cancelled or not task.successful():
+                    while not task.done() and not self._cancelled:
+                        futures.wait([task], timeout=0.1)
+                    if self._cancelled or task.cancelled() or task.exception() is not None:
                         return
-                    outputs += [v for each in task.get() for tag, v in each[0] if tag is None]
+                    outputs += [v for each in task.result() for tag, v in each[0] if tag is None]
                 side = (outputs,)
         finally:
             with self._changed:
@@ -231,7 +257,7 @@ class _Prefetch:
             for _ in range(len(self._elements) * len(self._steps)):
                 self._slots.release()
 
-    def take(self, key: bytes, elements: list, side: tuple) -> list[tuple[AsyncResult, int]] | None:
+    def take(self, key: bytes, elements: list, side: tuple) -> list[tuple[Future, int]] | None:
         self._ask()
         if key in self._keys:
             side_key = _side_key(side)  # once: a side input may hold an entry per unit
