@@ -1,5 +1,6 @@
-"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``):
-compiled and Python twins give the same bytes, refuse the same bad input, and build what they say."""
+"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``)
+and the range counter of the cuts (``line_counts``): compiled and Python twins give the same results,
+refuse the same bad input, and build what they say."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,6 +21,18 @@ _records = st.lists(st.binary(max_size=40), min_size=1, max_size=30)
 
 def _packed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(records), np.cumsum([len(r) for r in records]).astype("<u8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000).map(lambda b: bytes(b'"\n,x'[c % 4] if c % 3 else c for c in b)), st.data())
+def test_line_counts_count_quotes_and_newlines_of_a_prefix(data_bytes, data):
+    n = data.draw(st.integers(0, len(data_bytes)))
+    expected = (data_bytes[:n].count(b'"'), data_bytes[:n].count(b"\n"))
+    for twin in (native, fallback):
+        assert twin.line_counts(bytearray(data_bytes), n, True) == expected
+        assert twin.line_counts(data_bytes, n, False) == (0, expected[1])
+        with pytest.raises(ValueError):
+            twin.line_counts(data_bytes, len(data_bytes) + 1, True)
 
 
 @settings(max_examples=200, deadline=None)

@@ -115,6 +115,8 @@ class _Checked(io.RawIOBase):
                                                  and data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r")):
             self.clean = False
         self._cr = data.endswith(b"\r")
+        if data.isascii() and not self._utf8.getstate()[0]:  # valid, no sequence left open: no decode (~4x
+            return  # faster, and no copy of the block as text)
         try:
             self._utf8.decode(data)
         except UnicodeDecodeError:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shardprep import fs
+from shardprep import fs, native
 from shardprep.formats.base import InputFile, WorkUnit
 
 __all__ = ["LINE_FORMATS", "NEWLINES", "QUOTES", "CutTable", "RangeCount", "count_range", "line_units", "resolve",
@@ -61,16 +61,18 @@ class RangeCount(NamedTuple):
 
 
 def count_range(unit: WorkUnit) -> RangeCount:
-    """The counts of a nominal unit's byte range, with C-speed ``bytes.count`` over blocks."""
+    """The counts of a nominal unit's byte range: blocks read into one buffer (no fresh memory per
+    block) and counted in one compiled pass (``native.line_counts``)."""
     quotes = newlines = 0
+    buffer = bytearray(min(COUNT_BLOCK, max(unit.end - unit.start, 1)))
+    view = memoryview(buffer)
     with fs.open_file(unit.file.url, "rb") as f:
         f.seek(unit.start)
         left = unit.end - unit.start
-        while left > 0 and (block := f.read(min(COUNT_BLOCK, left))):
-            left -= len(block)
-            if unit.nominal == QUOTES:
-                quotes += block.count(b'"')
-            newlines += block.count(b"\n")
+        while left > 0 and (n := f.readinto(view[:min(len(buffer), left)])):
+            left -= n
+            q, nl = native.line_counts(buffer, n, unit.nominal == QUOTES)
+            quotes, newlines = quotes + q, newlines + nl
     if left:
         raise OSError(f"{unit.file.url!r} ends before byte {unit.end}: it changed after planning")
     return RangeCount(unit.file.index, unit.index, quotes, newlines)

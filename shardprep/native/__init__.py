@@ -6,7 +6,8 @@ conforms to the schema, so that it can pass through as it is) and ``conforms``; 
 steps of the column-wise encoder and the shard writer: ``interleave`` (records built from one piece
 of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in place), ``gather``
 (a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
-back); ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
+back); ``line_counts`` (the quote and newline bytes of a block, for cutting CSV and JSON Lines);
+``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
 every block, leaving it to the per-line path). ``NATIVE`` says which one loaded: an install without
 a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
@@ -20,8 +21,8 @@ from types import ModuleType
 from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec",
-           "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "scan",
-           "split_indices"]
+           "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
+           "scan", "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -41,6 +42,7 @@ _impl, NATIVE = _implementation()
 blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, scan, split_indices = (
     _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.gather_from,
     _impl.interleave, _impl.scan, _impl.split_indices)
+line_counts = _impl.line_counts
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
 
 

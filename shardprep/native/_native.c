@@ -286,6 +286,35 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* The '"' (when quotes) and '\n' bytes among the first n bytes of a buffer, in one pass (vectorised at -O3). */
+static PyObject *py_line_counts(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t n;
+    int quotes;
+    if (!PyArg_ParseTuple(args, "y*np", &data, &n, &quotes)) return NULL;
+    if (n < 0 || n > data.len) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "n: outside the buffer");
+        return NULL;
+    }
+    const uint8_t *p = data.buf;
+    uint64_t q = 0, nl = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n;) {  /* blocks of 255: byte-wide counters the compiler can keep in vector lanes */
+        Py_ssize_t stop = n - i < 255 ? n : i + 255;
+        uint8_t bq = 0, bn = 0;
+        for (; i < stop; i++) {
+            bq += p[i] == '"';
+            bn += p[i] == '\n';
+        }
+        q += bq;
+        nl += bn;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(KK)", (unsigned long long)(quotes ? q : 0), (unsigned long long)nl);
+}
+
 static PyObject *py_blake2b8(PyObject *self, PyObject *args) {
     Py_buffer data;
     long long seed;
@@ -993,6 +1022,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of bytes (unmasked)."},
+    {"line_counts", py_line_counts, METH_VARARGS, "Quote and newline bytes among a buffer's first n."},
     {"blake2b8", py_blake2b8, METH_VARARGS, "blake2b(data, digest_size=8, key=seed as 8 LE bytes) as a LE int."},
     {"split_indices", py_split_indices, METH_VARARGS, "Split index of each record of a blob."},
     {"scan", py_scan, METH_VARARGS, "Whole TFRecord frames of a buffer, with status."},

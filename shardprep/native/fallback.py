@@ -13,7 +13,7 @@ import google_crc32c
 import numpy as np
 
 __all__ = ["blake2b8", "conforms", "crc32c", "fill_data_crcs", "gather", "gather_from", "interleave",
-           "jsonl_columns", "scan", "split_indices"]
+           "jsonl_columns", "line_counts", "scan", "split_indices"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -22,6 +22,12 @@ _U32 = struct.Struct("<I")
 
 def crc32c(data: bytes | memoryview) -> int:
     return google_crc32c.value(bytes(data))
+
+
+def line_counts(data: bytes | bytearray, n: int, quotes: bool) -> tuple[int, int]:
+    if not 0 <= n <= len(data):
+        raise ValueError("n: outside the buffer")
+    return (data.count(b'"', 0, n) if quotes else 0), data.count(b"\n", 0, n)
 
 
 def _masked(crc: int) -> int:
