@@ -104,9 +104,9 @@ def _through_parse(config, unit):
         if isinstance(item, formats.Bad):
             out.append((item.position, item.reason, item.detail))
             continue
-        blob, ends = item
-        bounds = [0, *ends.tolist()]
-        out += [bytes(blob[a:b]) for a, b in zip(bounds, bounds[1:])]
+        for blob, ends in item:  # a batch, as the blocks it was read in
+            bounds = [0, *ends.tolist()]
+            out += [bytes(blob[a:b]) for a, b in zip(bounds, bounds[1:])]
     return out
 
 

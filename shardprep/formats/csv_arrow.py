@@ -174,7 +174,8 @@ def _columns(batch: pa.RecordBatch, schema: Schema) -> dict:
             out[name] = pc.cast(column, pa.int64()).to_numpy()  # ArrowInvalid beyond int64
         else:
             offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset:column.offset + len(column) + 1]
-            out[name] = (offsets, column.buffers()[2].to_pybytes())
+            data = column.buffers()[2]  # read in place by the encoder: no copy of the text
+            out[name] = (offsets, data if data is not None else b"")
     return out
 
 

@@ -19,7 +19,7 @@ from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.pool import Counter
 from shardprep.graph.ranges import CountRanges
-from shardprep.graph.spill import concat, freeze_startup_objects, joined, pack
+from shardprep.graph.spill import freeze_startup_objects, joined, pack
 from shardprep.graph.units import slim
 from shardprep.tfrecord import FramedBatch
 
@@ -67,8 +67,9 @@ class Parse:
         self._total = 0
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
 
-    def _batches(self, unit: WorkUnit) -> Iterator[FramedBatch | Bad]:
-        """The unit's records in file order: ``FramedBatch`` ones, and ``Bad`` ones.
+    def _batches(self, unit: WorkUnit) -> Iterator[list[FramedBatch] | Bad]:
+        """The unit's records in file order: batches (as the blocks they were read in: joining them
+        would copy every byte once more), and ``Bad`` records.
 
         A format with a column-wise reader that takes this unit (CSV: ``formats.csv_arrow``) reads
         it while it can; from the first batch it cannot take, the per-record path reads the unit,
@@ -86,22 +87,22 @@ class Parse:
                         block = self._encoded(block.position, block.row)
                     if isinstance(block, Bad):  # a record the column-wise reader already judged (TFRecord)
                         if pending:
-                            yield concat(pending)
+                            yield pending
                             done, pending, waiting = done + waiting, [], 0
                         yield block
                         done += 1
                         continue
-                    pending.append(block)  # blocks of 1 MB, joined into batches as large as the per-record path's
+                    pending.append(block)  # blocks of a few MB, gathered into batches as large as the per-record path's
                     waiting += len(block.ends)
                     if waiting >= limit:
-                        yield concat(pending)
+                        yield pending
                         done, pending, waiting = done + waiting, [], 0
             except Unsupported as e:
                 fast = False
                 log.info("%s unit %d: per-record path from record %d on (%s)", unit.file.url, unit.index,
                          done + waiting + 1, e)
         if pending:
-            yield concat(pending)
+            yield pending
             done += waiting
         if fast:
             return
@@ -117,10 +118,10 @@ class Parse:
                 yield Bad(position, e.reason, e.detail, row_text(row))
                 continue
             if len(framed) >= limit:
-                yield joined(framed)
+                yield [joined(framed)]
                 framed = []
         if framed:
-            yield joined(framed)
+            yield [joined(framed)]
 
     def _encoded(self, position: int, row: dict) -> FramedBatch | Bad:
         """One row through the per-record encoder: a one-record batch, or its dead letter."""
@@ -153,17 +154,22 @@ class Parse:
                 dead.append(writer.dead_letter_line(source=unit.file.url, position=item.position, unit=unit_name,
                                                     reason=item.reason, detail=item.detail, raw=item.raw))
                 continue
-            read += len(item.ends)
-            self._bytes.inc(len(item.blob))
+            read += sum(len(block.ends) for block in item)
+            self._bytes.inc(sum(len(block.blob) for block in item))
             fixed = unit.file.split  # a TFDS shard keeps its split; other records split by the keyed hash
-            pieces = [(self._split_index[fixed], item)] if fixed else _by_split(item, cfg.seed, self._thresholds)
-            for s, batch in pieces:
+            pieces: dict[int, list[FramedBatch]] = {}  # by split: its records of the batch, in order
+            for block in item:
+                for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
+                                                                                              self._thresholds):
+                    pieces.setdefault(s, []).append(piece)
+            for s in sorted(pieces):
                 if cfg.statistics:
-                    starts = [0, *batch.ends[:-1].tolist()]
-                    records = [batch.blob[a + 12:b - 4] for a, b in zip(starts, batch.ends.tolist())]  # unframed
-                    stats.merge(partial.setdefault(s, {}), stats.batch_stats(records, self._schema))
-                yield pack(cfg, s, unit.key, parts[s], batch)
-                kept[s] += len(batch.ends)
+                    for piece in pieces[s]:
+                        starts = [0, *piece.ends[:-1].tolist()]
+                        records = [piece.blob[a + 12:b - 4] for a, b in zip(starts, piece.ends.tolist())]  # unframed
+                        stats.merge(partial.setdefault(s, {}), stats.batch_stats(records, self._schema))
+                yield pack(cfg, s, unit.key, parts[s], pieces[s])
+                kept[s] += sum(len(piece.ends) for piece in pieces[s])
                 parts[s] += 1
         if dead:
             yield Tagged(REJECTED, RejectedBatch(unit.key, dead))

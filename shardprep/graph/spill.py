@@ -21,7 +21,7 @@ from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "concat", "count", "freeze_startup_objects", "gather", "gather_from", "joined", "pack",
+__all__ = ["RUN_SPACE_FACTOR", "count", "freeze_startup_objects", "gather", "gather_from", "joined", "pack",
            "read_scattered", "reorder", "scattered", "sorted_url", "spill", "spill_url"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
@@ -51,19 +51,25 @@ def spill_url(config: ReshardConfig, name: str) -> str:
     return naming.join(config.output, f"{config.run_id}/spill/{name}")
 
 
-def spill(url: str, data: bytes) -> None:
-    """Writes a batch's bytes between stages. Names are deterministic, so a retried bundle rewrites
-    the same bytes; no fsync, since the shards, not the spill, are the durable output."""
+def spill(url: str, *parts: bytes | bytearray) -> None:
+    """Writes a batch's bytes (``parts``, back to back) between stages. Names are deterministic, so
+    a retried bundle rewrites the same bytes; no fsync, since the shards, not the spill, are the
+    durable output."""
     with fs.write_atomic(url, durable=False) as f:
-        f.write(data)
+        for data in parts:
+            f.write(data)
 
 
-def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int, batch: FramedBatch) -> SpilledBatch:
-    """Spills a batch; the element that crosses the runner is its url, size and record ends."""
+def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int,
+         blocks: list[FramedBatch]) -> SpilledBatch:
+    """Spills a batch, given as the blocks it was read in (written back to back, not joined first);
+    the element that crosses the runner is its url, size and record ends."""
     freeze_startup_objects()
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
-    spill(url, batch.blob)
-    return SpilledBatch(split, unit, part, url, len(batch.blob), batch.ends.tobytes())
+    spill(url, *(blob for blob, _ in blocks))
+    offsets = np.cumsum([0, *(len(blob) for blob, _ in blocks[:-1])], dtype=np.uint64)
+    ends = np.concatenate([ends.astype(np.uint64) + offset for (_, ends), offset in zip(blocks, offsets)])
+    return SpilledBatch(split, unit, part, url, sum(len(blob) for blob, _ in blocks), ends.astype("<u8").tobytes())
 
 
 def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
@@ -122,15 +128,6 @@ def joined(framed: list[bytes]) -> FramedBatch:
     """Framed records joined into one batch."""
     return FramedBatch(b"".join(framed),
                        np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8"))
-
-
-def concat(batches: list[FramedBatch]) -> FramedBatch:
-    """Framed batches joined into one."""
-    if len(batches) == 1:
-        return batches[0]
-    sizes = np.cumsum([0, *(int(ends[-1]) for _, ends in batches[:-1])], dtype=np.uint64)
-    return FramedBatch(b"".join(blob for blob, _ in batches),
-                       np.concatenate([ends + size for (_, ends), size in zip(batches, sizes)]))
 
 
 def gather(blob: bytes, ends: np.ndarray, order: np.ndarray) -> bytes:
