@@ -194,7 +194,8 @@ def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
     if dtype == "string":
         column = column.cast(pa.large_binary())
         offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
-        return offsets, column.buffers()[2].to_pybytes() if column.buffers()[2] is not None else b""
+        data = column.buffers()[2]  # read in place by the encoder: no copy of the text
+        return offsets, data if data is not None else b""
     values = column.to_numpy(zero_copy_only=False)
     if dtype == "int64":
         if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
