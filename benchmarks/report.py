@@ -288,7 +288,7 @@ def section_tfrecord(results: dict) -> list[str]:
         f"shardprep reaches **{100 * part['ratios']['fraction_of_cp']:.1f}%** of `cp`'s throughput.", "",
     ]
     if "one_file" in part:
-        out += [f"The same records as one {d['mb']:.0f} MB file (units of {d.get('one_file_unit_mb', 64)} MB), "
+        out += [f"The same records as one {d['mb']:.0f} MB file (units of {d.get('one_file_unit_mb', 64):g} MiB), "
                 "`--local-workers 2` (the default on this machine: two pool processes) vs `--local-workers 1`, and Beam's "
                 "own multi-processing mode (`--direct_num_workers=2 --direct_running_mode=multi_processing`):", "",
                 *_table(head, rows_of(part["one_file"])), "",

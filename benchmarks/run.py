@@ -22,6 +22,7 @@ from benchmarks import balance, data, harness, images
 from benchmarks.config import DEFAULT_PARTS, PARTS, PROFILES, Profile
 from benchmarks.harness import PYTHON, Contender, Run, alternate, paired_ratio, run_process, summarize
 from benchmarks.tfrecords import count_files
+from shardprep.formats import auto_unit_bytes
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 LATEST = os.path.join(RESULTS, "latest.json")
@@ -257,20 +258,20 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         for f in files:
             with open(f, "rb") as src:
                 shutil.copyfileobj(src, out, 16 << 20)
-    unit_mb = str(max(1, int(mb // 16)))  # 16 units, whatever the profile's size
+    unit_mb = auto_unit_bytes(os.path.getsize(one)) / (1 << 20)  # the default --unit-mb, as a user gets it
     one_out2, one_out1, one_outb = (os.path.join(work, d) for d in ("one_2w", "one_1w", "one_beam_2w"))
     one_contenders = [
-        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--unit-mb", unit_mb, "--local-workers", "2"),
+        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--local-workers", "2"),
                   prepare=_fresh(one_out2), check=_check_shardprep(one_out2, rows, n)),
-        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--unit-mb", unit_mb, "--local-workers", "1"),
+        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--local-workers", "1"),
                   prepare=_fresh(one_out1), check=_check_shardprep(one_out1, rows, n)),
-        Contender("one_file_beam_2w", _shardprep_cmd(one, one_outb, n, "--unit-mb", unit_mb, "--direct_num_workers=2",
+        Contender("one_file_beam_2w", _shardprep_cmd(one, one_outb, n, "--direct_num_workers=2",
                                                      "--direct_running_mode=multi_processing"),
                   prepare=_fresh(one_outb), check=_check_shardprep(one_outb, rows, n)),
     ]
     _warm([one])
-    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb} MB: 2 pool processes vs 1, "
-        "and Beam's own 2 SDK workers")
+    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb:g} MiB (the default): 2 pool "
+        "processes vs 1, and Beam's own 2 SDK workers")
     one_runs = alternate(one_contenders, p.tfrecord_repeats, log=log)
     one_summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in one_runs.items()}
     shutil.rmtree(work, ignore_errors=True)
@@ -284,7 +285,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
     fraction = summary["cp"]["wall_s"] / summary["shardprep"]["wall_s"]
     return {
         "dataset": {"rows": rows, "mb": round(mb, 1), "files_mb": [round(os.path.getsize(f) / 1e6, 1) for f in files],
-                    "num_shards": n, "one_file_unit_mb": int(unit_mb)},
+                    "num_shards": n, "one_file_unit_mb": unit_mb},
         "summary": summary,
         "one_file": one_summary,
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),

@@ -121,8 +121,10 @@ def parser() -> argparse.ArgumentParser:
                      help="direct runner: worker processes on this machine (default: one per core; one for inputs "
                      "under 64 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
                      "--direct_num_workers=N, Beam's engine runs instead")
-    run.add_argument("--unit-mb", type=float, default=64.0, metavar="MB",
-                     help="large line-based files are cut into work units of about this size (default: %(default)s)")
+    run.add_argument("--unit-mb", type=float, metavar="MB",
+                     help="large files (CSV, JSON Lines, uncompressed TFRecord; images: folders) are cut into work "
+                     "units of about this size (default: the input's size / 16, between 16 and 64 MB, so that a few "
+                     "large files still give 16 cores a unit each)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
     return p
 
@@ -206,7 +208,9 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         files, splits = tfds_input.splits_of(files, args.split)
     _refuse_output_in_input(args.output, files)
     files = _dialects(args, files)
-    units = formats.plan_units(files, unit_bytes=int(args.unit_mb * 1024 * 1024),
+    unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
+                  else formats.auto_unit_bytes(sum(f.size for f in files)))
+    units = formats.plan_units(files, unit_bytes=unit_bytes,
                                max_record_bytes=int(args.max_record_mb * 1024 * 1024))
     features, extra = _schema(args, files)
     cfg = config.ReshardConfig(

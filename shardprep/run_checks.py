@@ -65,7 +65,8 @@ def _size_flag(flag: str, value: float, example: int) -> None:
 
 def check_flags(args: argparse.Namespace) -> None:
     """Every flag whose value alone can be wrong, before anything is read."""
-    _size_flag("--unit-mb", args.unit_mb, 64)
+    if args.unit_mb is not None:
+        _size_flag("--unit-mb", args.unit_mb, 64)
     _size_flag("--target-shard-mb", args.target_shard_mb, 128)
     _size_flag("--max-record-mb", args.max_record_mb, 64)
     for flag, value in (("--max-bad-records", args.max_bad_records), ("--keep-previous", args.keep_previous)):

@@ -145,3 +145,32 @@ def test_a_run_with_tiny_units_writes_the_same_shards_and_dead_letter_lines(tmp_
         (a,), (b,) = small.glob(f"*/train/{name}"), large.glob(f"*/train/{name}")
         assert a.read_bytes() == b.read_bytes()
     assert _dead_letters(small) == _dead_letters(large) and len(_dead_letters(small)) > 20
+
+
+def test_default_unit_size_follows_the_input_size_alone():
+    mib = 1 << 20
+    assert formats.auto_unit_bytes(0) == formats.auto_unit_bytes(100 * mib) == 16 * mib  # never below 16 MiB
+    assert formats.auto_unit_bytes(297_577_091) == 18 * mib  # one 298 MB file: 16 units, not 5 of 64 MiB
+    assert formats.auto_unit_bytes(300 * mib + 1) == 19 * mib  # whole MiB, rounded up
+    assert formats.auto_unit_bytes(16 * 64 * mib) == formats.auto_unit_bytes(10**13) == 64 * mib  # 1 GiB on: 64 MiB
+
+
+@pytest.mark.slow
+def test_default_units_cut_a_large_file_and_give_the_shards_of_one_unit(tmp_path, capsys):
+    """Without --unit-mb, one ~20 MB CSV file is cut into 16 MiB units (it would be one at 64), with
+    the same shards."""
+    rng = random.Random(3)
+    lines = [b"id,x,text"] + [b"%d,%.5f,%s" % (i, rng.random(), b"w" * rng.randint(10, 180)) for i in range(200_000)]
+    path = tmp_path / "in" / "big.csv"
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    size = path.stat().st_size
+    assert 16 << 20 < size <= 2 * (16 << 20)
+    common = ["--input", str(path), "--num-shards", "3", "--statistics", "off"]
+    assert run.main([*common, "--output", str(tmp_path / "auto")]) == 0
+    assert "1 input files, 2 work units" in capsys.readouterr().err
+    assert run.main([*common, "--output", str(tmp_path / "one"), "--unit-mb", "64"]) == 0
+    assert "1 input files, 1 work units" in capsys.readouterr().err
+    for shard in sorted((tmp_path / "one").glob("*/train/*.tfrecord*")):
+        (twin,) = (tmp_path / "auto").glob(f"*/train/{shard.name}")
+        assert twin.read_bytes() == shard.read_bytes()

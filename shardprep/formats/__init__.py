@@ -18,6 +18,7 @@ from __future__ import annotations
 from shardprep.formats.base import FORMATS, Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit
 from shardprep.formats.files import (
     REGISTRY,
+    auto_unit_bytes,
     detect_format,
     expand_inputs,
     format_of,
@@ -36,6 +37,7 @@ __all__ = [
     "Record",
     "Unsupported",
     "WorkUnit",
+    "auto_unit_bytes",
     "detect_format",
     "expand_inputs",
     "format_of",

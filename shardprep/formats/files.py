@@ -36,7 +36,11 @@ from shardprep.formats.parquet import ParquetFormat
 from shardprep.formats.tfds import TfdsFormat, expand_tfds
 from shardprep.formats.tfrecord import TFRecordFormat
 
-__all__ = ["REGISTRY", "detect_format", "expand_inputs", "format_of", "plan_units", "read_unit", "sample_rows"]
+__all__ = ["REGISTRY", "auto_unit_bytes", "detect_format", "expand_inputs", "format_of", "plan_units", "read_unit",
+           "sample_rows"]
+
+AUTO_UNITS = 16  # --unit-mb's default aims at this many units: a core each on a workstation, several on a laptop
+AUTO_UNIT_BYTES = (16 << 20, 64 << 20)  # ... each between these sizes: per-unit costs vs the last units' balance
 
 REGISTRY: dict[str, Format] = {
     f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat(), ImageFormat(), TfdsFormat(),
@@ -165,6 +169,17 @@ def _distinct_files(urls: Sequence[str]) -> list[str]:
 
 
 # --- planning --------------------------------------------------------------------------------------
+
+
+def auto_unit_bytes(input_bytes: int) -> int:
+    """``--unit-mb``'s default for an input of ``input_bytes``: a 16th of it in whole MiB, between 16 and
+    64 MiB. A few large files (one 300 MB TFRecord file: 16 units, not 5) then still give 16 cores a
+    unit each, and an input of 1 GiB or more keeps 64 MiB units. A function of the input alone, so the units
+    (and the dead letters' unit numbers) are the same on every machine; shards do not depend on the
+    units at all."""
+    low, high = AUTO_UNIT_BYTES
+    mib = 1 << 20
+    return min(high, max(low, -(-input_bytes // (AUTO_UNITS * mib)) * mib))
 
 
 def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024,
