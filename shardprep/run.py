@@ -122,9 +122,9 @@ def parser() -> argparse.ArgumentParser:
                      "under 64 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
                      "--direct_num_workers=N, Beam's engine runs instead")
     run.add_argument("--unit-mb", type=float, metavar="MB",
-                     help="large files (CSV, JSON Lines, uncompressed TFRecord; images: folders) are cut into work "
-                     "units of about this size (default: the input's size / 16, between 16 and 64 MB, so that a few "
-                     "large files still give 16 cores a unit each)")
+                     help="work units: large CSV, JSON Lines and uncompressed TFRecord files are cut into units of "
+                     "about this size, images batched up to it (default: the input's size / 16, between 16 and 64 "
+                     "MB, so that a few large files still give 16 cores a unit each)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
     return p
 
