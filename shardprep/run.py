@@ -119,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
     run.add_argument("--local-workers", type=int, metavar="N",
                      help="direct runner: worker processes on this machine (default: one per core; one for inputs "
-                     "under 64 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
+                     "under 1 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
                      "--direct_num_workers=N, Beam's engine runs instead")
     run.add_argument("--unit-mb", type=float, metavar="MB",
                      help="work units: large CSV, JSON Lines and uncompressed TFRecord files are cut into units of "
