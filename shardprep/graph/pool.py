@@ -184,8 +184,8 @@ class _Prefetch:
     step's with those outputs as its side input, and so on; it stops at a failed task (Beam's own
     step then raises that error) or when cancelled. A task is a few elements, as ``Pooled`` cuts a
     bundle (the side input is sent once per task), and gives each element's result apart. Until
-    Beam asks for a step (``take``), at most ``ahead`` tasks run at once: one core stays with the
-    launcher, which is importing Beam and building the graph meanwhile.
+    Beam asks for a step (``take``), at most ``processes - 1`` tasks run at once: one core stays
+    with the launcher, which is importing Beam and building the graph meanwhile.
     """
 
     def __init__(self, pool: ProcessPoolExecutor, processes: int, steps: list[tuple[bytes, bytes]], elements: list) -> None:

@@ -67,9 +67,10 @@ def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int,
     freeze_startup_objects()
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
     spill(url, *(blob for blob, _ in blocks))
-    offsets = np.cumsum([0, *(len(blob) for blob, _ in blocks[:-1])], dtype=np.uint64)
-    ends = np.concatenate([ends.astype(np.uint64) + offset for (_, ends), offset in zip(blocks, offsets)])
-    return SpilledBatch(split, unit, part, url, sum(len(blob) for blob, _ in blocks), ends.astype("<u8").tobytes())
+    sizes = [len(blob) for blob, _ in blocks]
+    offsets = np.cumsum([0, *sizes[:-1]], dtype=np.uint64)  # each block's place in the file
+    ends = np.concatenate([ends.astype("<u8") + offset for (_, ends), offset in zip(blocks, offsets)])
+    return SpilledBatch(split, unit, part, url, sum(sizes), ends.tobytes())
 
 
 def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
