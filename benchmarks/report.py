@@ -289,8 +289,8 @@ def section_tfrecord(results: dict) -> list[str]:
     ]
     if "one_file" in part:
         out += [f"The same records as one {d['mb']:.0f} MB file (units of {d.get('one_file_unit_mb', 64):g} MiB), "
-                "`--local-workers 2` (the default on this machine: two pool processes) vs `--local-workers 1`, and Beam's "
-                "own multi-processing mode (`--direct_num_workers=2 --direct_running_mode=multi_processing`):", "",
+                "with the issue's flags, `--direct_num_workers=2 --direct_running_mode=multi_processing` (two processes of "
+                "the local pool, as `--local-workers 2`, the default on this machine) vs `--direct_num_workers=1`:", "",
                 *_table(head, rows_of(part["one_file"])), "",
                 "Peak memory is that of the whole process tree, sampled every 50 ms in a round of its own (sampling "
                 "takes CPU from the timed rounds: on 2 cores it slowed the two-process run by ~0.6 s): RSS sums every "

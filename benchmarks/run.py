@@ -259,19 +259,17 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
             with open(f, "rb") as src:
                 shutil.copyfileobj(src, out, 16 << 20)
     unit_mb = auto_unit_bytes(os.path.getsize(one)) / (1 << 20)  # the default --unit-mb, as a user gets it
-    one_out2, one_out1, one_outb = (os.path.join(work, d) for d in ("one_2w", "one_1w", "one_beam_2w"))
-    one_contenders = [
-        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--local-workers", "2"),
+    one_out2, one_out1 = (os.path.join(work, d) for d in ("one_2w", "one_1w"))
+    one_contenders = [  # the flags: Beam's --direct_* size the local pool (pipelines.local.direct_flags)
+        Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--direct_num_workers=2",
+                                                "--direct_running_mode=multi_processing"),
                   prepare=_fresh(one_out2), check=_check_shardprep(one_out2, rows, n)),
-        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--local-workers", "1"),
+        Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--direct_num_workers=1"),
                   prepare=_fresh(one_out1), check=_check_shardprep(one_out1, rows, n)),
-        Contender("one_file_beam_2w", _shardprep_cmd(one, one_outb, n, "--direct_num_workers=2",
-                                                     "--direct_running_mode=multi_processing"),
-                  prepare=_fresh(one_outb), check=_check_shardprep(one_outb, rows, n)),
     ]
     _warm([one])
-    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb:g} MiB (the default): 2 pool "
-        "processes vs 1, and Beam's own 2 SDK workers")
+    log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb:g} MiB (the default): 2 worker "
+        "processes vs 1")
     one_runs = alternate(one_contenders, p.tfrecord_repeats, log=log)
     one_summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in one_runs.items()}
     shutil.rmtree(work, ignore_errors=True)
@@ -281,7 +279,6 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
 
     vs_script, vs_script_1w = speed(summary, "shardprep", "tfdata_batched"), speed(summary, "shardprep_1w", "tfdata_batched")
     cut = speed(one_summary, "one_file_2w", "one_file_1w")
-    cut_beam = speed(one_summary, "one_file_beam_2w", "one_file_1w")
     fraction = summary["cp"]["wall_s"] / summary["shardprep"]["wall_s"]
     return {
         "dataset": {"rows": rows, "mb": round(mb, 1), "files_mb": [round(os.path.getsize(f) / 1e6, 1) for f in files],
@@ -289,8 +286,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         "summary": summary,
         "one_file": one_summary,
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
-                   "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
-                   "one_file_beam_2w_vs_1w": round(cut_beam, 3)},
+                   "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3)},
         "goals": [
             _goal("shardprep (default) speed / batched tf.data script's", vs_script, 1.5),
             _goal("shardprep --local-workers 1 speed / batched tf.data script's", vs_script_1w, 1.0),

@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--shards", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--unit-mb", default="16", help="work units: several per worker balance the direct runner")
+    ap.add_argument("--unit-mb", help="--unit-mb of every run (default: none, the product's default: the input / 16, "
+                    "16-64 MiB)")
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--only", default="", help="contenders to run, separated by '|' (e.g. 'dask, 2 workers'); "
                     "'one process' always runs, as the baseline")
@@ -131,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         parse_s.append(_pyarrow_parse(data.csv_files(folder)))
         for name, (inputs, *extra) in contenders.items():
-            results[name].append(_run(name.replace(" ", "_").replace(",", ""), inputs, args.shards, "--unit-mb",
-                                      args.unit_mb, *extra))
+            units = ("--unit-mb", args.unit_mb) if args.unit_mb else ()
+            results[name].append(_run(name.replace(" ", "_").replace(",", ""), inputs, args.shards, *units, *extra))
             print(f"[scaling] {name}: {results[name][-1]['wall_s']:.1f} s", file=sys.stderr, flush=True)
     best = {name: min(rs, key=lambda r: r["wall_s"]) for name, rs in results.items()}
     base = best["one process"]
     workers = {"one process": 1, "default (all cores)": len(os.sched_getaffinity(0)), "dask, 2 workers": 2}
     load = os.getloadavg()[0]
-    print(f"CSV: {args.rows:,} rows, {mb:.0f} MB in 3 files; {args.shards} shards; --unit-mb {args.unit_mb}; "
+    print(f"CSV: {args.rows:,} rows, {mb:.0f} MB in 3 files; {args.shards} shards; --unit-mb {args.unit_mb or 'default'}; "
           f"best of {args.rounds}; load average {load:.1f} on {os.cpu_count()} CPUs at the end; "
           f"pyarrow CSV parse alone (1 thread, a fresh process): {mb / min(c for c, _ in parse_s):.0f} MB per CPU s "
           f"on its first pass, {mb / min(w for _, w in parse_s):.0f} on a second pass of the same files\n")

@@ -1,4 +1,5 @@
-"""The direct runner on one machine: how many worker processes, and readable lines from them.
+"""The direct runner on one machine: how many worker processes, the memory free for the run's page
+cache (``available_memory``), and readable lines from them.
 
 By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
 run stays in Beam's in-process DirectRunner and its working steps fan out to a pool of processes
@@ -11,11 +12,10 @@ the count: positions come from the counts side input, never from bundling or sch
 stage's elements are dealt to the processes a few at a time, so a run balances when it has
 several work units per process (``--unit-mb``).
 
-Beam's own flags still choose Beam's engine: with ``--direct_running_mode=multi_processing
---direct_num_workers=N`` Beam starts its SDK worker processes and no pool runs. Those workers
-send their log records to the runner process, which logs them under Beam's
-``local_job_service`` logger as protobuf dumps; ``WorkerLogs`` turns this product's records back
-into plain lines of the ``shardprep`` logger and drops the workers' start-up chatter.
+Beam's own ``--direct_num_workers=N`` (with or without ``--direct_running_mode``) asks for N
+workers, and gets N processes of this pool (``direct_flags``), not Beam's SDK worker processes:
+each of those is a fresh interpreter that imports Beam and gets every element through gRPC, and
+two of them took 1.31x one process's time on a 298 MB TFRecord file (issue 11).
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
 from shardprep.formats import WorkUnit
 
-__all__ = ["TINY_BYTES", "WorkerLogs", "Workers", "in_process_runner", "install_worker_logs", "machine_cores",
-           "plan_workers", "remove_worker_logs", "summarize", "worker_pool", "workers_of"]
+__all__ = ["TINY_BYTES", "Workers", "available_memory", "direct_flags", "in_process_runner", "machine_cores",
+           "plan_workers", "summarize", "worker_pool"]
 
 # Below this, one process: the work is all start-up, and the pool adds ~0.3 CPU s for no wall time (3 files of 100
 # rows: 1.72 s median either way). Above it the pool parses while Beam is imported: 2.5 MB of CSV in 3 files
@@ -39,33 +39,27 @@ __all__ = ["TINY_BYTES", "WorkerLogs", "Workers", "in_process_runner", "install_
 # ahead of Beam's import, when the images took 0.5 s longer with it).
 TINY_BYTES = 1 << 20
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
-_FORWARDER = "apache_beam.runners.portability.local_job_service"
+_MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means this pool here
 log = logging.getLogger("shardprep")
 
 
 class Workers(NamedTuple):
-    """A run's worker processes: how many, the token of the local pool that runs them (or None), and
-    whether they are Beam's own SDK workers (its ``--direct_*`` multi-processing flags)."""
+    """A run's worker processes: how many, and the token of the local pool that runs them (or None)."""
 
     count: int
     pool: str | None = None
-    beam: bool = False
 
 
 @contextlib.contextmanager
-def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str, beam_args: Sequence[str],
+def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str,
                 local_workers: int | None) -> Iterator[Workers]:
-    """The run's worker processes: Beam's own (its ``--direct_*`` flags), or a local pool sized by
-    ``plan_workers`` and started now, its first steps begun (``graph.pool``: prefetch), or none.
+    """The run's worker processes: a local pool sized by ``plan_workers`` and started now, its first
+    steps begun (``graph.pool``: prefetch), or none.
 
     Beam need not be imported yet, and had better not be: the pool's processes then never load it.
     """
     if runner != "direct":
         yield Workers(1)
-        return
-    beam_workers = workers_of(beam_args)
-    if beam_workers > 1:  # Beam's own multi-processing mode
-        yield Workers(beam_workers, beam=True)
         return
     count = plan_workers(requested=local_workers, input_bytes=sum(size for _, size in config.sources),
                          num_units=len(units), cores=machine_cores())
@@ -92,8 +86,8 @@ def in_process_runner(options: Any) -> Any:
     The DirectRunner first tries its Prism runner, a binary it downloads from GitHub into the
     user's cache: on a machine without network that try costs ~0.3 s a run (a DNS failure, or a
     connection timeout behind a firewall), and on one with network the run would move to an engine
-    this product is not built or tested on. The FnApiRunner still reads Beam's ``--direct_*`` flags
-    (``--direct_running_mode=multi_processing``). The provision info is what the DirectRunner gives it.
+    this product is not built or tested on. Beam's ``--direct_*`` flags never reach it
+    (``direct_flags``). The provision info is what the DirectRunner gives it.
     """
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -112,6 +106,42 @@ def machine_cores() -> int:
         return os.cpu_count() or 1
 
 
+def available_memory() -> int | None:
+    """Bytes this process's page cache may grow by: the kernel's ``MemAvailable``, or less under the
+    memory limit of its cgroup or of one above it (a container's page cache counts against its
+    limit; reclaimable file pages count as free). None where unknown (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        with open("/proc/self/cgroup") as f:
+            groups = [line.rstrip("\n").split(":", 2) for line in f]
+    except (OSError, StopIteration, ValueError):
+        return None
+    for _, controllers, path in groups:
+        if controllers == "memory":  # cgroup v1
+            free = min(free, _cgroup_room("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes",
+                                          "memory.usage_in_bytes", "total_inactive_file"))
+        elif controllers == "":  # cgroup v2
+            free = min(free, _cgroup_room("/sys/fs/cgroup", path, "memory.max", "memory.current", "inactive_file"))
+    return free
+
+
+def _cgroup_room(root: str, path: str, limit: str, usage: str, inactive: str) -> int:
+    """The room left under the tightest memory limit of cgroup ``path`` and the groups above it, in
+    the hierarchy mounted at ``root`` (no limit, or no such group: unbounded)."""
+    room, parts = 1 << 62, [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        folder = "/".join([root, *parts[:depth]])
+        try:
+            with open(f"{folder}/{limit}") as a, open(f"{folder}/{usage}") as b, open(f"{folder}/memory.stat") as c:
+                cap, used = int(a.read()), int(b.read())  # "max" (cgroup v2, no limit): ValueError
+                stat = dict(line.split() for line in c)
+        except (OSError, ValueError):
+            continue
+        room = min(room, max(0, cap - used + int(stat.get(inactive, 0))))
+    return room
+
+
 def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cores: int) -> int:
     """Pool processes for the direct runner: ``requested`` if given, else one per core for
     inputs worth it (at most one per work unit), else 1 (no pool)."""
@@ -124,57 +154,32 @@ def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cor
     return max(1, min(cores, num_units))
 
 
-def workers_of(args: Sequence[str]) -> int:
-    """The SDK worker processes Beam's own direct-runner flags ask for (1 unless multi_processing)."""
-    flags = dict(a[2:].split("=", 1) for a in args if a.startswith(_DIRECT_FLAGS) and "=" in a)
-    if flags.get("direct_running_mode") != "multi_processing":
-        return 1
-    count = flags.get("direct_num_workers", "1")
-    return int(count) if count.isdigit() else 1
-
-
-class WorkerLogs(logging.Filter):
-    """On Beam's log forwarder: re-logs worker records of this product as ``shardprep`` lines,
-    keeps other workers' errors, and drops the rest (start-up warnings of every worker)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        entry = _entry(record)
-        if entry is None:
-            return True
-        if "/shardprep/" in entry.log_location or "/pipelines/" in entry.log_location:
-            if log.isEnabledFor(record.levelno):
-                log.log(record.levelno, "%s", entry.message)
-            return False
-        return record.levelno >= logging.ERROR
-
-
-def _entry(record: logging.LogRecord) -> Any:
-    """The worker's ``LogEntry`` that Beam's forwarder logged as text, or None."""
-    if not (isinstance(record.args, tuple) and len(record.args) == 1 and isinstance(record.args[0], str)):
-        return None
-    from apache_beam.portability.api import beam_fn_api_pb2
-    from google.protobuf import text_format
-
-    try:
-        return text_format.Parse(record.args[0], beam_fn_api_pb2.LogEntry())
-    except text_format.ParseError:
-        return None
-
-
-def install_worker_logs() -> tuple[WorkerLogs, int]:
-    """Puts a ``WorkerLogs`` filter on Beam's forwarder, opened to every level so that this
-    product's records reach it; ``remove_worker_logs`` undoes it when the run ends."""
-    forwarder = logging.getLogger(_FORWARDER)
-    flt, level = WorkerLogs(), forwarder.level
-    forwarder.addFilter(flt)
-    forwarder.setLevel(logging.DEBUG)
-    return flt, level
-
-
-def remove_worker_logs(installed: tuple[WorkerLogs, int]) -> None:
-    forwarder = logging.getLogger(_FORWARDER)
-    forwarder.removeFilter(installed[0])
-    forwarder.setLevel(installed[1])
+def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | None, list[str]]:
+    """The direct runner's process count, and the Beam flags left once Beam's own ``--direct_*`` flags
+    are taken out of ``args``: ``--direct_num_workers=N`` is ``--local-workers N`` (0: one per core, as
+    in Beam), whatever ``--direct_running_mode`` says; the pool runs them, never Beam's SDK workers."""
+    rest: list[str] = []
+    values: dict[str, str] = {}
+    items = iter(args)
+    for arg in items:
+        name, eq, value = arg.partition("=")
+        if name not in _DIRECT_FLAGS:
+            rest.append(arg)
+            continue
+        values[name] = value if eq else next(items, "")
+    mode = values.get("--direct_running_mode", "in_memory")
+    if mode not in _MODES:
+        raise UsageError(f"--direct_running_mode {mode!r}: expected one of {', '.join(_MODES)}")
+    if "--direct_num_workers" not in values:
+        return local_workers, rest
+    text = values["--direct_num_workers"]
+    if not text.isdigit():
+        raise UsageError(f"--direct_num_workers {text!r}: expected a count (e.g. --direct_num_workers={machine_cores()})")
+    count = int(text) or machine_cores()
+    if local_workers is not None and local_workers != count:
+        raise UsageError(f"--local-workers {local_workers} and --direct_num_workers={text} ask for different process "
+                         "counts: give one of them")
+    return count, rest
 
 
 def summarize(result: object, *, workers: int, seconds: float) -> None:

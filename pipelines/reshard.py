@@ -92,18 +92,17 @@ def run(
     """Runs the re-shard to completion (the commit step writes the manifest or a report).
 
     ``local_workers``: processes of the direct runner (default: one per core, one for tiny inputs;
-    ``pipelines.local``), unless Beam's own ``--direct_*`` flags ask for Beam's multi-processing
-    mode; ``workers``: those the caller started already (``local.worker_pool``, before Beam's import).
+    ``pipelines.local``; Beam's ``--direct_num_workers`` means the same); ``workers``: those the
+    caller started already (``local.worker_pool``, before Beam's import).
     Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
     """
+    if runner == "direct":
+        local_workers, beam_args = local.direct_flags(beam_args, local_workers)
     with contextlib.ExitStack() as stack:
         beam_runner, input_bytes = None, sum(size for _, size in config.sources)
         if workers is None:
-            workers = stack.enter_context(local.worker_pool(config, units, runner=runner, beam_args=beam_args,
-                                                            local_workers=local_workers))
+            workers = stack.enter_context(local.worker_pool(config, units, runner=runner, local_workers=local_workers))
         pool = workers.pool
-        if workers.beam:  # Beam's own multi-processing mode
-            stack.callback(local.remove_worker_logs, local.install_worker_logs())
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
@@ -117,7 +116,7 @@ def run(
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units, pool, in_process=runner == "direct" and not workers.beam)
+        build(pipeline, config, units, pool, in_process=runner == "direct")
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)

@@ -1,7 +1,7 @@
 """``python -m shardprep.run``: re-shard raw data into exactly balanced, shuffled TFRecord shards.
 
 Flags of this tool are parsed here; every other flag goes to Beam (``--temp_location``,
-``--project``, ``--direct_num_workers`` ...), as in Beam's own examples.
+``--project`` ...), as in Beam's own examples.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from pipelines import startup
+from pipelines import local, startup
 from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import csv as csv_format
@@ -19,6 +19,7 @@ from shardprep.formats import dialect
 from shardprep.formats import tfds as tfds_input
 from shardprep.formats.dialect import DEFAULT_NULL_VALUES
 from shardprep.formats.images import ImageOptions, ImageSource, image_schema
+from shardprep.graph import spill
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
@@ -30,7 +31,7 @@ examples:
   python -m shardprep.run --input gs://b/raw/*.jsonl --output gs://b/ds --num-shards 256 --compression gzip
   python -m shardprep.run ... --runner dataflow --project P --region R --temp_location gs://b/tmp --setup_file ./setup.py
 
-Flags Apache Beam knows (--temp_location, --direct_num_workers ...) are passed to it; any other argument is
+Flags Apache Beam knows (--temp_location, --project ...) are passed to it; any other argument is
 refused. The data set is committed by DIR/manifest.json, written last.
 """
 
@@ -119,8 +120,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
     run.add_argument("--local-workers", type=int, metavar="N",
                      help="direct runner: worker processes on this machine (default: one per core; one for inputs "
-                     "under 1 MB or of one work unit); with Beam's own --direct_running_mode=multi_processing "
-                     "--direct_num_workers=N, Beam's engine runs instead")
+                     "under 1 MB or of one work unit); Beam's --direct_num_workers=N means the same")
     run.add_argument("--unit-mb", type=float, metavar="MB",
                      help="work units: large CSV, JSON Lines and uncompressed TFRecord files are cut into units of "
                      "about this size, images batched up to it (default: the input's size / 16, between 16 and 64 "
@@ -190,9 +190,27 @@ def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[
                                        column_names=names, null_values=nulls)
 
 
+def _spill_in_place(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> bool:
+    """Whether WriteShards may read the spill in place (``graph.spill``): only processes of this
+    machine, whose page cache holds the spill, and only while it takes at most half the free
+    memory; workers of other machines (a Dask cluster's, a portable runner's) would each read all of it."""
+    if not (args.runner == "direct" or (args.runner == "dask" and args.dask_address is None)):
+        return False
+    size, memory = spill.spill_bytes(files), local.available_memory()
+    if spill.fits_in_memory(size, memory):
+        return True
+    log.info("the spill (up to %.0f MB) may not stay in the page cache (%.0f MB of free memory): each batch is "
+             "reordered by shard in spill (one more write), so that WriteShards reads a shard's records in one piece",
+             size / 1e6, (memory or 0) / 1e6)
+    return False
+
+
 def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     args, beam_args = parser().parse_known_args(argv)
     cli.configure_logging(args.verbose)
+    local_workers = args.local_workers
+    if args.runner == "direct":  # Beam's --direct_* flags: this pool's process count, not Beam's to read
+        local_workers, beam_args = local.direct_flags(beam_args, local_workers)
     if beam_args:  # Beam knows them: its first import (pipelines.startup)
         startup.import_beam(args.runner, lean=lean)
     run_checks.refuse_unknown_args(beam_args)  # everything about the command line before any input is read
@@ -237,16 +255,15 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         required=_names(args.required, "--required"),
         statistics=_statistics(args.statistics, files),
         stats_top_k=args.stats_top_k,
+        spill_in_place=_spill_in_place(args, files),
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
-    from pipelines import local
 
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
             # the local pool first: its processes never import Beam, and start the work while this one does
-            with local.worker_pool(cfg, units, runner=args.runner, beam_args=beam_args,
-                                   local_workers=args.local_workers) as workers:
+            with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers) as workers:
                 startup.import_beam(args.runner, lean=lean)  # not needed before this point
                 from pipelines import reshard
 

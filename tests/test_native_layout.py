@@ -3,12 +3,15 @@ and the range counter of the cuts (``line_counts``): compiled and Python twins g
 refuse the same bad input, and build what they say."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardprep import native, tfrecord, writer
+from shardprep.config import ReshardConfig
 from shardprep.example import columnar
 from shardprep.graph import spill
 from shardprep.native import fallback
@@ -104,7 +107,10 @@ def test_read_scattered_reads_records_in_place(tmp_path):
     take = np.array([4, 1, 5])
     got = spill.read_scattered(str(path), (ends - [len(r) for r in records])[take], ends[take])
     assert bytes(got) == records[4] + records[1] + records[5]
-    assert spill.scattered(str(path)) and not spill.scattered("gs://bucket/run/spill/parsed-0.bin")
+    config = ReshardConfig(output=str(tmp_path), run_id="run-x", features={"x": {"dtype": "int64"}}, sources=(),
+                           num_shards=1)
+    assert spill.scattered(config, str(path)) and not spill.scattered(config, "gs://bucket/run/spill/parsed-0.bin")
+    assert not spill.scattered(dataclasses.replace(config, spill_in_place=False), str(path))  # too large for memory
 
 
 def test_columnar_encoder_is_the_same_with_the_python_twins(monkeypatch):

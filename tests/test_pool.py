@@ -141,7 +141,7 @@ def test_a_failure_before_beam_runs_stops_the_pool_and_removes_what_it_spilled(t
                                num_shards=2)
     spilled = tmp_path / "ds" / cfg.run_id / "spill"
     with pytest.raises(RuntimeError, match="the graph failed"):
-        with local.worker_pool(cfg, formats.plan_units(files, unit_bytes=1 << 20), runner="direct", beam_args=(),
+        with local.worker_pool(cfg, formats.plan_units(files, unit_bytes=1 << 20), runner="direct",
                                local_workers=2) as workers:
             assert workers.count == 2 and workers.pool
             deadline = time.monotonic() + 60

@@ -2,6 +2,7 @@
 processes, one copy of the data in spill, and no spill left after a full disk or an interrupt."""
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ import pytest
 
 from conftest import ROOT, sample_rows, uneven_csvs, write_csv
 from pipelines import local
-from shardprep import manifest, run
+from shardprep import formats, manifest, run
 from shardprep.errors import UsageError
 from shardprep.graph import spill
 
@@ -39,9 +40,26 @@ def test_plan_workers_refuses_zero():
         local.plan_workers(requested=0, input_bytes=0, num_units=1, cores=2)
 
 
-def test_beam_flags_ask_for_beams_own_workers():
-    assert local.workers_of(["--direct_running_mode=multi_processing", "--direct_num_workers=3"]) == 3
-    assert local.workers_of(["--direct_num_workers=3"]) == 1  # in_memory mode: one process whatever the count
+@pytest.mark.parametrize("args, local_workers, expected", [
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=3", "--x=1"], None, (3, ["--x=1"])),
+    (["--direct_num_workers", "2", "--direct_running_mode", "multi_threading"], None, (2, [])),
+    (["--direct_num_workers=2"], 2, (2, [])),                     # both flags, one count
+    (["--direct_running_mode=multi_processing"], None, (None, [])),  # no count: the default, one per core
+    (["--direct_num_workers=0"], None, (local.machine_cores(), [])),  # Beam's 0: one per core
+    (["--project=p"], 4, (4, ["--project=p"])),
+])
+def test_beams_direct_flags_size_the_pool_and_never_reach_beam(args, local_workers, expected):
+    assert local.direct_flags(args, local_workers) == expected
+
+
+@pytest.mark.parametrize("args, local_workers, message", [
+    (["--direct_num_workers=2"], 3, "--local-workers 3 and --direct_num_workers=2 ask for different"),
+    (["--direct_num_workers=two"], None, "--direct_num_workers 'two': expected a count"),
+    (["--direct_running_mode=many"], None, "--direct_running_mode 'many': expected one of in_memory"),
+])
+def test_beams_direct_flags_refused(args, local_workers, message):
+    with pytest.raises(UsageError, match=message):
+        local.direct_flags(args, local_workers)
 
 
 def _raw(folder: Path) -> Path:
@@ -64,24 +82,26 @@ def _contents(root: Path) -> dict:
 @pytest.mark.slow
 def test_shards_identical_for_one_and_two_worker_processes(tmp_path, capsys):
     """Two splits (side input and GroupByKey across processes), dead letters and gzip: same bytes;
-    the workers' log lines come back as plain lines, and each stage ends with one summary."""
+    the workers' log lines come back as plain lines, and each stage ends with one summary. Beam's
+    own multi-processing flags get the same pool, not Beam's SDK workers."""
     raw = _raw(tmp_path / "raw")
     args = ["--input", f"{raw}/*.csv", "--num-shards", "3", "--split", "train=0.8,eval=0.2", "--unit-mb", "0.05",
             "--max-bad-records", "2", "--compression", "gzip"]
     got = {}
-    for workers in (1, 2):
-        out = tmp_path / f"out-{workers}"
-        assert run.main([*args, "--output", str(out), "--local-workers", str(workers)]) == 0
-        got[workers] = _contents(out)
+    for name, flags in {"1": ["--local-workers", "1"], "2": ["--local-workers", "2"],
+                        "beam": ["--direct_running_mode=multi_processing", "--direct_num_workers", "2"]}.items():
+        out = tmp_path / f"out-{name}"
+        assert run.main([*args, "--output", str(out), *flags]) == 0
+        got[name] = _contents(out)
         err = capsys.readouterr().err
         assert "Parse: 3402 records read (2 rejected)" in err and "WriteShards: 6 shards written" in err, err
         assert "Worker: severity" not in err and "semi_persistent_directory" not in err, err
-        if workers == 2:
+        if name != "1":
             assert "direct runner: 2 worker processes" in err and "per-record path from record 1" in err, err
         assert not list(out.glob("run-*/spill")), "spill left after commit"
-    assert got[1]["accounting"].rejected == 2
-    assert len(got[1]["shards"]) == 6
-    assert got[1] == got[2]
+    assert got["1"]["accounting"].rejected == 2
+    assert len(got["1"]["shards"]) == 6
+    assert got["1"] == got["2"] == got["beam"]
 
 
 def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
@@ -98,6 +118,73 @@ def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
     assert ordered.read_bytes() == expected
     spill.reorder(str(parsed), str(ordered), ends, order)  # the retry
     assert ordered.read_bytes() == expected
+
+
+@pytest.mark.slow
+def test_a_spill_too_large_for_memory_is_reordered_into_the_same_shards(tmp_path, monkeypatch, capsys):
+    """On a machine whose free memory cannot hold the spill, each batch is reordered by shard in
+    spill (WriteShards then reads one piece per shard, never the same pages once per shard): same
+    shards, dead letters and accounting as in place, with the pool and without."""
+    raw = _raw(tmp_path / "raw")
+    args = ["--input", f"{raw}/*.csv", "--num-shards", "3", "--split", "train=0.8,eval=0.2", "--unit-mb", "0.05",
+            "--max-bad-records", "2"]
+    assert run.main([*args, "--output", str(tmp_path / "in-place")]) == 0
+    assert "may not stay" not in capsys.readouterr().err
+    monkeypatch.setattr(local, "available_memory", lambda: 0)  # a machine with no memory to spare
+    for workers in ("1", "2"):
+        out = tmp_path / f"reordered-{workers}"
+        assert run.main([*args, "--output", str(out), "--local-workers", workers]) == 0
+        err = capsys.readouterr().err
+        assert "may not stay in the page cache (0 MB of free memory): each batch is reordered" in err, err
+        assert _contents(out) == _contents(tmp_path / "in-place")
+        assert not list(out.glob("run-*/spill")), "spill left after commit"
+
+
+def test_spill_estimate_counts_the_largest_copy_and_gzip():
+    def file(name: str, size: int, fmt: str) -> formats.InputFile:
+        return formats.InputFile(0, name, size, fmt, name.endswith(".gz"))
+
+    tabular = spill.RUN_SPACE_FACTOR // 2  # a tf.train.Example of short fields takes up to ~3x the CSV
+    assert spill.spill_bytes([file("a.csv", 100, "csv"), file("b.tfrecord", 50, "tfrecord")]) == 100 * tabular + 50
+    assert spill.spill_bytes([file("a.jsonl.gz", 100, "jsonl")]) == 400 * tabular
+    assert spill.spill_bytes([file("a.tfrecord.gz", 100, "tfrecord")]) == 400
+    assert spill.fits_in_memory(100, 200) and not spill.fits_in_memory(101, 200) and spill.fits_in_memory(1 << 40, None)
+
+
+def test_the_spill_is_read_in_place_only_by_processes_of_this_machine():
+    files = [formats.InputFile(0, "a.csv", 1000, "csv", False)]
+
+    def args(runner: str, address: str | None = None) -> argparse.Namespace:
+        return argparse.Namespace(runner=runner, dask_address=address)
+
+    assert run._spill_in_place(args("direct"), files) and run._spill_in_place(args("dask"), files)  # a local cluster
+    assert not run._spill_in_place(args("dask", "10.0.0.1:8786"), files)  # workers of other machines
+    assert not run._spill_in_place(args("flink"), files)
+
+
+def test_free_memory_is_bounded_by_the_cgroup_limit(tmp_path):
+    """The probe reads the limit of the process's own memory cgroup (a container's), not only the machine's."""
+    here = next((line.split(":", 2)[2].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
+                 if line.split(":", 2)[1] == "memory"), None)
+    group = Path(f"/sys/fs/cgroup/memory{here}/shardprep-test-{os.getpid()}") if here else None
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(256 << 20))
+    except (AttributeError, OSError):
+        pytest.skip("no cgroup v1 memory controller to create a group in here")
+    try:
+        probe = "from pipelines import local; print(local.available_memory())"
+        enter = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c '{probe}'"
+        inside = subprocess.run(["sh", "-c", enter], capture_output=True, text=True, cwd=ROOT)
+        if inside.returncode and "cgroup.procs" in inside.stderr:
+            pytest.skip(f"cannot move a process into a memory cgroup here: {inside.stderr.strip()}")
+        assert inside.returncode == 0, inside.stderr
+        free = int(inside.stdout)
+        machine = int(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                                     cwd=ROOT).stdout)
+        assert 0 < free < 256 << 20 < machine
+    finally:
+        group.rmdir()
 
 
 @pytest.fixture

@@ -87,16 +87,16 @@ class Assign:
         sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
         bounds = [0, *(np.flatnonzero(np.diff(sorted_shard)) + 1).tolist(), len(ends)]
         keys = [shard_key(split, int(sorted_shard[lo]), num_shards) for lo in bounds[:-1]]
-        if scattered(batch.url):
-            # Local spill: the records stay where Parse wrote them; each piece names them by byte
-            # range, and WriteShards maps the file (no reordered copy is written).
+        if scattered(self._config, batch.url):
+            # Local spill that fits in memory: the records stay where Parse wrote them; each piece
+            # names them by byte range, and WriteShards maps the file (no reordered copy is written).
             starts = np.concatenate(([0], ends[:-1])).astype("<u8")[by_shard]
             stops = ends[by_shard]
             for key, lo, hi in zip(keys, bounds, bounds[1:]):
                 yield key, ShardPiece(pack_uints(sorted_order[lo:hi]), batch.url, 0, batch.size,
                                       pack_uints(stops[lo:hi]), pack_uints(starts[lo:hi]))
             return
-        # Remote spill: reorder the batch by (shard, order) once and spill it; each shard's piece
+        # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's piece
         # is then one byte range of that file, and only (url, offset, length) crosses the GroupByKey.
         out_url = sorted_url(self._config, batch)
         reorder(batch.url, out_url, ends, by_shard)
