@@ -66,11 +66,11 @@ def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str
     if count == 1:
         yield Workers(1)
         return
-    from shardprep.graph.parse import first_steps
     from shardprep.graph.pool import local_pool, stop
+    from shardprep.graph.work import ahead
 
     log.info("direct runner: %d worker processes (--local-workers to choose)", count)
-    with local_pool(count, prefetch=first_steps(config), elements=list(units)) as token:
+    with local_pool(count, prefetch=ahead(config), elements=list(units)) as token:
         try:
             yield Workers(count, token)
         except BaseException:  # a failed run, also before Beam ran (its import, the graph): no process writes

@@ -26,6 +26,7 @@ from shardprep import config, formats, manifest, naming, planning, run
 from shardprep.graph.dofns import pooled
 from shardprep.graph.elements import Tagged
 from shardprep.graph.pool import Counter, local_pool
+from shardprep.graph.prefetch import Ahead, as_side_input, by_key, group_values, outputs_before
 
 
 class Square(beam.DoFn):
@@ -84,16 +85,66 @@ def test_prefetched_steps_are_taken_once_and_a_mismatch_is_computed_afresh(tmp_p
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
-    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(40))) as token:
+    chain = [Ahead(Mark(str(first))), Ahead(Mark(str(second)), side=as_side_input)]
+    with local_pool(2, prefetch=chain, elements=list(range(40))) as token:
         _chain(str(first), str(second), token, list(range(40)))  # 40 elements: tasks of 3 (graph.pool)
     assert len(list(first.iterdir())) == len(list(second.iterdir())) == 40  # each once: the prefetch was used
     for folder in (first, second):
         for f in folder.iterdir():
             f.unlink()
-    with local_pool(2, prefetch=[Mark(str(first)), Mark(str(second))], elements=list(range(6))) as token:
+    with local_pool(2, prefetch=chain, elements=list(range(6))) as token:
         _chain(str(first), str(second), token, list(range(1, 7)))  # not what was prefetched
     assert len(list(first.iterdir())) == 12  # 6 prefetched, unused, and 6 computed for the pipeline's elements
     assert sorted(f.name.split("-")[0] for f in first.iterdir()).count("6") == 1
+
+
+class Pairs:
+    """Beam-free work over numbers: leaves a file per element (calls counted); gives (n % 3, n)."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+
+    def process(self, n: int) -> object:
+        open(os.path.join(self._folder, f"{n}-{uuid.uuid4().hex}"), "w").close()
+        yield n % 3, n * 10
+        yield n % 3, n * 10 + 1
+
+
+class Total:
+    """Beam-free work over a GroupByKey's (key, values): leaves a file per key; gives (key, values) as seen."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+
+    def process(self, group: tuple) -> object:
+        key, values = group
+        open(os.path.join(self._folder, f"{key}-{uuid.uuid4().hex}"), "w").close()
+        yield key, tuple(values)
+
+
+@pytest.mark.slow
+def test_a_chain_runs_ahead_through_outputs_and_groups_and_beam_takes_every_step(tmp_path):
+    """The chain Reshard's pool runs ahead (``graph.work``): a step over the outputs of the one before,
+    then one over those grouped by key. Beam's steps take every result (each element processed
+    once), and the grouped step sees each key's values in one order (``group_values``)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    numbers = list(range(30))
+    chain = [Ahead(Mark(str(tmp_path))), Ahead(Pairs(str(first)), over=outputs_before),
+             Ahead(Total(str(second)), over=by_key)]
+    with local_pool(2, prefetch=chain, elements=numbers) as token:
+        with beam.Pipeline() as p:
+            marked = p | beam.Create(numbers) | "Mark" >> beam.ParDo(pooled(Mark(str(tmp_path)), token)).with_outputs(
+                "seen", main="main")
+            totals = (marked.main | "Pairs" >> beam.ParDo(pooled(Pairs(str(first)), token))
+                      | beam.GroupByKey() | "Total" >> beam.ParDo(pooled(Total(str(second)), token)))
+            tens = [n * 10 for n in numbers]
+            expected = [(k, tuple(group_values([v for t in tens if t % 3 == k for v in (t * 10, t * 10 + 1)])))
+                        for k in range(3)]
+            assert_that(totals, equal_to(expected))
+    assert len(list(first.iterdir())) == 30 and len(list(second.iterdir())) == 3  # each element once: all taken
+    assert len([f for f in tmp_path.iterdir() if f.is_file()]) == 30
 
 
 @pytest.mark.slow
@@ -126,6 +177,9 @@ def test_pool_processes_never_import_beam_and_parse_each_unit_once(tmp_path):
     parsed = sum(int(n) for _, work, n in lines if work == "Parse")
     assert parsed == 4, lines  # the 4 units, each parsed once: Beam's Parse step took the prefetched results
     assert {"CountRanges", "Parse", "Assign", "WriteShard"} <= {work for _, work, _ in lines}
+    # Assign and WriteShards ran ahead too, and Beam took them: each batch assigned once, each shard written once
+    assert sum(int(n) for _, work, n in lines if work == "WriteShard") == 2, lines
+    assert sum(int(n) for _, work, n in lines if work == "Assign") == 4, lines  # a batch per unit (500 rows each)
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from shardprep.graph import pool
-from shardprep.graph.pool import NAMESPACE, TASKS_PER_PROCESS, Work
+from shardprep.graph.pool import NAMESPACE, Work
+from shardprep.graph.prefetch import TASKS_PER_PROCESS, group_values
 
 __all__ = ["InLine", "Pooled", "pooled"]
 
@@ -60,8 +61,9 @@ class Pooled(beam.DoFn):
     """Runs ``work`` over each bundle's elements in the pool ``token`` (see ``graph.pool``).
 
     Side inputs must be the same for every element of a bundle (global window, as in this
-    product's graph); outputs are emitted at the end of the bundle, in element order. On a
-    process without that pool (a remote worker) the work runs in line.
+    product's graph); a GroupByKey's values come sorted (``graph.prefetch.group_values``); outputs are
+    emitted at the end of the bundle, in element order. On a process without that pool (a remote
+    worker) the work runs in line.
     """
 
     def __init__(self, work: Work, token: str) -> None:
@@ -81,8 +83,8 @@ class Pooled(beam.DoFn):
 
     @no_annotations
     def process(self, element: Any, *side: Any) -> Iterator[Any]:
-        if isinstance(element, tuple) and len(element) == 2:  # (key, values) of a GroupByKey: a lazy iterable
-            element = (element[0], _plain(element[1]))
+        if isinstance(element, tuple) and len(element) == 2:  # (key, values) of a GroupByKey: a lazy iterable,
+            element = (element[0], group_values(_plain(element[1])))  # in one order whatever the runner
         self._elements.append(element)
         self._side = side
         return iter(())  # the outputs come at the end of the bundle

@@ -18,22 +18,13 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.pool import Counter
-from shardprep.graph.ranges import CountRanges
 from shardprep.graph.spill import freeze_startup_objects, joined, pack
-from shardprep.graph.units import slim
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["Parse", "first_steps"]
+__all__ = ["Parse"]
 
 log = logging.getLogger("shardprep")
 PROGRESS_S = 10.0
-
-
-def first_steps(config: ReshardConfig) -> tuple[CountRanges, Parse]:
-    """The work of the graph's first two steps over the work units: CountRanges, then Parse (with
-    CountRanges' outputs as its side input). The graph (``graph.reshard``) and the local pool's
-    prefetch (``graph.pool``) both take them from here, so that the two are the same work."""
-    return CountRanges(), Parse(slim(config))
 
 
 class Parse:

@@ -16,12 +16,8 @@ None of the modules that hold it imports Beam, so the pool forks before the laun
 and its processes never do (``tests/test_pool.py`` checks): they start in ~0.1 CPU s each, and
 the first steps run while the launcher imports Beam and builds the graph (``prefetch``).
 
-**Prefetch.** ``local_pool(prefetch=...)`` starts a chain of steps on the pool at once: the first
-over the given elements, each next one over the same elements with the previous step's outputs as
-its one side input (CountRanges, then Parse with ``AsList(ranges)``). When Beam later runs that
-step, ``take`` hands it these results for exactly the same work, element and side input (compared
-as pickles, side inputs as sorted lists); anything else waits for the prefetch to end and is
-computed afresh, so an unused prefetch costs time, never a different output.
+**Prefetch** (``graph.prefetch``): ``local_pool(prefetch=...)`` starts a chain of steps on the
+pool at once, and ``take`` hands their results to Beam's steps that run the same work.
 
 The pool is a ``ProcessPoolExecutor``: if one of its processes dies (the OOM killer), every task
 not yet answered fails (``BrokenProcessPool``; ``Pooled`` turns it into ``PoolDied``) and so does
@@ -46,15 +42,14 @@ import os
 import pickle
 import signal
 import sys
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent import futures
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from shardprep import lease
 from shardprep.graph.elements import Tagged
+from shardprep.graph.prefetch import Ahead, Prefetch
 
 __all__ = ["Counter", "PoolDied", "Work", "blob_of", "local_pool", "pool_of", "run_each", "run_task", "split_output",
            "stop", "take"]
@@ -62,10 +57,9 @@ __all__ = ["Counter", "PoolDied", "Work", "blob_of", "local_pool", "pool_of", "r
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
-TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
-_POOLS: dict[str, tuple[ProcessPoolExecutor, int, _Prefetch]] = {}  # in the launcher: the running pools, by token
+_POOLS: dict[str, tuple[ProcessPoolExecutor, int, Prefetch]] = {}  # in the launcher: the running pools, by token
 _tally: collections.Counter | None = None  # in a pool process, during a task: what its Counters counted
 _works: dict[bytes, Work] = {}  # in a pool process: the work of the step it runs, set up once
 _records: list[logging.LogRecord] = []  # in a pool process, during a task: its log records, for the launcher
@@ -109,10 +103,10 @@ def blob_of(work: Work) -> tuple[bytes, bytes]:
 
 
 @contextlib.contextmanager
-def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence[Any] = ()) -> Iterator[str]:
+def local_pool(processes: int, prefetch: Sequence[Ahead] = (), elements: Sequence[Any] = ()) -> Iterator[str]:
     """Starts ``processes`` pool processes for one run; yields the token ``graph.dofns.pooled`` names it by.
 
-    ``prefetch``: steps to start at once over ``elements`` (see the module docs). The processes
+    ``prefetch``: a chain of steps to start at once from ``elements`` (``graph.prefetch``). The processes
     ignore SIGINT (the launcher handles it), send their log records back with their results (the
     launcher logs them, in element order), and are terminated when the run ends, however it ends.
     """
@@ -127,7 +121,7 @@ def local_pool(processes: int, prefetch: Sequence[Work] = (), elements: Sequence
                                    initargs=(log.getEffectiveLevel(), os.getpid()))
     executor.submit(os.getpid)  # forks every process now, from this thread (not the prefetch's, later)
     token = uuid.uuid4().hex
-    ahead = _Prefetch(executor, processes, [blob_of(work) for work in prefetch], list(elements))
+    ahead = Prefetch(executor, processes, [(*blob_of(step.work), step) for step in prefetch], list(elements), run_each)
     _POOLS[token] = executor, processes, ahead
     try:
         yield token
@@ -168,124 +162,6 @@ def split_output(out: Any) -> tuple[str | None, Any]:
     if isinstance(out, Tagged) or type(out).__name__ == "TaggedOutput":
         return out.tag, out.value
     return None, out
-
-
-def _side_key(side: tuple) -> bytes:
-    """Side inputs compared as pickles, a list as its sorted items (runners give no order)."""
-    parts = [sorted(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL) for v in s) if isinstance(s, list)
-             else pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL) for s in side]
-    return hashlib.sha256(pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)).digest()
-
-
-class _Prefetch:
-    """The chain of steps a pool starts at once; ``take`` hands their results to Beam's steps.
-
-    A thread of the launcher submits the first step's tasks, waits for them, then submits the next
-    step's with those outputs as its side input, and so on; it stops at a failed task (Beam's own
-    step then raises that error) or when cancelled. A task is a few elements, as ``Pooled`` cuts a
-    bundle (the side input is sent once per task), and gives each element's result apart. Until
-    Beam asks for a step (``take``), at most ``processes - 1`` tasks run at once: one core stays
-    with the launcher, which is importing Beam and building the graph meanwhile.
-    """
-
-    def __init__(self, pool: ProcessPoolExecutor, processes: int, steps: list[tuple[bytes, bytes]], elements: list) -> None:
-        self._pool, self._steps, self._elements = pool, steps, elements
-        self._size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))  # elements per task
-        self._keys = {key for key, _ in steps}
-        # by work key, by (element, side) digest: (the task, the element's place in it)
-        self._results: dict[bytes, dict[bytes, tuple[Future, int]]] = {}
-        self._changed = threading.Condition()
-        self._slots = threading.Semaphore(max(1, processes - 1))  # tasks that may run before Beam asks
-        self._asked = False  # Beam asked for a step: every task may run
-        self._running = 0  # tasks started and not ended, for ``cancel``
-        self._cancelled = False
-        self._done = not steps
-        self._thread = threading.Thread(target=self._run, name="shardprep-prefetch", daemon=True)
-        if steps:
-            self._thread.start()
-
-    def _run(self) -> None:
-        side: tuple = ()
-        chunks = [self._elements[i:i + self._size] for i in range(0, len(self._elements), self._size)]
-        try:
-            for i, (key, blob) in enumerate(self._steps):
-                tasks = []
-                for chunk in chunks:
-                    self._slots.acquire()
-                    with self._changed:
-                        if self._cancelled:
-                            return
-                        self._running += 1
-                        try:
-                            task = self._pool.submit(run_each, (key, blob, chunk, side))
-                        except RuntimeError as e:  # the pool broke (a process died) or was shut down
-                            task = Future()
-                            task.set_exception(e)  # for the step that takes it
-                        tasks.append(task)
-                    task.add_done_callback(self._free)
-                side_key = _side_key(side)
-                results = {_digest(e, side_key): (task, j) for chunk, task in zip(chunks, tasks)
-                           for j, e in enumerate(chunk)}
-                with self._changed:  # complete: ``take`` may hand it over
-                    self._results[key] = results
-                    self._changed.notify_all()
-                if i + 1 == len(self._steps):
-                    return
-                outputs = []
-                for task in tasks:
-                    while not task.done() and not self._cancelled:
-                        futures.wait([task], timeout=0.1)
-                    if self._cancelled or task.cancelled() or task.exception() is not None:
-                        return
-                    outputs += [v for each in task.result() for tag, v in each[0] if tag is None]
-                side = (outputs,)
-        finally:
-            with self._changed:
-                self._done = True
-                self._changed.notify_all()
-
-    def _free(self, _result: object) -> None:
-        with self._changed:
-            self._running -= 1
-            self._changed.notify_all()
-        self._slots.release()
-
-    def _ask(self) -> None:
-        """Beam runs the steps now: no more holding back."""
-        if not self._asked:
-            self._asked = True
-            for _ in range(len(self._elements) * len(self._steps)):
-                self._slots.release()
-
-    def take(self, key: bytes, elements: list, side: tuple) -> list[tuple[Future, int]] | None:
-        self._ask()
-        if key in self._keys:
-            side_key = _side_key(side)  # once: a side input may hold an entry per unit
-            digests = [_digest(e, side_key) for e in elements]
-            with self._changed:
-                self._changed.wait_for(lambda: key in self._results or self._done)
-                results = self._results.get(key, {})
-                if all(d in results for d in digests):
-                    return [results.pop(d) for d in digests]  # handed over: Beam holds the outputs from here on
-            log.debug("prefetched results do not match this step's elements: computing them afresh")
-        self.cancel(wait=True)
-        return None
-
-    def cancel(self, *, wait: bool) -> None:
-        """Submits nothing more; with ``wait``, returns once every submitted task has ended (none
-        writes after this), else at once (the pool is about to be terminated)."""
-        with self._changed:
-            self._cancelled = True
-        self._ask()  # the thread may wait for a slot
-        if wait:
-            with self._changed:
-                self._changed.wait_for(lambda: self._running == 0)
-        if self._thread.is_alive():
-            self._thread.join()
-
-
-def _digest(element: Any, side_key: bytes) -> bytes:
-    return hashlib.sha256(pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL) + side_key).digest()
 
 
 class _Collect(logging.Handler):

@@ -18,7 +18,7 @@ newline counts of each nominal byte range of a large CSV / JSON Lines file (``gr
 from which it finds those units' cuts and line numbers. Every branch ends in ``Commit``: runners
 that evaluate only the last step (Beam's Dask runner) still run all of them. On the direct
 runner, CountRanges, Parse, Assign and WriteShards run on a pool of local processes
-(``graph.pool``), which may have begun CountRanges and Parse before this graph was built. Each
+(``graph.pool``), which may have begun them before this graph was built (``graph.work``). Each
 step's work is Beam-free (``graph.parse`` ... ``graph.units``); ``graph.dofns`` makes it a DoFn.
 
 The graph's size does not grow with the input: the work units and the input list are staged in
@@ -34,11 +34,11 @@ from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph.dofns import InLine, pooled
 from shardprep.graph.elements import FACTS, REJECTED, STATS
-from shardprep.graph.parse import first_steps
 from shardprep.graph.spill import count
-from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
+from shardprep.graph.stages import Commit, WriteRejected
 from shardprep.graph.stats import CombineStats
 from shardprep.graph.units import ExpandUnits, slim, stage
+from shardprep.graph.work import steps
 
 __all__ = ["Reshard"]
 
@@ -62,7 +62,7 @@ class Reshard(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         staged, chunks = stage(self._config, self._units)  # DIR/<run-id>/units.bin, before any worker starts
         cfg = slim(self._config)
-        count_ranges, parse = first_steps(self._config)
+        work = steps(self._config)
         units = (
             pbegin
             | "Units" >> beam.Create(list(range(chunks)))
@@ -71,16 +71,16 @@ class Reshard(beam.PTransform):
         if not self._in_process:
             units = units | "Distribute" >> beam.Reshuffle()
         # nominal units' quote and newline counts: their cuts and first lines (formats.cuts)
-        ranges = units | "CountRanges" >> beam.ParDo(pooled(count_ranges, self._pool))
-        parsed = units | "Parse" >> beam.ParDo(pooled(parse, self._pool), beam.pvalue.AsList(ranges)).with_outputs(
+        ranges = units | "CountRanges" >> beam.ParDo(pooled(work.count_ranges, self._pool))
+        parsed = units | "Parse" >> beam.ParDo(pooled(work.parse, self._pool), beam.pvalue.AsList(ranges)).with_outputs(
             REJECTED, FACTS, STATS, main="records")
         counts = parsed.records | "Count" >> beam.Map(count)
         assigned = parsed.records | "Assign" >> beam.ParDo(
-            pooled(Assign(cfg), self._pool), beam.pvalue.AsList(counts)).with_outputs(FACTS, main="pieces")
+            pooled(work.assign, self._pool), beam.pvalue.AsList(counts)).with_outputs(FACTS, main="pieces")
         shard_facts = (
             assigned.pieces
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShards" >> beam.ParDo(pooled(WriteShard(cfg), self._pool))
+            | "WriteShards" >> beam.ParDo(pooled(work.write, self._pool))
         )
         reject_facts = (
             parsed[REJECTED]
