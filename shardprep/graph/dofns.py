@@ -105,8 +105,8 @@ class Pooled(beam.DoFn):
 
     def _run_pooled(self, running: tuple[Any, int], elements: list, side: tuple) -> Iterator[Any]:
         results: Any = pool.take(self._token, self._key, elements, side)
-        if results is not None:  # started before Beam ran this step (graph.pool: prefetch)
-            results = (task.result()[place] for task, place in results)
+        if results is not None:  # started before Beam ran this step (graph.prefetch)
+            results = _each_once(results)
         else:
             workers, processes = running
             size = -(-len(elements) // (processes * TASKS_PER_PROCESS))
@@ -133,6 +133,15 @@ class Pooled(beam.DoFn):
     def teardown(self) -> None:
         if getattr(self, "_inline", None) is not None:
             self._inline.teardown()
+
+
+def _each_once(taken: list) -> Iterator[Any]:
+    """Prefetched results, each element's (its task, its place in the task's results), let go as
+    they are read: ``Executor.map`` does as much, so a step's outputs are not held twice."""
+    taken.reverse()
+    while taken:
+        task, place = taken.pop()
+        yield task.result()[place]
 
 
 def _plain(value: Any) -> Any:

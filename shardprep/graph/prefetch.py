@@ -56,12 +56,13 @@ def as_side_input(before: list) -> tuple:
 
 class Ahead(NamedTuple):
     """A step of a prefetch chain (``local_pool``): its work, the elements it runs over (from the
-    chain's elements and the step before's main outputs; default: the chain's elements) and its
-    side inputs (from the step before's main outputs; default: none). The two functions run in the
-    launcher and must give what Beam's graph gives the step."""
+    chain's elements and the step before's main outputs; default: the chain's elements; None: the
+    chain stops before this step) and its side inputs (from the step before's main outputs;
+    default: none). The two functions run in the launcher and must give what Beam's graph gives
+    the step."""
 
     work: Any  # a step's work (``graph.pool``)
-    over: Callable[[list, list], list] = _the_elements
+    over: Callable[[list, list], list | None] = _the_elements
     side: Callable[[list], tuple] = _no_side_input
 
 
@@ -114,7 +115,10 @@ class Prefetch:
         before: list = []
         try:
             for i, (key, blob, step) in enumerate(self._steps):
-                elements, side = step.over(self._elements, before), step.side(before)
+                elements = step.over(self._elements, before)
+                if elements is None:  # Beam runs this step and the rest itself
+                    return
+                side = step.side(before)
                 size = max(1, -(-len(elements) // (self._processes * TASKS_PER_PROCESS)))  # as ``Pooled`` cuts
                 chunks = [elements[lo:lo + size] for lo in range(0, len(elements), size)]
                 tasks = []
