@@ -23,7 +23,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from shardprep.graph import pool
 from shardprep.graph.pool import NAMESPACE, Work
-from shardprep.graph.prefetch import TASKS_PER_PROCESS, group_values
+from shardprep.graph.prefetch import group_values, tasks_of
 
 __all__ = ["InLine", "Pooled", "pooled"]
 
@@ -109,9 +109,8 @@ class Pooled(beam.DoFn):
             results = _each_once(results)
         else:
             workers, processes = running
-            size = -(-len(elements) // (processes * TASKS_PER_PROCESS))
-            results = workers.map(pool.run_task, [(self._key, self._blob, elements[i:i + size], side)
-                                                  for i in range(0, len(elements), size)])
+            results = workers.map(pool.run_task, [(self._key, self._blob, task, side)
+                                                  for task in tasks_of(elements, processes)])
         tally: collections.Counter = collections.Counter()
         for outputs, counted, records in results:
             tally.update(counted)

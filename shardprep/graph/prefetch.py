@@ -21,10 +21,17 @@ from concurrent import futures
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
-__all__ = ["TASKS_PER_PROCESS", "Ahead", "Prefetch", "as_side_input", "by_key", "group_values", "outputs_before"]
+__all__ = ["TASKS_PER_PROCESS", "Ahead", "Prefetch", "as_side_input", "by_key", "group_values", "outputs_before", "tasks_of"]
 
 TASKS_PER_PROCESS = 8  # a bundle is cut into about this many tasks per process: balance vs per-task overhead
 log = logging.getLogger("shardprep")
+
+
+def tasks_of(elements: list, processes: int) -> list[list]:
+    """A step's elements cut into tasks for ``processes`` pool processes: about ``TASKS_PER_PROCESS``
+    each, in order (``Pooled`` and the prefetch cut them alike)."""
+    size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))
+    return [elements[lo:lo + size] for lo in range(0, len(elements), size)]
 
 
 def _the_elements(elements: list, before: list) -> list:
@@ -119,8 +126,7 @@ class Prefetch:
                 if elements is None:  # Beam runs this step and the rest itself
                     return
                 side = step.side(before)
-                size = max(1, -(-len(elements) // (self._processes * TASKS_PER_PROCESS)))  # as ``Pooled`` cuts
-                chunks = [elements[lo:lo + size] for lo in range(0, len(elements), size)]
+                chunks = tasks_of(elements, self._processes)
                 tasks = []
                 for chunk in chunks:
                     with self._changed:
