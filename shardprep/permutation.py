@@ -2,17 +2,19 @@
 
 A balanced Feistel network on the smallest even bit width that covers n, with cycle walking
 back into [0, n). Every index maps to a distinct position, the result depends only on (n, seed),
-and a batch of indices is permuted at numpy speed without materialising the whole permutation.
+and a batch of indices is permuted in compiled code without materialising the whole permutation.
+``inverse`` walks the same cycles backwards: a shard's writer finds the records of its positions
+from the positions alone (``graph.stages.WriteShard``), so no per-record plan crosses the runner.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from shardprep import native
+
 __all__ = ["Permutation"]
 
 _ROUNDS = 6
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 
@@ -24,17 +26,12 @@ def _splitmix(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _fmix(x: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: a fast, well-mixing function on uint64 arrays."""
-    x = x ^ (x >> np.uint64(33))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(33))
-    x = x * _M2
-    return x ^ (x >> np.uint64(33))
-
-
 class Permutation:
-    """Bijection of [0, n) keyed by ``seed``; ``Permutation(n, seed)(indices)`` -> positions."""
+    """Bijection of [0, n) keyed by ``seed``; ``Permutation(n, seed)(indices)`` -> positions.
+
+    The rounds run in compiled code (``native.feistel``; its numpy twin without a compiler): each
+    round mixes one half with MurmurHash3's 64-bit finaliser of the other and a round key.
+    """
 
     def __init__(self, n: int, seed: int) -> None:
         if n < 0:
@@ -42,29 +39,25 @@ class Permutation:
         self.n = n
         bits = max(2, (max(n, 1) - 1).bit_length())
         bits += bits % 2
-        self._half = np.uint64(bits // 2)
-        self._mask = np.uint64((1 << (bits // 2)) - 1)
+        self._half = bits // 2
         state = seed & _MASK64
         keys = []
         for _ in range(_ROUNDS):
             state = _splitmix(state)
-            keys.append(np.uint64(state))
-        self._keys = keys
-
-    def _feistel(self, x: np.ndarray) -> np.ndarray:
-        left, right = x >> self._half, x & self._mask
-        for key in self._keys:
-            left, right = right, left ^ (_fmix(right ^ key) & self._mask)
-        return (left << self._half) | right
+            keys.append(state)
+        self._keys = np.array(keys, dtype="<u8").tobytes()
 
     def __call__(self, indices: np.ndarray | list[int]) -> np.ndarray:
-        x = np.asarray(indices, dtype=np.uint64)
+        """The positions of ``indices``."""
+        return self._walk(indices, inverse=False)
+
+    def inverse(self, positions: np.ndarray | list[int]) -> np.ndarray:
+        """The indices whose positions are ``positions``: ``p.inverse(p(i)) == i``."""
+        return self._walk(positions, inverse=True)
+
+    def _walk(self, values: np.ndarray | list[int], *, inverse: bool) -> np.ndarray:
+        x = np.array(values, dtype=np.uint64)  # a copy: the rounds run in place
         if x.size and int(x.max()) >= self.n:
-            raise ValueError(f"index {int(x.max())} is outside [0, {self.n})")
-        y = self._feistel(x)
-        n = np.uint64(self.n)
-        out = y >= n
-        while out.any():  # cycle walking: at most a few rounds, since 2**bits < 4n
-            y[out] = self._feistel(y[out])
-            out = y >= n
-        return y
+            raise ValueError(f"value {int(x.max())} is outside [0, {self.n})")
+        native.feistel(x, self._keys, self._half, self.n, inverse)
+        return x

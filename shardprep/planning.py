@@ -174,6 +174,11 @@ def shard_of(position: Any, num_shards: Any) -> tuple[Any, Any]:
     return position % num_shards, position // num_shards
 
 
+def positions_of(shard: int, num_shards: int, num_records: int) -> np.ndarray:
+    """The positions ``shard_of`` deals to ``shard``, in their order within it (its inverse)."""
+    return np.arange(shard, num_records, num_shards, dtype=np.uint64)
+
+
 def shard_sizes(num_records: int, num_shards: int) -> list[int]:
     """Records per shard when positions are dealt round-robin: floor or ceil of n/N."""
     base, extra = divmod(num_records, num_shards)

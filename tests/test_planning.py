@@ -107,6 +107,36 @@ def test_shard_of_deals_round_robin_alike_for_ints_and_arrays():
     assert planning.shard_of(12, 5) == (2, 2)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(-(2**63), 2**63 - 1), st.integers(1, 64))
+def test_permutation_inverse_undoes_it_and_finds_a_shards_records(n, seed, num_shards):
+    perm = Permutation(n, seed)
+    positions = perm(np.arange(n))
+    assert np.array_equal(perm.inverse(positions), np.arange(n))
+    shards, _ = planning.shard_of(positions, np.uint64(num_shards))
+    for shard in {0, num_shards // 2, num_shards - 1}:  # its positions, in order, lead back to its records
+        mine = perm.inverse(planning.positions_of(shard, num_shards, n))
+        assert sorted(mine.tolist()) == np.flatnonzero(shards == shard).tolist()
+        assert np.array_equal(positions[mine.astype(np.int64)], planning.positions_of(shard, num_shards, n))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 2**64 - 1), st.integers(-(2**63), 2**63 - 1), st.booleans())
+def test_compiled_rounds_equal_their_numpy_twin(n, seed, inverse):
+    compiled = pytest.importorskip("shardprep.native._native")
+    from shardprep.native import fallback
+
+    perm = Permutation(n, seed)
+    values = np.random.default_rng(abs(seed) % 2**32).integers(0, n, size=300, dtype=np.uint64)
+    a, b = values.copy(), values.copy()
+    compiled.feistel(a, perm._keys, perm._half, n, inverse)
+    fallback.feistel(b, perm._keys, perm._half, n, inverse)
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="outside"):
+        compiled.feistel(np.array([n], np.uint64) if n < 2**64 - 1 else np.array([2**64 - 1], np.uint64), perm._keys,
+                         perm._half, n, inverse)
+
+
 def test_permutation_depends_on_seed_and_shuffles():
     a = Permutation(1000, 1)(np.arange(1000))
     b = Permutation(1000, 2)(np.arange(1000))

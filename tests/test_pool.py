@@ -23,9 +23,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import ROOT, sample_rows, write_csv
 from pipelines import local
 from shardprep import config, formats, manifest, naming, planning, run
-from shardprep.graph import work
 from shardprep.graph.dofns import pooled
-from shardprep.graph.elements import ShardPiece, Tagged
+from shardprep.graph.elements import Tagged
 from shardprep.graph.pool import Counter, local_pool
 from shardprep.graph.prefetch import Ahead, as_side_input, by_key, group_values, outputs_before
 
@@ -123,15 +122,10 @@ class Total:
         yield key, tuple(values)
 
 
-def _declined(elements: list, before: list) -> None:
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("last", [by_key, _declined], ids=["all-ahead", "last-declined"])
-def test_a_chain_runs_ahead_through_outputs_and_groups_and_beam_takes_every_step(tmp_path, last):
+def test_a_chain_runs_ahead_through_outputs_and_groups_and_beam_takes_every_step(tmp_path):
     """The chain Reshard's pool runs ahead (``graph.work``): a step over the outputs of the one before,
-    then one over those grouped by key (or, declined, left to Beam). Beam's steps take every result
+    then one over those grouped by key. Beam's steps take every result
     (each element processed once), and the grouped step sees each key's values in one order
     (``group_values``)."""
     first, second = tmp_path / "first", tmp_path / "second"
@@ -139,7 +133,7 @@ def test_a_chain_runs_ahead_through_outputs_and_groups_and_beam_takes_every_step
     second.mkdir()
     numbers = list(range(30))
     chain = [Ahead(Mark(str(tmp_path))), Ahead(Pairs(str(first)), over=outputs_before),
-             Ahead(Total(str(second)), over=last)]
+             Ahead(Total(str(second)), over=by_key)]
     with local_pool(2, prefetch=chain, elements=numbers) as token:
         with beam.Pipeline() as p:
             marked = p | beam.Create(numbers) | "Mark" >> beam.ParDo(pooled(Mark(str(tmp_path)), token)).with_outputs(
@@ -152,15 +146,6 @@ def test_a_chain_runs_ahead_through_outputs_and_groups_and_beam_takes_every_step
             assert_that(totals, equal_to(expected))
     assert len(list(first.iterdir())) == 30 and len(list(second.iterdir())) == 3  # each element once: all taken
     assert len([f for f in tmp_path.iterdir() if f.is_file()]) == 30
-
-
-def test_write_shards_runs_ahead_only_while_the_pieces_are_small(monkeypatch):
-    """The prefetch holds the shard pieces beside Beam's copy: only up to ``AHEAD_PIECE_BYTES``."""
-    pieces = [((0, s % 2, 2), ShardPiece(b"\0" * 40, "spill", 0, 100, b"\1" * 40, b"\2" * 40)) for s in range(4)]
-    grouped = work._shards([], pieces)
-    assert [key for key, _ in grouped] == [(0, 0, 2), (0, 1, 2)] and all(len(values) == 2 for _, values in grouped)
-    monkeypatch.setattr(work, "AHEAD_PIECE_BYTES", 4 * 120 - 1)
-    assert work._shards([], pieces) is None  # Beam groups and hands them over itself
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import ROOT, sample_rows, uneven_csvs, write_csv
@@ -102,22 +101,6 @@ def test_shards_identical_for_one_and_two_worker_processes(tmp_path, capsys):
     assert got["1"]["accounting"].rejected == 2
     assert len(got["1"]["shards"]) == 6
     assert got["1"] == got["2"] == got["beam"]
-
-
-def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
-    """Assign's spill step removes the parsed file once the sorted one exists; a retried bundle
-    (parsed file gone) keeps the sorted file it finds."""
-    records = [bytes([i]) * (i + 1) for i in range(5)]
-    ends = np.cumsum([len(r) for r in records]).astype("<u8")
-    parsed, ordered = tmp_path / "parsed.bin", tmp_path / "sorted.bin"
-    parsed.write_bytes(b"".join(records))
-    order = np.array([3, 0, 4, 1, 2])
-    spill.reorder(str(parsed), str(ordered), ends, order)
-    assert not parsed.exists()
-    expected = b"".join(records[i] for i in order)
-    assert ordered.read_bytes() == expected
-    spill.reorder(str(parsed), str(ordered), ends, order)  # the retry
-    assert ordered.read_bytes() == expected
 
 
 @pytest.mark.slow
@@ -235,12 +218,3 @@ def test_sigint_removes_the_run_folder(tmp_path):
     assert proc.returncode == 130, err
     assert not list(out.glob("run-*")), sorted(str(p) for p in out.rglob("*"))
     shutil.rmtree(out, ignore_errors=True)
-
-
-@pytest.mark.parametrize("values", [[], [0, 7, 2**32 - 1], [1, 2**32], [2**64 - 1]])
-def test_shard_piece_arrays_take_four_bytes_where_they_fit(values):
-    from shardprep.graph.elements import pack_uints, unpack_uints
-
-    packed = pack_uints(np.array(values, dtype=np.uint64))
-    assert unpack_uints(packed).tolist() == values
-    assert len(packed) == 1 + (4 if max(values, default=0) < 2**32 else 8) * len(values)

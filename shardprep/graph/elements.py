@@ -1,16 +1,16 @@
 """The elements that cross the re-shard's Beam stages, as named types.
 
 Record bytes never cross the runner: they wait in spill files (``graph.spill``), and elements carry
-only (url, byte range, record ends), so the runner's coders and memory see small values whatever
-the data size. Record ends are little-endian uint64 offsets, as bytes; a ``ShardPiece``'s arrays,
-held by the runner for every record until WriteShards, take 4 bytes a value where they fit
-(``pack_uints``).
+only a batch's url, size and record count, so the runner's coders and memory see a few small
+values per batch whatever the number of records. What is per record stays on disk beside the
+bytes (a batch's record ends) or is computed where it is needed (a shard's records, from the
+permutation's inverse: ``graph.stages.WriteShard``). Elements that carried per-record arrays took
+~90 bytes a record of the launcher's memory across Beam's and the pool's copies: 1.19 GB peak at
+1 GB of 89-byte Examples.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
-
-import numpy as np
 
 from shardprep.commit import PlanFact
 from shardprep.permutation import Permutation
@@ -18,8 +18,7 @@ from shardprep.permutation import Permutation
 if TYPE_CHECKING:
     from shardprep.graph.counts import CountTable
 
-__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "Tagged", "pack_uints",
-           "shard_key", "unpack_uints"]
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "Tagged", "shard_key"]
 
 REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
 
@@ -33,14 +32,15 @@ class Tagged(NamedTuple):
 
 
 class SpilledBatch(NamedTuple):
-    """Parse -> Assign: part ``part`` of unit ``unit``'s records of split ``split``, in ``url`` (``size`` bytes)."""
+    """Parse -> Assign: part ``part`` of unit ``unit``'s records of split ``split``: ``num_records``
+    framed records in ``url`` (``size`` bytes), their ends in ``graph.spill.ends_url(url)``."""
 
     split: int
     unit: tuple[int, int]
     part: int
     url: str
     size: int
-    ends: bytes
+    num_records: int
 
 
 class BatchCount(NamedTuple):
@@ -54,21 +54,23 @@ class BatchCount(NamedTuple):
 
 
 class ShardPiece(NamedTuple):
-    """Assign -> GroupByShard -> WriteShards: the records of one batch bound for one shard.
+    """Assign -> GroupByShard -> WriteShards: one batch's records bound for one shard.
 
-    Bytes ``[start, end)`` of the reordered spill file ``url``; ``orders``: each record's place in
-    the shard; ``ends``: record ends relative to ``start``. With ``starts`` (local spill,
-    ``graph.spill.scattered``): the records lie where Parse wrote them in ``url``, record i being
-    bytes ``[starts[i], ends[i])`` of the file, and no reordered copy exists. Arrays are
-    ``pack_uints`` bytes.
+    The batch holds positions ``[first, first + num_records)`` of its split's ``total`` records;
+    which of them the shard takes, and in what order, follows from the plan (``WriteShard``). In
+    place (local spill, ``graph.spill.scattered``): the records lie where Parse wrote them, in
+    ``url`` (``end`` bytes; ``start`` 0), their ends beside it. Else bytes ``[start, end)`` of the
+    reordered spill file ``url`` hold the shard's records of the batch, in order, after their
+    lengths (``graph.spill.segment``).
     """
 
-    orders: bytes
     url: str
     start: int
     end: int
-    ends: bytes
-    starts: bytes = b""
+    first: int
+    num_records: int
+    total: int
+    in_place: bool
 
 
 class RejectedBatch(NamedTuple):
@@ -95,17 +97,3 @@ class SplitPlan(NamedTuple):
 def shard_key(split: int, shard: int, num_shards: int) -> tuple[int, int, int]:
     """The GroupByShard key: a plain tuple, so every runner encodes it deterministically."""
     return (split, shard, num_shards)
-
-
-def pack_uints(values: np.ndarray) -> bytes:
-    """Unsigned integers as bytes: a width byte, then the values little-endian, 4 bytes each where
-    all fit (offsets in one batch's spill file, places in one shard: nearly always), else 8. On 1 GB
-    of TFRecord this took the run's peak memory (PSS, every core) from 542 to 457 MB."""
-    if values.size and int(values.max()) >= 1 << 32:
-        return b"\x08" + values.astype("<u8").tobytes()
-    return b"\x04" + values.astype("<u4").tobytes()
-
-
-def unpack_uints(data: bytes) -> np.ndarray:
-    """The values of ``pack_uints`` as uint64."""
-    return np.frombuffer(data, "<u4" if data[:1] == b"\x04" else "<u8", offset=1).astype(np.uint64)

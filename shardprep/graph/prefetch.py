@@ -63,13 +63,13 @@ def as_side_input(before: list) -> tuple:
 
 class Ahead(NamedTuple):
     """A step of a prefetch chain (``local_pool``): its work, the elements it runs over (from the
-    chain's elements and the step before's main outputs; default: the chain's elements; None: the
-    chain stops before this step) and its side inputs (from the step before's main outputs;
+    chain's elements and the step before's main outputs; default: the chain's elements) and its
+    side inputs (from the step before's main outputs;
     default: none). The two functions run in the launcher and must give what Beam's graph gives
     the step."""
 
     work: Any  # a step's work (``graph.pool``)
-    over: Callable[[list, list], list | None] = _the_elements
+    over: Callable[[list, list], list] = _the_elements
     side: Callable[[list], tuple] = _no_side_input
 
 
@@ -123,8 +123,6 @@ class Prefetch:
         try:
             for i, (key, blob, step) in enumerate(self._steps):
                 elements = step.over(self._elements, before)
-                if elements is None:  # Beam runs this step and the rest itself
-                    return
                 side = step.side(before)
                 chunks = tasks_of(elements, self._processes)
                 tasks = []

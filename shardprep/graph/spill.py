@@ -2,14 +2,16 @@
 
 Spill files live under the run's own folder (removed at commit, and on every failure by
 ``retention.remove_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
-The run holds at most one copy of the data in spill: Parse writes ``parsed-*``. On local (and NFS)
-spill that fits in memory, WriteShards gathers each shard's records straight from the parsed files,
-mapped into memory (``scattered``, ``read_scattered``), so the record bytes are written to spill
-once. Elsewhere (GCS, where a read per record would cost a request, or a spill larger than the
-memory the page cache may hold: ``spill_bytes``), Assign turns each parsed file into its
-``sorted-*`` reordering (one byte range per shard) and removes the parsed one. Either way the
-output folder peaks near twice the data set (spill + shards) and holds it once after commit
-(``RUN_SPACE_FACTOR``).
+The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin``, a batch's
+framed records back to back, and beside it ``parsed-*.bin.ends``, their ends (``ends_url``: 4 bytes
+a record below 4 GiB a batch). On local (and NFS) spill that fits in memory, WriteShards gathers
+each shard's records straight from the parsed files, mapped into memory (``scattered``,
+``record_bounds``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere
+(GCS, where a read per record would cost a request, or a spill larger than the memory the page
+cache may hold: ``spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
+(one segment per shard: the records' lengths, then the records; ``reorder``, ``segment``) and
+removes the parsed one. Either way the output folder peaks near twice the data set (spill + shards)
+and holds it once after commit (``RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "count", "fits_in_memory", "freeze_startup_objects", "gather", "gather_from", "joined",
-           "pack", "read_scattered", "reorder", "scattered", "sorted_url", "spill", "spill_bytes", "spill_url"]
+__all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "ends_url", "fits_in_memory", "freeze_startup_objects", "gather",
+           "gather_from", "joined", "pack", "read_ends", "read_scattered", "record_bounds", "reorder", "scattered", "segment",
+           "sorted_url", "spill", "spill_bytes", "spill_url"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
 # encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
@@ -65,17 +68,48 @@ def spill(url: str, *parts: bytes | bytearray) -> None:
             f.write(data)
 
 
+def ends_url(url: str) -> str:
+    """Where the record ends of spill file ``url`` lie."""
+    return url + ".ends"
+
+
+def ends_dtype(size: int) -> str:
+    """The width of the record ends (or lengths) of ``size`` bytes of records: 4 bytes a value below
+    4 GiB, else 8."""
+    return "<u4" if size < 1 << 32 else "<u8"
+
+
 def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int,
          blocks: list[FramedBatch]) -> SpilledBatch:
-    """Spills a batch, given as the blocks it was read in (written back to back, not joined first);
-    the element that crosses the runner is its url, size and record ends."""
+    """Spills a batch, given as the blocks it was read in (written back to back, not joined first),
+    and its record ends beside it; the element that crosses the runner is its url, size and count."""
     freeze_startup_objects()
     url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
     spill(url, *(blob for blob, _ in blocks))
     sizes = [len(blob) for blob, _ in blocks]
     offsets = np.cumsum([0, *sizes[:-1]], dtype=np.uint64)  # each block's place in the file
     ends = np.concatenate([ends.astype("<u8") + offset for (_, ends), offset in zip(blocks, offsets)])
-    return SpilledBatch(split, unit, part, url, sum(sizes), ends.tobytes())
+    spill(ends_url(url), ends.astype(ends_dtype(sum(sizes))).tobytes())
+    return SpilledBatch(split, unit, part, url, sum(sizes), len(ends))
+
+
+def read_ends(batch: SpilledBatch) -> np.ndarray:
+    """All record ends of a spilled batch, as uint64."""
+    return np.frombuffer(fs.read_bytes(ends_url(batch.url)), ends_dtype(batch.size)).astype(np.uint64)
+
+
+def record_bounds(url: str, size: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of records ``which`` (ascending) of the local spill file ``url`` (``size``
+    bytes), from its ends file, mapped: only the pages holding them are read."""
+    which = np.asarray(which, np.int64)
+    with open(fs.filesystem(ends_url(url))[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        ends = np.frombuffer(view, ends_dtype(size))
+        stops = ends[which].astype(np.int64)
+        starts = ends[which - 1].astype(np.int64)  # record 0 (first, if taken) starts at 0
+        del ends  # the map closes only when no array looks into it
+    if len(which) and which[0] == 0:
+        starts[0] = 0
+    return starts, stops
 
 
 def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
@@ -83,16 +117,42 @@ def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
     return spill_url(config, f"sorted-{batch.split}-{batch.unit[0]}-{batch.unit[1]}-{batch.part}.bin")
 
 
-def reorder(parsed_url: str, sorted_url: str, ends: np.ndarray, order: np.ndarray) -> None:
-    """Writes the records of ``parsed_url`` in ``order`` to ``sorted_url``, then removes the parsed file.
+def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Sequence[int]) -> list[tuple[int, int]]:
+    """Writes the records of ``batch`` in ``order`` to ``sorted_url`` as segments (records
+    ``order[bounds[i]:bounds[i + 1]]`` each: their lengths, then the records), then removes the
+    parsed file (its ends stay, for a retry); returns each segment's byte range.
 
     Both names are deterministic and the sorted file appears whole or not at all, so a retried
     bundle that finds it (its parsed file possibly gone already) keeps it: the bytes are the same.
     """
     freeze_startup_objects()
+    ends = read_ends(batch)
+    lengths = np.diff(ends, prepend=np.uint64(0))[order]
+    heads, ranges, at = [], [], 0
+    for lo, hi in zip(bounds, bounds[1:]):
+        size = int(lengths[lo:hi].sum())
+        heads.append(lengths[lo:hi].astype(ends_dtype(size + 4 * (hi - lo))).tobytes())
+        ranges.append((at, at + len(heads[-1]) + size))
+        at = ranges[-1][1]
     if not fs.exists(sorted_url):
-        spill(sorted_url, gather(fs.read_bytes(parsed_url), ends, order))
-    fs.remove(parsed_url)
+        data, pos, parts = memoryview(gather(fs.read_bytes(batch.url), ends, order)), 0, []
+        for head, (lo, hi) in zip(heads, ranges):
+            parts += [head, data[pos:pos + hi - lo - len(head)]]
+            pos += hi - lo - len(head)
+        spill(sorted_url, *parts)
+    fs.remove(batch.url)
+    return ranges
+
+
+def segment(blob: bytes | bytearray, count: int) -> tuple[memoryview, np.ndarray]:
+    """The records of a ``reorder`` segment (``count`` of them) and their ends within them."""
+    dtype = ends_dtype(len(blob))
+    width = np.dtype(dtype).itemsize
+    lengths = np.frombuffer(blob, dtype, count=count)
+    data = memoryview(blob)[width * count:]
+    if int(lengths.sum()) != len(data):
+        raise RuntimeError(f"a spill segment of {len(blob)} bytes does not hold {count} records: the spill is corrupt")
+    return data, np.cumsum(lengths, dtype="<u8")
 
 
 def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> np.ndarray:
@@ -152,7 +212,7 @@ def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
 
 def count(batch: SpilledBatch) -> BatchCount:
     """The side-input entry of a spilled batch."""
-    return BatchCount(batch.split, batch.unit, batch.part, len(batch.ends) // 8, batch.size)
+    return BatchCount(batch.split, batch.unit, batch.part, batch.num_records, batch.size)
 
 
 def joined(framed: list[bytes]) -> FramedBatch:

@@ -19,12 +19,10 @@ from shardprep.graph.elements import (
     SpilledBatch,
     SplitPlan,
     Tagged,
-    pack_uints,
     shard_key,
-    unpack_uints,
 )
 from shardprep.graph.pool import Counter
-from shardprep.graph.spill import gather_from, read_scattered, reorder, scattered, sorted_url
+from shardprep.graph.spill import gather_from, read_scattered, record_bounds, reorder, scattered, segment, sorted_url
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
@@ -58,9 +56,10 @@ def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int
 class Assign:
     """Gives every record its global position and deals positions round-robin to shards.
 
-    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch touches: its records' byte
-    ranges in the parsed spill file (local spill), or one byte range of the batch's reordered spill
-    file (remote spill); and each split's PlanFact or ErrorFact once (tag ``FACTS``).
+    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch's records go to, and each
+    split's PlanFact or ErrorFact once (tag ``FACTS``). A piece names the batch, not its records:
+    WriteShard finds them from the plan. In place (local spill), nothing is read or written here;
+    else the batch is reordered by (shard, place in shard) into one segment per shard.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -72,44 +71,47 @@ class Assign:
             self._plans = plan_splits(self._config, counts)
             for plan in self._plans.values():
                 yield Tagged(FACTS, ErrorFact(plan.error) if plan.error is not None else plan.fact)
-        split, unit, part = batch.split, batch.unit, batch.part
-        plan = self._plans[split]
+        plan = self._plans[batch.split]
         if plan.error is not None:
             return
-        num_shards, perm = plan.num_shards, plan.permutation
-        ends = np.frombuffer(batch.ends, dtype="<u8")
-        start = plan.counts.first_position(split, tuple(unit), part)
-        index = np.arange(start, start + len(ends), dtype=np.uint64)
-        position = perm(index) if perm is not None else index
-        shard = position % np.uint64(num_shards)
-        order = position // np.uint64(num_shards)
-        by_shard = np.lexsort((order, shard))
-        sorted_shard, sorted_order = shard[by_shard], order[by_shard].astype("<u8")
-        bounds = [0, *(np.flatnonzero(np.diff(sorted_shard)) + 1).tolist(), len(ends)]
-        keys = [shard_key(split, int(sorted_shard[lo]), num_shards) for lo in bounds[:-1]]
+        num_shards, n = plan.num_shards, batch.num_records
+        first = plan.counts.first_position(batch.split, tuple(batch.unit), batch.part)
+        total = plan.fact.num_records
         if scattered(self._config, batch.url):
-            # Local spill that fits in memory: the records stay where Parse wrote them; each piece
-            # names them by byte range, and WriteShards maps the file (no reordered copy is written).
-            starts = np.concatenate(([0], ends[:-1])).astype("<u8")[by_shard]
-            stops = ends[by_shard]
-            for key, lo, hi in zip(keys, bounds, bounds[1:]):
-                yield key, ShardPiece(pack_uints(sorted_order[lo:hi]), batch.url, 0, batch.size,
-                                      pack_uints(stops[lo:hi]), pack_uints(starts[lo:hi]))
+            # The records stay where Parse wrote them. A batch of at least num_shards records
+            # reaches every shard (its positions are distinct; a piece that gets none is skipped).
+            shards = range(num_shards) if n >= num_shards else np.unique(self._shards(plan, first, n)[0]).tolist()
+            for shard in shards:
+                yield shard_key(batch.split, shard, num_shards), ShardPiece(batch.url, 0, batch.size, first, n, total, True)
             return
-        # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's piece
-        # is then one byte range of that file, and only (url, offset, length) crosses the GroupByKey.
-        out_url = sorted_url(self._config, batch)
-        reorder(batch.url, out_url, ends, by_shard)
-        new_ends = np.cumsum(np.diff(ends, prepend=np.uint64(0))[by_shard], dtype="<u8")
-        for key, lo, hi in zip(keys, bounds, bounds[1:]):
-            first = int(new_ends[lo - 1]) if lo else 0
-            piece_ends = (new_ends[lo:hi] - np.uint64(first)).astype("<u8")
-            yield key, ShardPiece(pack_uints(sorted_order[lo:hi]), out_url, first, int(new_ends[hi - 1]),
-                                  pack_uints(piece_ends))
+        # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's
+        # piece is then one byte range of that file.
+        shard, order = self._shards(plan, first, n)
+        by_shard = np.lexsort((order, shard))
+        sorted_shard = shard[by_shard]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_shard)) + 1).tolist(), n]
+        ranges = reorder(batch, sorted_url(self._config, batch), by_shard, bounds)
+        for lo, (start, end) in zip(bounds, ranges):
+            key = shard_key(batch.split, int(sorted_shard[lo]), num_shards)
+            yield key, ShardPiece(sorted_url(self._config, batch), start, end, first, n, total, False)
+
+    @staticmethod
+    def _shards(plan: SplitPlan, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, order within it) of the records of a batch whose first position is ``first``."""
+        index = np.arange(first, first + n, dtype=np.uint64)
+        position = plan.permutation(index) if plan.permutation is not None else index
+        return planning.shard_of(position, np.uint64(plan.num_shards))
 
 
 class WriteShard:
-    """One shard's pieces in; the shard file, its records in order, and a ShardFact out."""
+    """One shard's pieces in; the shard file, its records in order, and a ShardFact out.
+
+    The shard's records are those whose permuted positions it is dealt (``planning.positions_of``),
+    found from the positions by the permutation's inverse: each piece's batch holds a range of
+    those indices. Each piece's records are read (in file order, in place), then one gather puts
+    the shard in its order. The work is O(records of the shard), and nothing per record came from
+    Assign (``graph.elements``).
+    """
 
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
@@ -117,18 +119,24 @@ class WriteShard:
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
-        orders, blobs, ends = [], [], []
-        for piece in pieces:  # each piece's records, then one gather in shard order
-            orders.append(unpack_uints(piece.orders))
-            piece_ends = unpack_uints(piece.ends)
-            if piece.starts:  # records in place in a local spill file
-                starts = unpack_uints(piece.starts)
-                blobs.append(read_scattered(piece.url, starts, piece_ends))
-                piece_ends = np.cumsum(piece_ends - starts, dtype="<u8")
-            else:
-                blobs.append(fs.read_bytes(piece.url, piece.start, piece.end))
-            ends.append(piece_ends)
-        order = np.argsort(np.concatenate(orders))  # places in the shard are distinct: any sort gives one order
+        pieces = sorted({p.first: p for p in pieces}.values(), key=lambda p: p.first)  # a batch's piece once
+        index = self._indices(split, shard, num_shards, pieces[0].total)
+        blobs, ends, taken = [], [], []
+        for piece, mine in zip(pieces, _per_piece(pieces, index, f"shard {shard} of split {split}")):
+            if not len(mine):
+                continue
+            if piece.in_place:  # records in place in a local spill file, read in file order
+                starts, stops = record_bounds(piece.url, piece.end, (index[mine] - np.uint64(piece.first)).astype(np.int64))
+                blobs.append(read_scattered(piece.url, starts, stops))
+                ends.append(np.cumsum(stops - starts, dtype="<u8"))
+            else:  # the batch's segment for this shard: its records in shard order
+                mine = np.sort(mine)
+                blob, piece_ends = segment(fs.read_bytes(piece.url, piece.start, piece.end), len(mine))
+                blobs.append(blob)
+                ends.append(piece_ends)
+            taken.append(mine)
+        order = np.empty(len(index), np.int64)  # the gather's order: the blobs hold the records piece by piece
+        order[np.concatenate(taken)] = np.arange(len(index))
         name = self._config.splits[split].name
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
         framed = gather_from(blobs, ends, order)
@@ -137,6 +145,27 @@ class WriteShard:
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
+
+    def _indices(self, split: int, shard: int, num_shards: int, total: int) -> np.ndarray:
+        """The split's record indices, in order, that shard ``shard`` of ``num_shards`` takes."""
+        positions = planning.positions_of(shard, num_shards, total)
+        if not self._config.shuffle:
+            return positions
+        return Permutation(total, self._config.seed + split).inverse(positions)
+
+
+def _per_piece(pieces: list[ShardPiece], index: np.ndarray, what: str) -> list[np.ndarray]:
+    """For each piece (in order of first position, one per batch), the places in the shard of the
+    records of ``index`` (the shard's record indices, in its order) that its batch holds, in index
+    order: one sort of the indices, the batches being consecutive ranges of them."""
+    by_index = np.argsort(index)
+    ordered = index[by_index]
+    firsts = np.array([p.first for p in pieces], np.uint64)
+    starts = np.searchsorted(ordered, firsts)
+    stops = np.searchsorted(ordered, firsts + np.array([p.num_records for p in pieces], np.uint64))
+    if starts[0] != 0 or stops[-1] != len(index) or (stops[:-1] != starts[1:]).any():
+        raise RuntimeError(f"{what}: a record's batch sent no piece: the plan is inconsistent")
+    return [by_index[lo:hi] for lo, hi in zip(starts.tolist(), stops.tolist())]
 
 
 class WriteRejected:

@@ -12,14 +12,7 @@ from shardprep.graph.spill import count, scattered
 from shardprep.graph.stages import Assign, WriteShard
 from shardprep.graph.units import slim
 
-__all__ = ["AHEAD_PIECE_BYTES", "Steps", "ahead", "steps"]
-
-# WriteShards runs ahead of Beam only while the shard pieces take at most this much: the prefetch
-# then holds them beside Beam's own copy until the shards are written (12 bytes a record in place:
-# 32 MB is ~2.8M records; 1 GB of 300-byte Examples is 3.6M). Above it Beam hands the pieces over
-# itself, and the run's peak memory stays that of Beam's copies alone.
-AHEAD_PIECE_BYTES = 32 << 20
-
+__all__ = ["Steps", "ahead", "steps"]
 
 class Steps(NamedTuple):
     """The steps that run on the pool: CountRanges and Parse over the work units, Assign over
@@ -41,19 +34,13 @@ def ahead(config: ReshardConfig) -> list[Ahead]:
     ``AsList(ranges)``; where the spill is read in place (``graph.spill.scattered``: Assign then
     neither reads nor writes a file, so running it twice is harmless, as is writing a shard twice:
     atomically, the same bytes), Assign with ``AsList(counts)`` and WriteShards over its pieces by
-    shard key, as GroupByShard gives them, while they take at most ``AHEAD_PIECE_BYTES``."""
+    shard key, as GroupByShard gives them (a few numbers a piece: holding them beside Beam's copy
+    costs little)."""
     work = steps(config)
     chain = [Ahead(work.count_ranges), Ahead(work.parse, side=as_side_input)]
     if scattered(config, config.output):  # the spill lives in the output folder
-        chain += [Ahead(work.assign, over=outputs_before, side=_counts), Ahead(work.write, over=_shards)]
+        chain += [Ahead(work.assign, over=outputs_before, side=_counts), Ahead(work.write, over=by_key)]
     return chain
-
-
-def _shards(elements: list, pieces: list) -> list | None:
-    """WriteShards' elements from Assign's ``(shard key, ShardPiece)`` outputs, or None (the chain
-    stops) where the pieces take more than ``AHEAD_PIECE_BYTES``."""
-    size = sum(len(piece.orders) + len(piece.ends) + len(piece.starts) for _, piece in pieces)
-    return by_key(elements, pieces) if size <= AHEAD_PIECE_BYTES else None
 
 
 def _counts(batches: list) -> tuple:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import google_crc32c
 import numpy as np
 
-__all__ = ["blake2b8", "conforms", "crc32c", "fill_data_crcs", "gather", "gather_from", "interleave",
+__all__ = ["blake2b8", "conforms", "crc32c", "feistel", "fill_data_crcs", "gather", "gather_from", "interleave",
            "jsonl_columns", "line_counts", "scan", "split_indices"]
 
 Spec = Sequence[tuple[bytes, int, int]]
@@ -233,3 +233,41 @@ def jsonl_columns(block: bytes | memoryview, names: tuple[bytes, ...], kinds: by
     """Declines every block (the one twin that does not compute): a JSON reader in Python would be
     the per-line path itself, which reads every declined block (``formats.jsonl``) to the same bytes."""
     return None
+
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+
+
+def _fmix(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser on uint64 arrays."""
+    x = x ^ (x >> np.uint64(33))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(33))
+    x = x * _M2
+    return x ^ (x >> np.uint64(33))
+
+
+def feistel(values: np.ndarray, keys: bytes, half: int, n: int, inverse: bool) -> None:
+    v = np.frombuffer(values, np.uint64) if not isinstance(values, np.ndarray) else values
+    ks = np.frombuffer(keys, np.uint64).tolist()
+    if len(keys) % 8 or not 1 <= half <= 32 or (n and 2 * half < 64 and n > 1 << (2 * half)) or (v.size and int(v.max()) >= n):
+        raise ValueError("feistel: a value outside [0, n), or a malformed key or width")
+    shift, mask = np.uint64(half), np.uint64((1 << half) - 1)
+
+    def step(x: np.ndarray) -> np.ndarray:
+        left, right = x >> shift, x & mask
+        for key in (reversed(ks) if inverse else ks):
+            k = np.uint64(key)
+            if inverse:
+                left, right = right ^ (_fmix(left ^ k) & mask), left
+            else:
+                left, right = right, left ^ (_fmix(right ^ k) & mask)
+        return (left << shift) | right
+
+    y = step(v)
+    out = y >= np.uint64(n)
+    while out.any():  # cycle walking
+        y[out] = step(y[out])
+        out = y >= np.uint64(n)
+    v[:] = y

@@ -1,0 +1,121 @@
+"""Shard pieces name batches, not records (``graph.elements``): Assign emits a piece per shard a
+batch reaches, and WriteShard finds each shard's records from the plan by the permutation's inverse,
+in place or from the reordered spill, exactly as ``planning.shard_of`` deals the positions."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardprep import naming, planning, tfrecord
+from shardprep.config import ReshardConfig
+from shardprep.graph import spill
+from shardprep.graph.elements import FACTS, ShardPiece, SpilledBatch, Tagged
+from shardprep.graph.spill import count
+from shardprep.graph.stages import Assign, WriteShard
+from shardprep.permutation import Permutation
+
+
+def _config(tmp_path, *, num_shards: int, shuffle: bool, in_place: bool) -> ReshardConfig:
+    return ReshardConfig(output=str(tmp_path / "out"), run_id="run-test", features={"x": {"dtype": "int64", "shape": []}},
+                         sources=(), num_shards=num_shards, shuffle=shuffle, seed=7, spill_in_place=in_place)
+
+
+def _spilled(cfg: ReshardConfig, sizes: list[int]) -> tuple[list[SpilledBatch], list[bytes]]:
+    """Batches of ``sizes`` records (record i of the split: ``b"r<i>"`` framed), spilled as Parse does,
+    each in one or two blocks."""
+    batches, records = [], []
+    for k, n in enumerate(sizes):
+        framed = [tfrecord.frame(b"r%d" % (len(records) + i)) for i in range(n)]
+        records += framed
+        cut = n // 2
+        blocks = [spill.joined(part) for part in (framed[:cut], framed[cut:]) if part]
+        batches.append(spill.pack(cfg, 0, (0, k), 0, blocks))
+    return batches, records
+
+
+def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> dict[int, list[bytes]]:
+    """Assign over the batches (in ``order``), the pieces grouped by shard (each group reversed, as a
+    runner may give them), WriteShard per shard; the shards' records."""
+    counts = [count(b) for b in batches]
+    assign, groups = Assign(cfg), {}
+    for i in order:
+        for out in assign.process(batches[i], counts):
+            if not isinstance(out, Tagged):
+                groups.setdefault(out[0], []).append(out[1])
+            else:
+                assert out.tag == FACTS
+    write = WriteShard(cfg)
+    shards = {}
+    for key, pieces in groups.items():
+        fact, = write.process((key, pieces[::-1]))
+        path = naming.shard_path(cfg.run_id, "train", key[1], key[2], gzip=False)
+        with open(f"{cfg.output}/{path}", "rb") as f:
+            shards[key[1]] = list(tfrecord.read_records(f))
+        assert fact.info.num_records == len(shards[key[1]])
+    return shards
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 60), min_size=1, max_size=6), num_shards=st.integers(1, 9),
+       shuffle=st.booleans(), in_place=st.booleans(), data=st.data())
+def test_write_shard_finds_every_record_where_the_plan_deals_it(tmp_path_factory, sizes, num_shards, shuffle, in_place,
+                                                                data):
+    total = sum(sizes)
+    num_shards = min(num_shards, total)
+    cfg = _config(tmp_path_factory.mktemp("p"), num_shards=num_shards, shuffle=shuffle, in_place=in_place)
+    batches, records = _spilled(cfg, sizes)
+    order = data.draw(st.permutations(range(len(sizes))))
+    shards = _run(cfg, batches, list(order))
+    index = np.arange(total, dtype=np.uint64)
+    position = Permutation(total, cfg.seed)(index) if shuffle else index
+    shard, place = planning.shard_of(position, np.uint64(num_shards))
+    expected: dict[int, list[bytes]] = {}
+    for i in np.lexsort((place, shard)).tolist():
+        expected.setdefault(int(shard[i]), []).append(records[i][12:-4])
+    assert shards == expected
+    if not in_place:  # the parsed copies are gone, the reordered ones hold the records once
+        assert not any(spill.fs.exists(b.url) for b in batches)
+
+
+def test_pieces_carry_no_per_record_data(tmp_path):
+    """What crosses the runner is the same few numbers for a batch of 10 records or of 10,000."""
+    sizes = []
+    for folder, n in (("a", 10), ("b", 10_000)):
+        cfg = _config(tmp_path / folder, num_shards=4, shuffle=True, in_place=True)
+        (batch,), _ = _spilled(cfg, [n])
+        pieces = [out[1] for out in Assign(cfg).process(batch, [count(batch)]) if not isinstance(out, Tagged)]
+        assert len(pieces) == 4 and all(isinstance(p, ShardPiece) for p in pieces)
+        sizes.append((len(pickle.dumps(batch)), len(pickle.dumps(pieces))))
+    assert abs(sizes[0][0] - sizes[1][0]) <= 8 and abs(sizes[0][1] - sizes[1][1]) <= 32, sizes  # int widths
+
+
+def test_a_missing_piece_fails_the_shard(tmp_path):
+    cfg = _config(tmp_path, num_shards=2, shuffle=True, in_place=True)
+    batches, _ = _spilled(cfg, [5, 5])
+    counts = [count(b) for b in batches]
+    assign = Assign(cfg)
+    pieces = [out for out in assign.process(batches[0], counts) if not isinstance(out, Tagged)]
+    with pytest.raises(RuntimeError, match="sent no piece"):
+        list(WriteShard(cfg).process((pieces[0][0], [pieces[0][1]])))
+
+
+def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
+    """Assign's spill step removes the parsed file once the sorted one exists; a retried bundle
+    (parsed file gone) keeps the sorted file it finds and names the same segments."""
+    cfg = _config(tmp_path, num_shards=2, shuffle=False, in_place=False)
+    (batch,), records = _spilled(cfg, [5])
+    order, bounds = np.array([3, 0, 4, 1, 2]), [0, 2, 5]
+    out = spill.sorted_url(cfg, batch)
+    ranges = spill.reorder(batch, out, order, bounds)
+    assert not spill.fs.exists(batch.url)
+    blob = spill.fs.read_bytes(out)
+    for (start, end), (lo, hi) in zip(ranges, zip(bounds, bounds[1:])):
+        data, ends = spill.segment(blob[start:end], hi - lo)
+        assert bytes(data) == b"".join(records[i] for i in order[lo:hi])
+        assert ends.tolist() == np.cumsum([len(records[i]) for i in order[lo:hi]]).tolist()
+    assert spill.reorder(batch, out, order, bounds) == ranges  # the retry
+    assert spill.fs.read_bytes(out) == blob
