@@ -64,9 +64,8 @@ def as_side_input(before: list) -> tuple:
 class Ahead(NamedTuple):
     """A step of a prefetch chain (``local_pool``): its work, the elements it runs over (from the
     chain's elements and the step before's main outputs; default: the chain's elements) and its
-    side inputs (from the step before's main outputs;
-    default: none). The two functions run in the launcher and must give what Beam's graph gives
-    the step."""
+    side inputs (from the step before's main outputs; default: none). The two functions run in
+    the launcher and must give what Beam's graph gives the step."""
 
     work: Any  # a step's work (``graph.pool``)
     over: Callable[[list, list], list] = _the_elements

@@ -14,6 +14,7 @@ from shardprep.graph.units import slim
 
 __all__ = ["Steps", "ahead", "steps"]
 
+
 class Steps(NamedTuple):
     """The steps that run on the pool: CountRanges and Parse over the work units, Assign over
     Parse's batches, WriteShards over Assign's pieces grouped by shard."""

@@ -249,10 +249,10 @@ def _fmix(x: np.ndarray) -> np.ndarray:
 
 
 def feistel(values: np.ndarray, keys: bytes, half: int, n: int, inverse: bool) -> None:
-    v = np.frombuffer(values, np.uint64) if not isinstance(values, np.ndarray) else values
-    ks = np.frombuffer(keys, np.uint64).tolist()
+    v = values if isinstance(values, np.ndarray) else np.frombuffer(values, np.uint64)
     if len(keys) % 8 or not 1 <= half <= 32 or (n and 2 * half < 64 and n > 1 << (2 * half)) or (v.size and int(v.max()) >= n):
         raise ValueError("feistel: a value outside [0, n), or a malformed key or width")
+    ks = np.frombuffer(keys, "<u8").tolist()
     shift, mask = np.uint64(half), np.uint64((1 << half) - 1)
 
     def step(x: np.ndarray) -> np.ndarray:
