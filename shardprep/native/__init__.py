@@ -8,7 +8,9 @@ of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in
 (a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
 back); ``line_counts`` (the quote and newline bytes of a block, for cutting CSV and JSON Lines);
 ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
-every block, leaving it to the per-line path); ``feistel`` (the shuffle's keyed permutation, or
+every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
+[values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
+``feistel`` (the shuffle's keyed permutation, or
 its inverse, in place: ``shardprep.permutation``). ``NATIVE`` says which one loaded: an install without
 a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
@@ -21,7 +23,8 @@ from types import ModuleType
 
 from shardprep.schema import Schema
 
-__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "example_spec", "feistel",
+__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example", "example_spec",
+           "feistel",
            "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
            "scan", "split_indices"]
 
@@ -45,6 +48,7 @@ blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, sca
     _impl.interleave, _impl.scan, _impl.split_indices)
 line_counts = _impl.line_counts
 feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
+decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
 
 
