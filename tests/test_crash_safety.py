@@ -2,8 +2,9 @@
 
 Kill points:
 
-- ``parsing``: the test kills the process from outside when it logs that the first of 9 work units
-  is parsed (the other 8 are still being read);
+- ``parsing``: the test kills the process from outside as soon as the first of 9 work units has
+  spilled a batch (the others are still being read; the launcher logs a unit as parsed only when
+  Beam takes the pool's results, by which time the pool may be writing shards);
 - ``first_shard_file``: from outside, as soon as a file appears in the run's shard folder (a
   finished shard or a ``.tmp-`` one being written);
 - ``mid_shard``: inside the process, half-way through writing the 3rd shard's bytes (its ``.tmp-``
@@ -160,7 +161,7 @@ def crash(point: str, source: Path, out: Path) -> dict:
     args = _args(source, out)
     if point == "parsing":
         proc = _popen([sys.executable, "-m", "shardprep.run", *args])
-        _kill_when_logged(proc, "parsed ")
+        _kill_when_file(proc, out, "run-*/spill/parsed-*")
     elif point == "first_shard_file":
         proc = _popen([sys.executable, "-m", "shardprep.run", *args])
         _kill_when_file(proc, out, "run-*/train/*")

@@ -72,15 +72,23 @@ class Parse:
         limit, done, pending, waiting = self._config.batch_records, 0, [], 0
         fast = fmt.column_wise(unit, self._schema, self._config.extra_fields)
         if fast:
+            run: list[bytes] = []  # consecutive records the encoder re-encoded: one block, not one each
             try:
                 for block in fmt.framed_batches(unit, self._schema, self._config.extra_fields):
                     if isinstance(block, Decoded):  # a record the column-wise reader leaves to the encoder (TFRecord)
                         block = self._encoded(block.position, block.row)
+                        if not isinstance(block, Bad):
+                            run.append(block)
+                            if waiting + len(run) < limit:
+                                continue
+                            block = joined(run)
+                            run = []
+                    if run:
+                        pending.append(joined(run))
+                        waiting += len(run)
+                        run = []
                     if isinstance(block, Bad):  # a record the column-wise reader already judged (TFRecord)
-                        if pending:
-                            yield pending
-                            done, pending, waiting = done + waiting, [], 0
-                        yield block
+                        yield block  # the batch goes on: a record's place is its order in the unit, not its batch
                         done += 1
                         continue
                     pending.append(block)  # blocks of a few MB, gathered into batches as large as the per-record path's
@@ -88,6 +96,9 @@ class Parse:
                     if waiting >= limit:
                         yield pending
                         done, pending, waiting = done + waiting, [], 0
+                if run:
+                    pending.append(joined(run))
+                    waiting += len(run)
             except Unsupported as e:
                 fast = False
                 log.info("%s unit %d: per-record path from record %d on (%s)", unit.file.url, unit.index,
@@ -114,13 +125,12 @@ class Parse:
         if framed:
             yield [joined(framed)]
 
-    def _encoded(self, position: int, row: dict) -> FramedBatch | Bad:
-        """One row through the per-record encoder: a one-record batch, or its dead letter."""
+    def _encoded(self, position: int, row: dict) -> bytes | Bad:
+        """One row through the per-record encoder: its framed record, or its dead letter."""
         try:
-            framed = tfrecord.frame(self._encode(row))
+            return tfrecord.frame(self._encode(row))
         except RecordError as e:
             return Bad(position, e.reason, e.detail, row_text(row))
-        return FramedBatch(framed, np.array([len(framed)], np.uint64))
 
     def process(self, unit: WorkUnit, ranges: list[RangeCount] = ()) -> Iterator[Any]:
         empty = False
