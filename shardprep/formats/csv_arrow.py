@@ -206,22 +206,28 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
                 if batch.num_rows == 0:
                     continue
                 if held is not None:
-                    yield _encode(held, schema, source)
+                    yield from _encode(held, schema, source)
                 held = batch
         except (pa.ArrowException, UnicodeDecodeError) as e:
             raise Unsupported(f"pyarrow refuses the unit: {e}") from None
         if held is None or held.column(unit.columns[-1])[-1].as_py() not in (0, 0.0, "0"):
             raise Unsupported("the unit ends inside a quoted field")
         if held.num_rows > 1:
-            yield _encode(held.slice(0, held.num_rows - 1), schema, source)
+            yield from _encode(held.slice(0, held.num_rows - 1), schema, source)
         elif not source.clean:
             raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
 
 
-def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> FramedBatch:
+def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> Iterator[FramedBatch]:
+    """A block's records, ``columnar.MAX_ROWS`` rows at a time: a 4 MB block of tiny rows holds
+    ~700k, and its columns' conversion costs ~100 bytes a row (88 MB of two-int rows, one process:
+    peak RSS 409 -> ~280 MB)."""
     if not source.clean:
         raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
-    try:
-        return FramedBatch(*columnar.encode_framed(schema, _columns(batch, schema), batch.num_rows))
-    except pa.ArrowException as e:
-        raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
+    for lo in range(0, batch.num_rows, columnar.MAX_ROWS):
+        part = batch.slice(lo, columnar.MAX_ROWS)
+        try:
+            columns = _columns(part, schema)
+        except pa.ArrowException as e:
+            raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
+        yield FramedBatch(*columnar.encode_framed(schema, columns, part.num_rows))
