@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["DATA_DIR", "adopt_plain", "csv_files", "csv_set", "plain_set", "small_records", "tfrecord_files", "tfrecord_set",
+__all__ = ["DATA_DIR", "adopt_plain", "csv_files", "csv_set", "plain_set", "set_features", "small_records", "tfrecord_files", "tfrecord_set",
            "uneven_set"]
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -85,6 +85,14 @@ def _write_csv_rows(path: str, first_id: int, count: int, rng: np.random.Generat
                 lines.append(f"{first_id + lo + i},{row[0]},{row[1]},{row[2]},{row[3]},{row[4]},{row[5]},{row[6]},"
                              f"{row[7]},{label},{text}\n")
             f.write("".join(lines))
+
+
+def set_features() -> dict[str, dict]:
+    """The sets' features as a manifest (and ``--schema``) gives them."""
+    features = {name: {"dtype": "float32", "shape": []} for name in COLUMNS[1:9]}
+    features.update({"id": {"dtype": "int64", "shape": []}, "label": {"dtype": "int64", "shape": []},
+                     "text": {"dtype": "string", "shape": []}})
+    return features
 
 
 def csv_set(rows: int, *, log: bool = True) -> str:
@@ -222,9 +230,7 @@ def uneven_set(rows: int, *, log: bool = True) -> str:
             data = f.read()
         shards.append({"path": path, "num_records": count, "num_bytes": len(data),
                        "crc32c": f"{google_crc32c.value(data):08x}"})
-    features = {name: {"dtype": "float32", "shape": []} for name in COLUMNS[1:9]}
-    features.update({"id": {"dtype": "int64", "shape": []}, "label": {"dtype": "int64", "shape": []},
-                     "text": {"dtype": "string", "shape": []}})
+    features = set_features()
     total = sum(counts)
     manifest = {
         "format": "shardprep.manifest", "version": 1, "tool_version": "benchmark", "created": "",

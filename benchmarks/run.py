@@ -219,8 +219,8 @@ def _per_record(summary: dict, mb: float, rows: int) -> dict:
 
 def _schema_without_text(work: str) -> str:
     """A ``--schema`` file of the benchmark's features but ``text``: every record must be re-encoded."""
-    features = {name: {"dtype": "float32", "shape": []} for name in data.COLUMNS[1:9]}
-    features.update({"id": {"dtype": "int64", "shape": []}, "label": {"dtype": "int64", "shape": []}})
+    features = data.set_features()
+    del features["text"]
     path = os.path.join(work, "schema-without-text.json")
     os.makedirs(work, exist_ok=True)
     with open(path, "w") as f:

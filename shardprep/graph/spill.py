@@ -128,17 +128,18 @@ def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Seq
     freeze_startup_objects()
     ends = read_ends(batch)
     lengths = np.diff(ends, prepend=np.uint64(0))[order]
-    heads, ranges, at = [], [], 0
+    heads, sizes, ranges, at = [], [], [], 0
     for lo, hi in zip(bounds, bounds[1:]):
-        size = int(lengths[lo:hi].sum())
-        heads.append(lengths[lo:hi].astype(ends_dtype(size + 4 * (hi - lo))).tobytes())
-        ranges.append((at, at + len(heads[-1]) + size))
+        sizes.append(int(lengths[lo:hi].sum()))
+        # 4-byte lengths where the whole segment stays below 4 GiB: ``segment`` reads the width off its size
+        heads.append(lengths[lo:hi].astype(ends_dtype(sizes[-1] + 4 * (hi - lo))).tobytes())
+        ranges.append((at, at + len(heads[-1]) + sizes[-1]))
         at = ranges[-1][1]
     if not fs.exists(sorted_url):
         data, pos, parts = memoryview(gather(fs.read_bytes(batch.url), ends, order)), 0, []
-        for head, (lo, hi) in zip(heads, ranges):
-            parts += [head, data[pos:pos + hi - lo - len(head)]]
-            pos += hi - lo - len(head)
+        for head, size in zip(heads, sizes):
+            parts += [head, data[pos:pos + size]]
+            pos += size
         spill(sorted_url, *parts)
     fs.remove(batch.url)
     return ranges

@@ -26,7 +26,7 @@ from shardprep.graph.spill import gather_from, read_scattered, record_bounds, re
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
-__all__ = ["Assign", "Commit", "WriteRejected", "WriteShard", "plan_splits"]
+__all__ = ["Assign", "Commit", "WriteRejected", "WriteShard", "permutation", "plan_splits"]
 
 log = logging.getLogger("shardprep")
 
@@ -48,9 +48,14 @@ def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int
         except planning.PlanError as e:
             plans[s] = SplitPlan(None, 0, None, None, error=str(e))
             continue
-        perm = Permutation(total, config.seed + s) if config.shuffle else None
-        plans[s] = SplitPlan(table, num_shards, perm, PlanFact(s, total, size, num_shards))
+        plans[s] = SplitPlan(table, num_shards, permutation(config, s, total), PlanFact(s, total, size, num_shards))
     return plans
+
+
+def permutation(config: ReshardConfig, split: int, total: int) -> Permutation | None:
+    """The shuffle of split ``split``'s ``total`` records (None: ``--no-shuffle``), the one Assign
+    deals positions by and WriteShard inverts."""
+    return Permutation(total, config.seed + split) if config.shuffle else None
 
 
 class Assign:
@@ -149,9 +154,8 @@ class WriteShard:
     def _indices(self, split: int, shard: int, num_shards: int, total: int) -> np.ndarray:
         """The split's record indices, in order, that shard ``shard`` of ``num_shards`` takes."""
         positions = planning.positions_of(shard, num_shards, total)
-        if not self._config.shuffle:
-            return positions
-        return Permutation(total, self._config.seed + split).inverse(positions)
+        perm = permutation(self._config, split, total)
+        return positions if perm is None else perm.inverse(positions)
 
 
 def _per_piece(pieces: list[ShardPiece], index: np.ndarray, what: str) -> list[np.ndarray]:
