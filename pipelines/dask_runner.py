@@ -38,60 +38,75 @@ distributed's event loop; a few CPU seconds) and per task: size a cluster from t
 """
 from __future__ import annotations
 
-import contextlib
+import ctypes
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.runners.dask import dask_runner as beam_dask
 from apache_beam.runners.dask.overrides import dask_overrides
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipelines.dask_graph import Visitor, fused
 
-__all__ = ["BUCKETS_PER_THREAD", "QUIET", "DaskRunner", "local_cluster"]
+__all__ = ["BUCKETS_PER_THREAD", "MALLOC_MMAP_THRESHOLD", "MALLOC_TRIM_THRESHOLD", "DaskRunner", "KeepFreedMemory"]
 
 log = logging.getLogger("shardprep")
 BUCKETS_PER_THREAD = 2  # a GroupByKey's output partitions per worker thread: balance vs n*m exchange tasks
+# glibc's malloc in a worker: blocks up to this size come from its heap and stay there once freed,
+# up to MALLOC_TRIM_THRESHOLD (glibc's own limits, which it reaches by itself unless told otherwise)
+MALLOC_MMAP_THRESHOLD = 32 << 20
+MALLOC_TRIM_THRESHOLD = 64 << 20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt(3)
 
 
-# distributed's periodic housekeeping, slowed down: an idle 2-worker LocalCluster used 2.4 CPU s in
-# 20 s without the profiler but otherwise default (mostly the 20 ms event-loop tick of every server),
-# 0.7 with these.
-# Also for `dask worker` / `dask scheduler` of a real cluster (README, "Sizing a Dask cluster").
-QUIET = {
-    "distributed.admin.tick.interval": "1s",
-    "distributed.admin.system-monitor.interval": "2s",
-    "distributed.worker.memory.monitor-interval": "1s",
-    "distributed.worker.profile.enabled": False,  # samples every worker thread's stack every 10 ms
-    "distributed.scheduler.active-memory-manager.start": False,
-}
+class KeepFreedMemory(WorkerPlugin):
+    """Lets each worker's malloc reuse the memory it frees, as a plain Python process does.
 
+    A Nanny starts its worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (distributed's
+    ``distributed.nanny.pre-spawn-environ``, so that freed memory goes back to the system at once);
+    setting it also fixes glibc's mmap threshold at 128 kB, so every array above that is fresh
+    pages from the kernel, zeroed, faulted in and unmapped again when freed. The re-shard frees
+    and allocates such arrays all the time: 667 MB of CSV on 2 workers took 1.3M page faults
+    (one process: 0.4M) and 3.4 more CPU s of system time (benchmarks/analysis.md). Registered for
+    every run's workers, whoever started them (``dask worker``, a LocalCluster); nothing on a
+    system without glibc."""
 
-@contextlib.contextmanager
-def local_cluster(workers: int) -> Iterator[Any]:
-    """A ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback, with ``QUIET``
-    housekeeping (the scheduler and the nannies run in this process, the workers get the config)."""
-    import dask
-    from distributed import LocalCluster
+    name = "shardprep-keep-freed-memory"
+    idempotent = True
 
-    with dask.config.set(QUIET):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address="127.0.0.1:0") as cluster:
-            yield cluster
+    def setup(self, worker: Any) -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+            return
+        mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
 
 
 class DaskRunner(beam_dask.DaskRunner):
-    """Runs a batch pipeline on a ``dask.distributed`` cluster (``--dask_client_address``).
+    """Runs a batch pipeline on a ``dask.distributed`` cluster: ``--dask_client_address``, or
+    ``address()``, asked once the graph is built (``pipelines.dask_cluster``: a cluster still starting).
 
     The result's ``client`` is open until the caller closes it.
     """
+
+    def __init__(self, address: Callable[[], str] | None = None) -> None:
+        super().__init__()
+        self._address = address
 
     def run_pipeline(self, pipeline: Any, options: Any) -> beam_dask.DaskRunnerResult:
         import dask.distributed as ddist
 
         dask_options = options.view_as(beam_dask.DaskOptions).get_all_options(drop_default=True, current_only=True)
+        if self._address is not None and not dask_options.get("address"):  # Beam's own flag, if given, wins
+            dask_options["address"] = self._address()
         bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(dask_options)
         client = ddist.Client(**dask_options)
+        client.register_plugin(KeepFreedMemory())
         threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
         pipeline.replace_all(dask_overrides())
         visitor = Visitor(bag_kwargs, buckets=BUCKETS_PER_THREAD * threads)

@@ -1,5 +1,6 @@
 """The direct runner on one machine: how many worker processes, the memory free for the run's page
-cache (``available_memory``), and readable lines from them.
+cache (``available_memory``), and readable lines from them; and where a run's local workers start
+(``worker_pool``: this pool, or the local Dask cluster of ``pipelines.dask_cluster``).
 
 By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
 run stays in Beam's in-process DirectRunner and its working steps fan out to a pool of processes
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from shardprep import retention
@@ -44,20 +45,31 @@ log = logging.getLogger("shardprep")
 
 
 class Workers(NamedTuple):
-    """A run's worker processes: how many, and the token of the local pool that runs them (or None)."""
+    """A run's worker processes: how many, the token of the local pool that runs them (or None),
+    and for a local Dask cluster, a function that waits for it and gives its scheduler address."""
 
     count: int
     pool: str | None = None
+    dask_address: Callable[[], str] | None = None
 
 
 @contextlib.contextmanager
-def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str,
-                local_workers: int | None) -> Iterator[Workers]:
+def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str, local_workers: int | None,
+                dask_address: str | None = None, dask_workers: int | None = None) -> Iterator[Workers]:
     """The run's worker processes: a local pool sized by ``plan_workers`` and started now, its first
-    steps begun (``graph.pool``: prefetch), or none.
+    steps begun (``graph.pool``: prefetch); for ``--runner dask`` without an address, a local Dask
+    cluster of ``dask_workers`` (default: one per core) started now (``pipelines.dask_cluster``); or none.
 
-    Beam need not be imported yet, and had better not be: the pool's processes then never load it.
+    Beam need not be imported yet, and had better not be: the pool's processes then never load it,
+    and the Dask workers import it while this process does.
     """
+    if runner == "dask" and dask_address is None:
+        from pipelines import dask_cluster
+
+        count = dask_workers or machine_cores()
+        with dask_cluster.ahead(count) as address:
+            yield Workers(count, dask_address=address)
+        return
     if runner != "direct":
         yield Workers(1)
         return

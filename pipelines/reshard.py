@@ -1,18 +1,17 @@
 """Builds and runs the re-shard job on a chosen runner: the one place a Beam pipeline is created.
 
 The graph itself is ``shardprep.graph.Reshard``; this module only turns a runner name and
-Beam's own flags into PipelineOptions, starts a local Dask cluster when asked, and waits. The
-command-line entry point (``shardprep.run``) parses flags and calls ``run``; nothing here
-imports an entry point.
+Beam's own flags into PipelineOptions and waits (the run's local workers, a local Dask cluster
+among them, come from ``pipelines.local.worker_pool``). The command-line entry point
+(``shardprep.run``) parses flags and calls ``run``; nothing here imports an entry point.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
 import logging
-import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
@@ -41,27 +40,12 @@ def build(pipeline: beam.Pipeline, config: ReshardConfig, units: Sequence[WorkUn
     return pipeline | "Reshard" >> Reshard(config, list(units), pool, in_process)
 
 
-@contextlib.contextmanager
-def _dask_cluster(address: str | None, workers: int | None) -> Iterator[str]:
-    """Yields a scheduler address: the given one, or a LocalCluster started for this run."""
-    if address:
-        yield address
-        return
-    from pipelines.dask_runner import local_cluster
-
-    n = workers or os.cpu_count() or 1
-    log.info("starting a Dask LocalCluster with %d worker processes", n)
-    with local_cluster(n) as cluster:
-        log.info("Dask scheduler %s, dashboard %s", cluster.scheduler_address, cluster.dashboard_link)
-        yield cluster.scheduler_address
-
-
 def _options(runner: str, beam_args: Sequence[str], dask_address: str | None, num_units: int) -> PipelineOptions:
     args = list(beam_args)
     if runner == "direct":
         args = ["--runner=DirectRunner", *args]
     elif runner == "dask":
-        args = [f"--dask_client_address={dask_address}", *args]
+        args = [*([f"--dask_client_address={dask_address}"] if dask_address else []), *args]
         if not any(a.startswith(("--dask_npartitions", "--dask_partition_size")) for a in args):
             # Beam's Dask runner puts up to 128 elements in one partition (one task); one chunk of
             # units (graph.units: one unit each up to MAX_CHUNKS) per partition is what Reshuffle
@@ -92,8 +76,9 @@ def run(
     """Runs the re-shard to completion (the commit step writes the manifest or a report).
 
     ``local_workers``: processes of the direct runner (default: one per core, one for tiny inputs;
-    ``pipelines.local``; Beam's ``--direct_num_workers`` means the same); ``workers``: those the
-    caller started already (``local.worker_pool``, before Beam's import).
+    ``pipelines.local``; Beam's ``--direct_num_workers`` means the same); ``dask_workers``: those of
+    the local Dask cluster started when there is no ``dask_address``; ``workers``: those the caller
+    started already (``local.worker_pool``, before Beam's import).
     Returns False when nothing ran: a Dataflow ``--dry_run=True`` only builds the job graph.
     """
     if runner == "direct":
@@ -101,13 +86,13 @@ def run(
     with contextlib.ExitStack() as stack:
         beam_runner, input_bytes = None, sum(size for _, size in config.sources)
         if workers is None:
-            workers = stack.enter_context(local.worker_pool(config, units, runner=runner, local_workers=local_workers))
+            workers = stack.enter_context(local.worker_pool(config, units, runner=runner, local_workers=local_workers,
+                                                            dask_address=dask_address, dask_workers=dask_workers))
         pool = workers.pool
         if runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
-            dask_address = stack.enter_context(_dask_cluster(dask_address, dask_workers))
-            beam_runner = DaskRunner()
+            beam_runner = DaskRunner(address=None if dask_address else workers.dask_address)
         options = _options(runner, beam_args, dask_address, len(units))
         if runner == "direct":
             beam_runner = local.in_process_runner(options)

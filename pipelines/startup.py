@@ -4,11 +4,12 @@ Importing Apache Beam takes 1.5-2 s, about half of a small run. A third of that 
 Beam imports only for its Google Cloud and MongoDB connectors (google-cloud-*, google-api-core,
 apitools, pymongo), each inside ``try/except ImportError``, and another ~0.12 s its BigQuery
 connector itself, which ``apache_beam.io`` imports inside such a ``try``. A run on the
-local direct runner uses none of those connectors: its files go through fsspec (``shardprep.fs``).
-So ``import_beam`` imports Beam, for a local run launched from the command line, while a finder
-refuses those libraries and modules to Beam's own modules; Beam then leaves the connectors out, as
-it does where the libraries are not installed. Anything else (gcsfs, for gs:// paths) still imports them, and the finder is gone
-once Beam is in. Other runners, and processes that already hold Beam, import it whole.
+direct runner or on Dask uses none of those connectors: its files go through fsspec (``shardprep.fs``).
+So ``import_beam`` imports Beam, for such a run launched from the command line (and in the workers
+of the local Dask cluster it starts: ``pipelines.dask_worker``), while a finder refuses those
+libraries and modules to Beam's own modules; Beam then leaves the connectors out, as it does where
+the libraries are not installed. Anything else (gcsfs, for gs:// paths) still imports them, and the
+finder is gone once Beam is in. Other runners, and processes that already hold Beam, import it whole.
 """
 from __future__ import annotations
 
@@ -25,19 +26,21 @@ RUNNERS = ("direct", "dask", "dataflow", "flink", "spark", "portable")
 CONNECTOR_LIBRARIES = ("google.cloud", "google.api_core", "googleapiclient", "apitools", "pymongo", "bson")
 CONNECTOR_MODULES = ("apache_beam.io.gcp.bigquery",)  # Beam's own, imported inside apache_beam.io's try
 _LEFT_OUT = "left out of Beam's import for a local run (pipelines.startup)"
-_BEAM_MODULES = (  # what a local run imports: all of it before the finder goes
-    "apache_beam",
-    "apache_beam.io.gcp.pubsub",  # apache_beam.io's try gives up at BigQuery, before it; the DirectRunner imports it
-    "apache_beam.runners.direct.direct_runner",
-    "apache_beam.runners.portability.fn_api_runner.fn_runner",
-)
+_LOCAL = ("apache_beam", "apache_beam.io.gcp.pubsub")  # apache_beam.io's try gives up at BigQuery, before pubsub
+_BEAM_MODULES = {  # what a local run imports, by runner: all of it before the finder goes
+    "direct": (*_LOCAL, "apache_beam.runners.direct.direct_runner",
+               "apache_beam.runners.portability.fn_api_runner.fn_runner"),
+    "dask": (*_LOCAL, "apache_beam.runners.dask.dask_runner", "apache_beam.runners.dask.overrides",
+             "apache_beam.runners.dask.transform_evaluator"),
+}
 
 
 def import_beam(runner: str, *, lean: bool) -> None:
-    """Imports Beam; with ``lean`` (the process is the command alone) and the direct runner, without the connectors."""
-    if lean and runner == "direct" and "apache_beam" not in sys.modules:
+    """Imports Beam; with ``lean`` (the process is the command alone, or a worker of its own local
+    Dask cluster: ``pipelines.dask_worker``) and a runner of this machine's or of Dask, without the connectors."""
+    if lean and runner in _BEAM_MODULES and "apache_beam" not in sys.modules:
         with _refused_to_beam(CONNECTOR_LIBRARIES + CONNECTOR_MODULES):
-            for name in _BEAM_MODULES:
+            for name in _BEAM_MODULES[runner]:
                 __import__(name)
 
 

@@ -262,8 +262,10 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
 
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
-            # the local pool first: its processes never import Beam, and start the work while this one does
-            with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers) as workers:
+            # the local workers first: the pool's processes never import Beam and start the work, a Dask
+            # cluster's import it, while this one does
+            with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers,
+                                   dask_address=args.dask_address, dask_workers=args.dask_workers) as workers:
                 startup.import_beam(args.runner, lean=lean)  # not needed before this point
                 from pipelines import reshard
 

@@ -108,6 +108,56 @@ def test_dask_cli_starts_its_own_local_cluster(raw, direct, tmp_path):
     assert contents(out) == direct["two-splits"]
 
 
+def _faults_of_reused_blocks() -> int:
+    """In a worker: the page faults of allocating, filling and freeing a 1 MB block 64 times."""
+    import resource
+
+    import numpy as np
+
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for _ in range(64):
+        block = np.ones(1 << 17)
+        del block
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+def test_workers_reuse_the_memory_they_free_once_a_run_registers_its_plugin():
+    """A Nanny's worker frees every block over 128 kB back to the system (``MALLOC_TRIM_THRESHOLD_``):
+    256 fresh pages for each 1 MB block; ``KeepFreedMemory`` (registered by every run) keeps them."""
+    from distributed import Client, LocalCluster
+
+    from pipelines.dask_runner import KeepFreedMemory
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c:
+        with Client(c.scheduler_address, timeout=60) as client:
+            (before,) = client.run(_faults_of_reused_blocks).values()
+            client.register_plugin(KeepFreedMemory())
+            (after,) = client.run(_faults_of_reused_blocks).values()
+    assert before > 64 * 128, before  # distributed's setting, as shipped: fresh pages every time
+    assert after < 64 * 16, after
+
+
+def _imported() -> tuple[bool, bool, list[str]]:
+    from pipelines.startup import CONNECTOR_LIBRARIES
+
+    return ("apache_beam.runners.dask.dask_runner" in sys.modules, "shardprep.graph.reshard" in sys.modules,
+            sorted(m for m in sys.modules if m.startswith(CONNECTOR_LIBRARIES) and m != "google.cloud"))
+
+
+def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_beam_and_the_steps_imported():
+    """``pipelines.dask_cluster.ahead``: the cluster starts in a thread (the launcher imports Beam
+    meanwhile); its workers preload Beam, without the cloud connectors, and the steps."""
+    from distributed import Client
+
+    from pipelines import dask_cluster
+
+    with dask_cluster.ahead(2) as address:
+        with Client(address(), timeout=60) as client:
+            assert len(client.scheduler_info()["workers"]) == 2
+            imported = [(beam, steps, list(connectors)) for beam, steps, connectors in client.run(_imported).values()]
+    assert imported == [(True, True, [])] * 2, imported
+
+
 @pytest.fixture(scope="module")
 def separate_cluster(tmp_path_factory):
     """``dask scheduler`` and ``dask worker`` as separate processes on loopback: the shape of a

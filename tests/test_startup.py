@@ -45,6 +45,10 @@ def test_local_run_imports_beam_without_the_connectors_and_gcsfs_still_works():
     assert "direct" in lean["runners"]
 
 
+def test_dask_run_imports_beam_and_its_dask_runner_without_the_connectors():
+    assert _probe("dask", "lean")["loaded"] == []
+
+
 def test_other_runners_and_non_lean_callers_import_beam_whole():
     for runner, mode in (("direct", "whole"), ("dataflow", "lean")):
         whole = _probe(runner, mode)
