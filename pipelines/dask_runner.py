@@ -38,53 +38,19 @@ distributed's event loop; a few CPU seconds) and per task: size a cluster from t
 """
 from __future__ import annotations
 
-import ctypes
 import logging
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from apache_beam.runners.dask import dask_runner as beam_dask
 from apache_beam.runners.dask.overrides import dask_overrides
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipelines.dask_graph import Visitor, fused
 
-__all__ = ["BUCKETS_PER_THREAD", "MALLOC_MMAP_THRESHOLD", "MALLOC_TRIM_THRESHOLD", "DaskRunner", "KeepFreedMemory"]
+__all__ = ["BUCKETS_PER_THREAD", "DaskRunner"]
 
 log = logging.getLogger("shardprep")
 BUCKETS_PER_THREAD = 2  # a GroupByKey's output partitions per worker thread: balance vs n*m exchange tasks
-# glibc's malloc in a worker: blocks up to this size come from its heap and stay there once freed,
-# up to MALLOC_TRIM_THRESHOLD (glibc's own limits, which it reaches by itself unless told otherwise)
-MALLOC_MMAP_THRESHOLD = 32 << 20
-MALLOC_TRIM_THRESHOLD = 64 << 20
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt(3)
-
-
-class KeepFreedMemory(WorkerPlugin):
-    """Lets each worker's malloc reuse the memory it frees, as a plain Python process does.
-
-    A Nanny starts its worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (distributed's
-    ``distributed.nanny.pre-spawn-environ``, so that freed memory goes back to the system at once);
-    setting it also fixes glibc's mmap threshold at 128 kB, so every array above that is fresh
-    pages from the kernel, zeroed, faulted in and unmapped again when freed. The re-shard frees
-    and allocates such arrays all the time: 667 MB of CSV on 2 workers took 1.3M page faults
-    (one process: 0.4M) and 3.4 more CPU s of system time (benchmarks/analysis.md). Registered for
-    every run's workers, whoever started them (``dask worker``, a LocalCluster); nothing on a
-    system without glibc."""
-
-    name = "shardprep-keep-freed-memory"
-    idempotent = True
-
-    def setup(self, worker: Any) -> None:
-        if not sys.platform.startswith("linux"):
-            return
-        try:
-            mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-            return
-        mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
-        mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
 
 
 class DaskRunner(beam_dask.DaskRunner):
@@ -106,7 +72,6 @@ class DaskRunner(beam_dask.DaskRunner):
             dask_options["address"] = self._address()
         bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(dask_options)
         client = ddist.Client(**dask_options)
-        client.register_plugin(KeepFreedMemory())
         threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
         pipeline.replace_all(dask_overrides())
         visitor = Visitor(bag_kwargs, buckets=BUCKETS_PER_THREAD * threads)

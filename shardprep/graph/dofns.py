@@ -21,6 +21,7 @@ from apache_beam.typehints.decorators import no_annotations
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from shardprep import malloc
 from shardprep.graph import pool
 from shardprep.graph.pool import NAMESPACE, Work
 from shardprep.graph.prefetch import group_values, tasks_of
@@ -44,6 +45,7 @@ class InLine(beam.DoFn):
         return type(self._work).__name__
 
     def setup(self) -> None:
+        malloc.keep_freed_memory()  # this process runs the steps (the launcher, a Dask or Dataflow worker)
         getattr(self._work, "setup", lambda: None)()
 
     @no_annotations  # Beam would read ``*side: Any`` as a type hint on the side inputs

@@ -47,7 +47,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from shardprep import lease
+from shardprep import lease, malloc
 from shardprep.graph.elements import Tagged
 from shardprep.graph.prefetch import Ahead, Prefetch
 
@@ -178,13 +178,15 @@ class _Collect(logging.Handler):
 def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (the launcher's handlers
     came with the fork) and, on Linux, with the launcher (a SIGKILLed or OOM-killed launcher leaves
-    no process writing into its run folder); keep log records at the launcher's level."""
+    no process writing into its run folder); keep log records at the launcher's level; let malloc
+    keep what the steps free (``shardprep.malloc``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # it died before the prctl
             os._exit(1)
+    malloc.keep_freed_memory()
     logger = logging.getLogger("shardprep")
     logger.handlers[:] = [_Collect()]
     logger.setLevel(level)

@@ -1,0 +1,48 @@
+"""``shardprep.malloc``: a process that runs the steps reuses the memory it frees, even where its
+environment pinned glibc's thresholds (a Dask Nanny sets ``MALLOC_TRIM_THRESHOLD_=65536``).
+
+Each case runs in a fresh interpreter: malloc's settings last for the process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+PROBE = textwrap.dedent("""
+    import json, resource, sys
+    import numpy as np
+    from shardprep import malloc
+
+    def faults():  # of allocating, filling and freeing a 1 MB block 64 times
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(64):
+            block = np.ones(1 << 17)
+            del block
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+    before = faults()
+    kept = malloc.keep_freed_memory()
+    print(json.dumps({"before": before, "kept": kept, "after": faults(), "again": malloc.keep_freed_memory()}))
+""")
+
+
+def _probe(env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_a_pinned_threshold_gives_fresh_pages_for_every_block_until_the_steps_set_glibcs_limits():
+    got = _probe({"MALLOC_TRIM_THRESHOLD_": "65536"})  # as a Dask Nanny starts its worker
+    assert got["before"] > 64 * 128, got  # each 1 MB block: 256 fresh pages
+    assert got["kept"] is True and got["again"] is True, got
+    assert got["after"] < 64 * 16, got
+
+
+def test_a_plain_process_keeps_its_blocks_too():
+    got = _probe({})
+    assert got["after"] < 64 * 16, got
