@@ -10,12 +10,14 @@ Beam and builds the graph, and the graph goes to workers that are ready. Nothing
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["PRELOAD", "QUIET", "ahead"]
+__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine"]
 
 log = logging.getLogger("shardprep")
 
@@ -76,3 +78,16 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
             thread.join()
             if "cluster" in started:
                 started["cluster"].close()
+
+
+def on_this_machine(address: str) -> bool:
+    """Whether a scheduler at ``address`` (``tcp://host:port`` or ``host:port``) listens on loopback:
+    then its workers run on this machine too (one of another machine could reach it only through a
+    tunnel, and would still read the same files, only slower)."""
+    host = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False

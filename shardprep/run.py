@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from pipelines import local, startup
+from pipelines import dask_cluster, local, startup
 from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import csv as csv_format
@@ -192,9 +192,12 @@ def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[
 
 def _spill_in_place(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> bool:
     """Whether WriteShards may read the spill in place (``graph.spill``): only processes of this
-    machine, whose page cache holds the spill, and only while it takes at most half the free
-    memory; workers of other machines (a Dask cluster's, a portable runner's) would each read all of it."""
-    if not (args.runner == "direct" or (args.runner == "dask" and args.dask_address is None)):
+    machine, whose page cache holds the spill (the direct runner's, a Dask cluster's started for the
+    run or listening on loopback), and only while it takes at most half the free memory; workers of
+    other machines (a Dask cluster's, a portable runner's) would each read all of it."""
+    here = args.runner == "direct" or (args.runner == "dask" and (
+        args.dask_address is None or dask_cluster.on_this_machine(args.dask_address)))
+    if not here:
         return False
     size, memory = spill.spill_bytes(files), local.available_memory()
     if spill.fits_in_memory(size, memory):

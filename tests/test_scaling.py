@@ -142,6 +142,9 @@ def test_the_spill_is_read_in_place_only_by_processes_of_this_machine():
 
     assert run._spill_in_place(args("direct"), files) and run._spill_in_place(args("dask"), files)  # a local cluster
     assert not run._spill_in_place(args("dask", "10.0.0.1:8786"), files)  # workers of other machines
+    assert not run._spill_in_place(args("dask", "tcp://scheduler.internal:8786"), files)
+    for here in ("127.0.0.1:8786", "tcp://127.0.0.1:41234", "tcp://localhost:8786", "tcp://[::1]:8786"):
+        assert run._spill_in_place(args("dask", here), files), here  # a scheduler on loopback: its workers are here
     assert not run._spill_in_place(args("flink"), files)
 
 
