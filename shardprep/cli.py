@@ -58,10 +58,25 @@ class SafeFormatter(logging.Formatter):
 _QUIET_UNLESS_VERBOSE = ("apache_beam", "distributed", "tornado", "absl")
 
 
+class _Quiet(logging.Filter):
+    """Drops the records of ``_QUIET_UNLESS_VERBOSE``'s loggers below ``level``, whatever level a
+    library gives its loggers later: distributed sets its own to INFO when it is imported (a Dask
+    run printed ~35 lines of scheduler and nanny chatter)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self._level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self._level or not any(
+            record.name == name or record.name.startswith(name + ".") for name in _QUIET_UNLESS_VERBOSE)
+
+
 def configure_logging(verbose: bool = False) -> None:
     """``[shardprep] message`` lines on stderr, escaped; third-party warnings kept, their tracebacks only with --verbose."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter("[%(name)s] %(message)s", tracebacks=verbose))
+    handler.addFilter(_Quiet(logging.WARNING if verbose else logging.CRITICAL))
     logger = logging.getLogger("shardprep")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)

@@ -105,6 +105,7 @@ def test_dask_cli_starts_its_own_local_cluster(raw, direct, tmp_path):
                    "--runner", "dask", "--dask-workers", 2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "starting a Dask LocalCluster with 2 worker processes" in proc.stderr
+    assert "[distributed" not in proc.stderr, proc.stderr[-3000:]  # its INFO chatter stays out of the output
     assert contents(out) == direct["two-splits"]
 
 
