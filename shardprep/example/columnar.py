@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from shardprep import native, tfrecord
 from shardprep.example.wire import scalar_entry_prefix, scalar_runs
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
-__all__ = ["encode_framed", "from_rows", "supports"]
+__all__ = ["encode_framed", "framed_batches", "from_rows", "supports"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -156,18 +156,25 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces,
 MAX_ROWS = 1 << 16
 
 
-def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytes | bytearray, np.ndarray]:
-    """The framed TFRecords of ``n`` rows, back to back, and their end offsets (uint64)."""
+def framed_batches(schema: Schema, columns: Mapping[str, Any], n: int) -> Iterator[tfrecord.FramedBatch]:
+    """The framed TFRecords of ``n`` rows, back to back, ``MAX_ROWS`` rows a batch: the slices are
+    handed on apart (Parse keeps a batch's blocks apart too), not joined into one more copy."""
     if n <= MAX_ROWS:
-        return _encode_framed(schema, columns, n)
-    blobs, ends, at = [], [], 0
+        yield tfrecord.FramedBatch(*_encode_framed(schema, columns, n))
+        return
     for lo in range(0, n, MAX_ROWS):
         hi = min(n, lo + MAX_ROWS)
-        blob, part = _encode_framed(schema, {name: _rows(col, lo, hi) for name, col in columns.items()}, hi - lo)
-        blobs.append(blob)
-        ends.append(part + np.uint64(at))
-        at += len(blob)
-    return b"".join(blobs), np.concatenate(ends)
+        yield tfrecord.FramedBatch(*_encode_framed(schema, {name: _rows(col, lo, hi) for name, col in columns.items()},
+                                                   hi - lo))
+
+
+def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytes | bytearray, np.ndarray]:
+    """``framed_batches`` as one blob and its end offsets (uint64)."""
+    batches = list(framed_batches(schema, columns, n))
+    if len(batches) == 1:
+        return batches[0].blob, batches[0].ends
+    starts = np.cumsum([0] + [len(b.blob) for b in batches[:-1]], dtype=np.uint64)
+    return b"".join(b.blob for b in batches), np.concatenate([b.ends + start for b, start in zip(batches, starts)])
 
 
 def _rows(column: Any, lo: int, hi: int) -> Any:

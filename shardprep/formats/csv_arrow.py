@@ -230,4 +230,4 @@ def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> Iterator
             columns = _columns(part, schema)
         except pa.ArrowException as e:
             raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
-        yield FramedBatch(*columnar.encode_framed(schema, columns, part.num_rows))
+        yield from columnar.framed_batches(schema, columns, part.num_rows)

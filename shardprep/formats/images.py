@@ -187,7 +187,7 @@ class _Block:
             "image/filename": _strings([paths[i].encode("utf-8") for i in index]),
             "image/key/sha256": (np.arange(0, 64 * n + 1, 64, dtype=np.int64), digests),
         }
-        yield FramedBatch(*columnar.encode_framed(schema, columns, n))
+        yield from columnar.framed_batches(schema, columns, n)
 
 
 _FORMAT_BYTES = {name: name.encode("ascii") for name in ("jpeg", "png", "gif", "bmp", "webp")}

@@ -140,7 +140,6 @@ FAST_BATCH_ROWS = 8192  # lines per batch of a block the compiled reader decline
 
 def framed_jsonl(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
     """The unit's rows as framed TFRecord batches, encoded column-wise; see the module docs."""
-    from shardprep.tfrecord import FramedBatch
 
     spec, bom = native_spec(schema), unit.start == 0
     for block in blocks(unit):
@@ -149,14 +148,13 @@ def framed_jsonl(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[
         if got is None:
             yield from _line_by_line(block, bom, unit.max_record_bytes, schema, extra_fields)
         elif got[1]:
-            yield FramedBatch(*columnar.encode_framed(schema, *got))
+            yield from columnar.framed_batches(schema, *got)
         bom = False
 
 
 def _line_by_line(block: bytes, bom: bool, max_record_bytes: int, schema: Schema,
                   extra_fields: str) -> Iterator[FramedBatch]:
     """A block's lines parsed as ``read_jsonl`` does, in batches of at most ``FAST_BATCH_ROWS`` lines."""
-    from shardprep.tfrecord import FramedBatch
 
     lines = io.BytesIO(block).readlines()  # the lines as base.read_lines cuts them
     if any(len(raw) > max_record_bytes for raw in lines):
@@ -167,7 +165,7 @@ def _line_by_line(block: bytes, bom: bool, max_record_bytes: int, schema: Schema
     for first in range(0, len(lines), FAST_BATCH_ROWS):
         rows = _parsed(lines[first:first + FAST_BATCH_ROWS], bulk)
         if rows:
-            yield FramedBatch(*columnar.encode_framed(schema, _columns(rows, schema, extra_fields), len(rows)))
+            yield from columnar.framed_batches(schema, _columns(rows, schema, extra_fields), len(rows))
 
 
 def _parsed(lines: list[bytes], bulk: bool) -> list[dict | Bad]:

@@ -167,7 +167,6 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
     """The unit's rows as framed TFRecord batches, read column-wise; see the module docs."""
     import pyarrow as pa
 
-    from shardprep.tfrecord import FramedBatch
 
     if unit.end <= unit.start:
         return
@@ -184,7 +183,7 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
                                      columns=list(schema)):
             columns = {name: _column(name, spec.dtype, _cast(batch.column(name), casts[name], pa), pa)
                        for name, spec in schema.items()}
-            yield FramedBatch(*columnar.encode_framed(schema, columns, batch.num_rows))
+            yield from columnar.framed_batches(schema, columns, batch.num_rows)
 
 
 def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:

@@ -10,9 +10,8 @@ back); ``line_counts`` (the quote and newline bytes of a block, for cutting CSV 
 ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
-``feistel`` (the shuffle's keyed permutation, or
-its inverse, in place: ``shardprep.permutation``). ``NATIVE`` says which one loaded: an install without
-a C compiler still works, more slowly.
+``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
+``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """
 from __future__ import annotations
@@ -24,8 +23,7 @@ from types import ModuleType
 from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example", "example_spec",
-           "feistel",
-           "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
+           "feistel", "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
            "scan", "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
