@@ -23,8 +23,8 @@ class Profile:
     tfdata_repeats: int
     scaling_rows: tuple[int, ...]  # re-shard sizes (item 5); the last is the largest
     scaling_repeats: tuple[int, ...]
-    dask_rows: int  # Dask (2 workers) vs DirectRunner on this set
-    dask_repeats: int  # 0: no Dask comparison
+    cores_rows: int  # issue 12's comparison (benchmarks.scaling.compare): one process, every core, Dask, formats
+    cores_repeats: int  # 0: no such comparison
     beam_dask_rows: int  # the naive Beam job on the Dask runner, for its real shard counts (0: skip; slow)
     workers: tuple[int, ...] = (2, 3, 4, 6, 8, 16)
     num_shards: int = 64
@@ -37,13 +37,13 @@ PROFILES = {
     "quick": Profile(
         name="quick", csv_rows=100_000, repeats=3, tfrecord_rows=100_000, tfrecord_repeats=1,
         trainer_rows=50_000, trainer_batch=64, tfdata_repeats=1,
-        scaling_rows=(25_000, 50_000, 100_000), scaling_repeats=(1, 1, 3), dask_rows=50_000, dask_repeats=0,
+        scaling_rows=(25_000, 50_000, 100_000), scaling_repeats=(1, 1, 3), cores_rows=100_000, cores_repeats=0,
         beam_dask_rows=0,
     ),
     "full": Profile(
         name="full", csv_rows=420_000, repeats=3, tfrecord_rows=210_000, tfrecord_repeats=3,
         trainer_rows=210_000, trainer_batch=64, tfdata_repeats=3,
-        scaling_rows=(210_000, 630_000, 2_100_000), scaling_repeats=(3, 2, 2), dask_rows=210_000, dask_repeats=3,
+        scaling_rows=(210_000, 630_000, 2_100_000), scaling_repeats=(3, 2, 2), cores_rows=1_400_000, cores_repeats=3,
         beam_dask_rows=0,
     ),
 }

@@ -3,9 +3,11 @@
 Starts a cluster as separate processes on loopback (``dask scheduler`` + ``dask worker --nworkers
 N --nthreads 1``, the shape of a real cluster), waits until it is up (its start-up CPU is counted
 apart), runs ``shardprep.run --runner dask --dask-address`` on the benchmark CSV, and reports the
-CPU seconds of the launcher, the scheduler, the nanny and each worker during the run, with
-distributed's own per-task-prefix metrics (execute thread CPU per step, transfers). A one-process
-DirectRunner run of the same input is measured in the same invocation for the ratio.
+CPU seconds (user + system) and page faults of the launcher, the scheduler, the nanny and each
+worker during the run, with distributed's own per-task-prefix metrics (execute thread CPU per step,
+transfers) and, with ``--timeline``, each worker's task thread use over the run (distributed's
+task stream). A one-process DirectRunner run of the same input is measured in the same invocation
+for the ratio.
 """
 from __future__ import annotations
 
@@ -27,9 +29,12 @@ from benchmarks import data
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _cpu(proc: psutil.Process) -> float:
+def _cpu(proc: psutil.Process) -> tuple[float, float, int]:
+    """(user CPU s, system CPU s, minor page faults) of ``proc``."""
     t = proc.cpu_times()
-    return t.user + t.system
+    with open(f"/proc/{proc.pid}/stat") as f:
+        faults = int(f.read().rsplit(")", 1)[1].split()[7])
+    return t.user, t.system, faults
 
 
 def _role(cmd: str, root: bool) -> str:
@@ -38,13 +43,13 @@ def _role(cmd: str, root: bool) -> str:
     return "scheduler" if " scheduler" in cmd else "worker" if "--no-nanny" in cmd else "dask worker (nanny)"
 
 
-def _tree(root: psutil.Process) -> dict[int, tuple[str, float]]:
-    """CPU seconds of ``root`` and its descendants, by pid, with a short role name."""
+def _tree(root: psutil.Process) -> dict[int, tuple[str, tuple[float, float, int]]]:
+    """``_cpu`` of ``root`` and its descendants, by pid, with a short role name."""
     out = {}
     for proc in [root, *root.children(recursive=True)]:
         try:
             out[proc.pid] = (_role(" ".join(proc.cmdline()), proc is root), _cpu(proc))
-        except psutil.NoSuchProcess:
+        except (psutil.NoSuchProcess, OSError):
             pass
     return out
 
@@ -89,6 +94,53 @@ def _metrics(address: str) -> tuple[dict, dict, int]:
         return metrics, client.run(_thread_cpu), tasks
 
 
+def _start_task_stream(address: str) -> None:
+    from distributed import Client
+
+    def add(dask_scheduler):  # noqa: ANN001
+        from distributed.diagnostics.task_stream import TaskStreamPlugin
+
+        if "task-stream" not in dask_scheduler.plugins:
+            dask_scheduler.add_plugin(TaskStreamPlugin(dask_scheduler, maxlen=100_000))
+
+    with Client(address, timeout=30) as client:
+        client.run_on_scheduler(add)
+
+
+def _timeline(address: str, started: float, bucket: float = 0.25) -> list[str]:
+    """Lines of a timeline of the run: per worker and ``bucket`` seconds since ``started`` (this
+    machine's clock), the share of the bucket its task thread computed, and the step it mostly ran."""
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        tasks = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins["task-stream"].buffer))
+    busy: dict = defaultdict(lambda: defaultdict(float))
+    step: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+    end = 0.0
+    for task in tasks:
+        name = str(task["key"][0] if isinstance(task["key"], tuple) else task["key"]).rsplit("-", 1)[0]
+        for ss in task["startstops"]:
+            if ss["action"] != "compute":
+                continue
+            lo, hi = ss["start"] - started, ss["stop"] - started
+            end = max(end, hi)
+            b = int(lo // bucket)
+            while b * bucket < hi:
+                part = min(hi, (b + 1) * bucket) - max(lo, b * bucket)
+                busy[task["worker"]][b] += part
+                step[task["worker"]][b][name.replace("Reshard_", "")] += part
+                b += 1
+    workers = sorted(busy)
+    lines = ["t s    " + "  ".join(f"worker {i}: busy, step" for i in range(len(workers)))]
+    for b in range(int(end // bucket) + 1):
+        cells = []
+        for w in workers:
+            top = max(step[w][b].items(), key=lambda kv: kv[1])[0] if step[w][b] else "-"
+            cells.append(f"{busy[w][b] / bucket:4.0%} {top[:28]:<28}")
+        lines.append(f"{b * bucket:5.2f}  " + "  ".join(cells))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.dask_cpu")
     ap.add_argument("--rows", type=int, default=400_000)
@@ -98,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-nanny", action="store_true")
     ap.add_argument("--quiet", action="store_true", help="the scheduler and workers with pipelines.dask_cluster.QUIET")
     ap.add_argument("--preload", action="store_true",
-                    help="dask worker --preload pipelines.dask_runner: Beam and shardprep imported at start-up")
+                    help="dask worker --preload pipelines.dask_worker (a cluster for this bench only): a lean Beam and "
+                    "the steps imported at start-up")
     ap.add_argument("--skip-direct", action="store_true")
+    ap.add_argument("--timeline", action="store_true", help="print each worker's task thread use in 0.25 s steps")
     args = ap.parse_args(argv)
     folder = data.csv_set(args.rows)
     inputs = os.path.join(folder, "*.csv")
@@ -126,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             [os.path.join(bin_dir, "dask"), "worker", address, "--nworkers", str(args.workers), "--nthreads", "1",
              "--host", "127.0.0.1", "--no-dashboard", "--local-directory", work,
              *(["--no-nanny"] if args.no_nanny else []),
-             *(["--preload", "pipelines.dask_runner"] if args.preload else [])],
+             *(["--preload", "pipelines.dask_worker"] if args.preload else [])],
             env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
@@ -134,11 +188,15 @@ def main(argv: list[str] | None = None) -> int:
             client.wait_for_workers(args.workers, timeout=120)
         time.sleep(1.0)
         roots = [psutil.Process(p.pid) for p in procs]
+        if args.timeline:
+            _start_task_stream(address)
         before = {pid: v for r in roots for pid, v in _tree(r).items()}
+        started = time.time()
         wall, client_cpu, _ = _cli(*common, "--output", os.path.join(work, "dask"), "--runner", "dask",
                                       "--dask-address", address)
         after = {pid: v for r in roots for pid, v in _tree(r).items()}
         metrics, threads, tasks = _metrics(address)
+        timeline = _timeline(address, started) if args.timeline else []
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -146,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.rows:,} rows, {mb:.0f} MB of CSV, {args.shards} shards, --unit-mb {args.unit_mb}, "
           f"{args.workers} Dask workers ({'no nanny' if args.no_nanny else 'nanny'}"
           f"{', preloaded' if args.preload else ''}{', quiet' if args.quiet else ''}); load {os.getloadavg()[0]:.1f}")
-    print(f"\n| process | start-up CPU s | run CPU s |\n|---|---|---|\n| launcher (shardprep.run) | | {client_cpu:.1f} |")
+    print(f"\n| process | start-up CPU s | run CPU s (user + system) | run page faults |\n|---|---|---|---|\n"
+          f"| launcher (shardprep.run) | | {client_cpu:.1f} | |")
     total = client_cpu
-    for pid, (role, cpu) in sorted(after.items()):
-        start = before.get(pid, (role, 0.0))[1]
-        total += cpu - start
-        print(f"| {role} {pid} | {start:.1f} | {cpu - start:.1f} |")
+    for pid, (role, (user, system, faults)) in sorted(after.items()):
+        user0, system0, faults0 = before.get(pid, (role, (0.0, 0.0, 0)))[1]
+        total += user + system - user0 - system0
+        print(f"| {role} {pid} | {user0 + system0:.1f} | {user + system - user0 - system0:.1f} "
+              f"({user - user0:.1f} + {system - system0:.1f}) | {faults - faults0:,} |")
     print(f"| **all** | | **{total:.1f}** ({total / (mb / 1000):.0f} CPU s per GB); wall {wall:.1f} s |")
     by = defaultdict(float)
     for key, value in metrics.items():
@@ -168,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in sorted(by.items(), key=lambda kv: -kv[1]):
         if value >= 0.05:
             print(f"  {value:7.2f}  {key}")
+    if timeline:
+        print("\ntimeline (seconds since the launcher started):\n" + "\n".join(timeline))
     if not args.skip_direct:
         wall1, cpu1, _ = _cli(*common, "--output", os.path.join(work, "one"), "--local-workers", "1")
         print(f"\none process: wall {wall1:.1f} s, CPU {cpu1:.1f} s ({cpu1 / (mb / 1000):.0f} CPU s per GB); "

@@ -192,5 +192,19 @@ def paired_ratio(a: Sequence[Run], b: Sequence[Run], attr: str = "wall_s") -> fl
     return round(statistics.median(getattr(x, attr) / getattr(y, attr) for x, y in zip(a, b)), 3)
 
 
+def goal(name: str, value: float, target: float, *, at_least: bool = True, unit: str = "x") -> dict:
+    """A goal of an issue, as BENCHMARKS.md reports it: met when ``value`` is at least (or at most) ``target``."""
+    met = value >= target if at_least else value <= target
+    return {"goal": name, "value": round(value, 3), "target": target, "at_least": at_least, "unit": unit, "met": met}
+
+
+def warm(paths: Sequence[str]) -> None:
+    """Reads the inputs once (untimed), so every contender starts with them in the page cache."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(16 << 20):
+                pass
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import images
+from benchmarks import images, scaling
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -392,17 +392,23 @@ def section_scaling(results: dict, img: str | None) -> list[str]:
         *_table(["rows", "MB", "wall s", "CPU s", "wall ms/MB", "CPU ms/MB", "peak RSS MB", "runs"], rows), "",
         f"Per-MB time at the largest size over that at the middle size: **{sc['per_mb_ratio_largest_vs_middle']:.2f}**.", "",
     ]
-    dv = sc.get("dask_vs_direct")
-    if dv:
-        drows = [[_label(n), v["wall_s"], v["cpu_s"], v["mb_per_s"], v["tree_rss_mb"], v["n"]]
-                 for n, v in dv["summary"].items()]
+    cf = sc.get("cores_and_formats")
+    if cf:
+        pa = cf["pyarrow_parse_cpu_s"]
         out += [
-            f"Dask (local cluster, 2 workers) vs DirectRunner on {dv['rows']:,} rows, alternating:", "",
-            *_table(["runner", "wall s", "CPU s (all processes)", "MB/s", "peak RSS MB (tree)", "runs"], drows), "",
-            f"Dask takes **{dv['ratio_dask_over_direct']:.2f}x** the DirectRunner's wall time.", "",
+            f"Every core, Dask and the other formats (issue 12; `python -m benchmarks.scaling`): {cf['rows']:,} rows, "
+            f"{cf['mb']:.0f} MB of CSV in 3 files, and the same rows as one Parquet and one JSON Lines file, to "
+            f"{cf['shards']} shards; contenders alternated, medians, and each ratio the median of the rounds' ratios "
+            "(this machine's speed swings ~1.5x within minutes). CPU s: the whole process tree (pool processes, the "
+            "Dask cluster the run starts); CPU s per GB sizes a bigger machine or cluster.", "",
+            *scaling.table(cf), "",
+            f"pyarrow's CSV parse alone (one thread, a fresh process): {cf['mb'] / pa['first_pass']:.0f} MB per CPU s on "
+            f"its first pass, {cf['mb'] / pa['second_pass']:.0f} on a second; one process re-sharding: "
+            f"{100 * cf['share_of_pyarrow_first_pass']:.0f}% and {100 * cf['share_of_pyarrow_second_pass']:.0f}% of "
+            "those rates per CPU s.", "",
         ]
     else:
-        out += ["(This profile skips the Dask comparison; `make bench` runs it.)", ""]
+        out += ["(This profile skips the comparison of every core, Dask and the formats; `make bench` runs it.)", ""]
     out += [
         *_goals(sc["goals"]), "", _meta_line(sc.get("meta")), "",
     ]

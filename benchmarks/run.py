@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks import balance, data, harness, images
+from benchmarks import balance, data, harness, images, scaling
 from benchmarks.config import DEFAULT_PARTS, PARTS, PROFILES, Profile
 from benchmarks.harness import PYTHON, Contender, Run, alternate, paired_ratio, run_process, summarize
 from benchmarks.tfrecords import count_files
@@ -39,14 +39,6 @@ def _fresh(path: str) -> Callable[[], None]:
         os.makedirs(os.path.dirname(path.rstrip("/")), exist_ok=True)
 
     return prepare
-
-
-def _warm(paths: Sequence[str]) -> None:
-    """Reads the inputs once (untimed), so every contender starts with them in the page cache."""
-    for path in paths:
-        with open(path, "rb") as f:
-            while f.read(16 << 20):
-                pass
 
 
 def _manifest(folder: str) -> dict:
@@ -110,11 +102,6 @@ def _runs_json(runs: dict[str, list[Run]]) -> dict[str, list[dict]]:
     return {name: [r.to_json() for r in rs] for name, rs in runs.items()}
 
 
-def _goal(name: str, value: float, target: float, *, at_least: bool = True, unit: str = "x") -> dict:
-    met = value >= target if at_least else value <= target
-    return {"goal": name, "value": round(value, 3), "target": target, "at_least": at_least, "unit": unit, "met": met}
-
-
 # --- 1. CSV -> tf.Example --------------------------------------------------------------------------
 
 
@@ -141,7 +128,7 @@ def part_csv(p: Profile, state: dict) -> dict:
         Contender("cat", ["cat", *files, ">", cat_out], prepare=_fresh(cat_out), shell=True,
                   check=_check_bytes(cat_out, nbytes)),
     ]
-    _warm(files)
+    harness.warm(files)
     log(f"[csv] {rows} rows, {mb:.0f} MB in {len(files)} files -> {n} shards; {p.repeats} rounds")
     runs = alternate(contenders, p.repeats, log=log)
     data.adopt_plain(rows, ps_out)
@@ -166,8 +153,8 @@ def part_csv(p: Profile, state: dict) -> dict:
         "summary": summary,
         "ratios": ratios,
         "goals": [
-            _goal("shardprep vs naive Beam (wall-time speed-up)", ratios["speedup_vs_naive_beam"], 3.0),
-            _goal("shardprep vs plain script (wall-time speed-up)", ratios["speedup_vs_plain_script"], 1.0),
+            harness.goal("shardprep vs naive Beam (wall-time speed-up)", ratios["speedup_vs_naive_beam"], 3.0),
+            harness.goal("shardprep vs plain script (wall-time speed-up)", ratios["speedup_vs_plain_script"], 1.0),
         ],
         "runs": _runs_json(runs),
     }
@@ -260,7 +247,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
                   check=_check_files(_files(tf_out, "part-"), rows, n)),
         Contender("cp", ["cp", *files, cp_out + "/"], prepare=prepare_dir(cp_out), check=_check_bytes(cp_out, nbytes)),
     ]
-    _warm(files)
+    harness.warm(files)
     log(f"[tfrecord] {rows} tf.Examples, {mb:.0f} MB in {len(files)} files -> {n} shards; {p.tfrecord_repeats} rounds")
     runs = alternate(contenders, p.tfrecord_repeats, log=log)
     summary = {name: _per_record(summarize(rs), mb, rows) for name, rs in runs.items()}
@@ -282,7 +269,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         Contender("one_file_1w", _shardprep_cmd(one, one_out1, n, "--direct_num_workers=1"),
                   prepare=_fresh(one_out1), check=_check_shardprep(one_out1, rows, n)),
     ]
-    _warm([one])
+    harness.warm([one])
     log(f"[tfrecord] the same records as one {mb:.0f} MB file, units of {unit_mb:g} MiB (the default): 2 worker "
         "processes vs 1")
     one_runs = alternate(one_contenders, p.tfrecord_repeats, log=log)
@@ -304,10 +291,10 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
                    "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
                    "reencode_vs_tfdata_batched": round(speed(summary, "shardprep_reencode", "tfdata_batched"), 3)},
         "goals": [
-            _goal("shardprep (default) speed / batched tf.data script's", vs_script, 1.5),
-            _goal("shardprep --local-workers 1 speed / batched tf.data script's", vs_script_1w, 1.0),
-            _goal("one file: 2 worker processes' speed / 1's (the file is cut)", cut, 1.6),
-            _goal("shardprep peak memory, MB (whole process tree, PSS)", summary["shardprep"]["tree_pss_mb"], 500.0,
+            harness.goal("shardprep (default) speed / batched tf.data script's", vs_script, 1.5),
+            harness.goal("shardprep --local-workers 1 speed / batched tf.data script's", vs_script_1w, 1.0),
+            harness.goal("one file: 2 worker processes' speed / 1's (the file is cut)", cut, 1.6),
+            harness.goal("shardprep peak memory, MB (whole process tree, PSS)", summary["shardprep"]["tree_pss_mb"], 500.0,
                   at_least=False, unit="MB"),
         ],
         "runs": _runs_json({**runs, **one_runs}),
@@ -339,8 +326,8 @@ def part_balance(p: Profile, state: dict) -> dict:
     out["batch"] = p.trainer_batch
     sp = out["spread"]["shardprep"]
     out["goals"] = [
-        _goal("shardprep: records per shard, max - min", sp["max"] - sp["min"], 1, at_least=False, unit=""),
-        _goal(f"shardprep: empty replica-steps for W in {list(p.workers)}",
+        harness.goal("shardprep: records per shard, max - min", sp["max"] - sp["min"], 1, at_least=False, unit=""),
+        harness.goal(f"shardprep: empty replica-steps for W in {list(p.workers)}",
               sum(r["empty_replica_steps"] for r in out["per_worker"]["shardprep"]), 0, at_least=False, unit=""),
     ]
     log("[balance] shard spread (max - min records): " +
@@ -427,11 +414,11 @@ def part_trainer(p: Profile, state: dict) -> dict:
     naive = out["training"]["raw_uneven_files"]["workers"]
     above = [w["input_wait_fraction"] - (w.get("input_wait_floor_fraction") or 0.0) for w in sp]
     out["goals"] = [
-        _goal("input_wait_fraction (shardprep, worst worker)", max(w["input_wait_fraction"] for w in sp), 0.01,
+        harness.goal("input_wait_fraction (shardprep, worst worker)", max(w["input_wait_fraction"] for w in sp), 0.01,
               at_least=False, unit=""),
-        _goal("input_wait_fraction above the iterator's floor (shardprep, worst worker)", max(above), 0.01,
+        harness.goal("input_wait_fraction above the iterator's floor (shardprep, worst worker)", max(above), 0.01,
               at_least=False, unit=""),
-        _goal("empty_replica_steps (shardprep, all workers)", sum(w["empty_replica_steps"] for w in sp), 0,
+        harness.goal("empty_replica_steps (shardprep, all workers)", sum(w["empty_replica_steps"] for w in sp), 0,
               at_least=False, unit=""),
     ]
     out["naive_empty_replica_steps"] = sum(w["empty_replica_steps"] for w in naive)
@@ -487,28 +474,11 @@ def part_scaling(p: Profile, state: dict) -> dict:
     n = p.num_shards
     points = []
     reused = state.get("csv_shardprep_runs") if p.csv_rows in p.scaling_rows else None
-    dask_runs: dict[str, list[Run]] = {"direct": []}
-    dask = None
-    if p.dask_repeats:
-        # Dask (2 workers) vs DirectRunner, alternating, on one set.
-        folder = data.csv_set(p.dask_rows)
-        files = data.csv_files(folder)
-        mb = sum(os.path.getsize(f) for f in files) / 1e6
-        direct_out, dask_out = os.path.join(WORK, "scaling", "direct"), os.path.join(WORK, "scaling", "dask")
-        cores_out = os.path.join(WORK, "scaling", "direct-all-cores")
-        contenders = [
-            Contender("direct", _shardprep_cmd(os.path.join(folder, "*.csv"), direct_out, n, "--local-workers", "1"),
-                      prepare=_fresh(direct_out), check=_check_shardprep(direct_out, p.dask_rows, n)),
-            Contender("direct_all_cores", _shardprep_cmd(os.path.join(folder, "*.csv"), cores_out, n),
-                      prepare=_fresh(cores_out), check=_check_shardprep(cores_out, p.dask_rows, n)),
-            Contender("dask_2_workers", _shardprep_cmd(os.path.join(folder, "*.csv"), dask_out, n, "--runner",
-                                                       "dask", "--dask-workers", "2"),
-                      prepare=_fresh(dask_out), check=_check_shardprep(dask_out, p.dask_rows, n)),
-        ]
-        _warm(files)
-        log(f"[scaling] Dask (2 workers) vs DirectRunner, {p.dask_rows} rows ({mb:.0f} MB); {p.dask_repeats} rounds")
-        dask_runs = alternate(contenders, p.dask_repeats, log=log)
-        dask = {name: _throughput(summarize(rs), mb, p.dask_rows) for name, rs in dask_runs.items()}
+    cores = None
+    if p.cores_repeats:  # issue 12: one process, every core, Dask; Parquet and JSON Lines (benchmarks.scaling)
+        log(f"[scaling] one process, every core, Dask, Parquet, JSON Lines on {p.cores_rows} rows; "
+            f"{p.cores_repeats} rounds")
+        cores = scaling.compare(p.cores_rows, n, p.cores_repeats, log=log)
     for rows, repeats in ((p.tiny_rows, 1), *zip(p.scaling_rows, p.scaling_repeats)):
         folder = data.csv_set(rows)
         files = data.csv_files(folder)
@@ -516,10 +486,9 @@ def part_scaling(p: Profile, state: dict) -> dict:
         if rows == p.csv_rows and reused:
             runs, source = list(reused), "csv part"
         else:
-            runs = list(dask_runs.get("direct_all_cores", [])) if rows == p.dask_rows else []  # the default, as here
-            source = "dask comparison" if runs else "this part"
+            runs, source = [], "this part"
             out = os.path.join(WORK, "scaling", f"rows-{rows}")
-            _warm(files)
+            harness.warm(files)
             for _ in range(max(0, repeats - len(runs))):
                 _fresh(out)()
                 run = run_process(_shardprep_cmd(os.path.join(folder, "*.csv"), out, n))
@@ -541,12 +510,11 @@ def part_scaling(p: Profile, state: dict) -> dict:
     out = {
         "points": points,
         "per_mb_ratio_largest_vs_middle": round(per_mb, 3),
-        "goals": [_goal(f"per-MB time at {big['mb']:.0f} MB / at {mid['mb']:.0f} MB", per_mb, 1.10, at_least=False)],
+        "goals": [harness.goal(f"per-MB time at {big['mb']:.0f} MB / at {mid['mb']:.0f} MB", per_mb, 1.10, at_least=False)],
     }
-    if dask:
-        ratio = dask["dask_2_workers"]["wall_s"] / dask["direct"]["wall_s"]
-        out["dask_vs_direct"] = {"rows": p.dask_rows, "summary": dask, "ratio_dask_over_direct": round(ratio, 3),
-                                 "runs": _runs_json(dask_runs)}
+    if cores:
+        out["cores_and_formats"] = cores
+        out["goals"] += cores["goals"]
     return out
 
 
@@ -627,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import dataclasses
 
         profile = dataclasses.replace(profile, repeats=args.repeats, tfrecord_repeats=args.repeats,
-                                      tfdata_repeats=args.repeats, dask_repeats=args.repeats)
+                                      tfdata_repeats=args.repeats, cores_repeats=args.repeats)
     if args.tfrecord_rows:
         import dataclasses
 

@@ -1,25 +1,25 @@
 """``python -m benchmarks.scaling --rows N``: worker scaling and formats, side by side in one run.
 
-Runs, round-robin, the re-shard of one CSV set with one process (``--local-workers 1``), the
-default (every core), and Dask with 2 workers; then the same rows as Parquet and JSON Lines (one
-process, against CSV one process). Reports wall and CPU seconds (this process's children, Dask's
-workers included), MB/s per worker, CPU s per GB, the peak size of the output folder over the final
-data set, pyarrow's single-thread CSV parse alone, and whether every contender wrote the same
-shards (crc32c). Prints a markdown table for BENCHMARKS.md.
+Runs, alternated (``harness.alternate``), the re-shard of one CSV set with one process
+(``--local-workers 1``), the default (every core), and Dask with 2 workers; then the same rows as
+Parquet and JSON Lines (one process, against CSV one process). Reports wall and CPU seconds (each
+run's process tree, Dask's workers included), MB/s per worker, CPU s per GB, the peak size of the
+output folder over the final data set, pyarrow's single-thread CSV parse alone, whether every
+contender wrote the same shards (crc32c), and issue 12's goals. ``make bench`` runs the same
+comparison (``compare``) as part of its scaling section.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable, Sequence
 
-from benchmarks import data
+from benchmarks import data, harness
 
 WORK = os.path.join(data.DATA_DIR, "work", "scaling")
 
@@ -35,32 +35,35 @@ def _tree_bytes(folder: str) -> int:
     return total
 
 
-def _run(name: str, inputs: str, shards: int, *extra: str) -> dict:
-    out = os.path.join(WORK, name)
-    shutil.rmtree(out, ignore_errors=True)
-    peak, stop = [0], threading.Event()
+class _Folder:
+    """A contender's output folder: emptied before each run (``prepare``), its size polled during
+    the run, then checked (``check``): the peak size over the committed data set and the shards'
+    crc32c, which every contender must share."""
 
-    def watch() -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._peak, self._stop, self._thread = 0, threading.Event(), None
+
+    def prepare(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(self._stop,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, stop: threading.Event) -> None:
         while not stop.wait(0.05):
-            peak[0] = max(peak[0], _tree_bytes(out))
+            self._peak = max(self._peak, _tree_bytes(self.path))
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "shardprep.run", "--input", inputs, "--output", out,
-                           "--num-shards", str(shards), *extra], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    stop.set()
-    thread.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode:
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
-    manifest = json.load(open(os.path.join(out, "manifest.json")))
-    shards_ = [(s["path"].split("/", 1)[1], s["crc32c"]) for sp in manifest["splits"].values() for s in sp["shards"]]
-    final = _tree_bytes(out)
-    return {"wall_s": wall, "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
-            "peak_over_final": peak[0] / final, "final_mb": final / 1e6, "shards": sorted(shards_)}
+    def check(self, run: harness.Run) -> dict:
+        self._stop.set()
+        self._thread.join()
+        with open(os.path.join(self.path, "manifest.json")) as f:
+            manifest = json.load(f)
+        shards = sorted((s["path"].split("/", 1)[1], s["crc32c"]) for split in manifest["splits"].values()
+                        for s in split["shards"])
+        final = _tree_bytes(self.path)
+        return {"peak_over_final": round(max(self._peak, final) / final, 3), "final_mb": round(final / 1e6, 1),
+                "shards_digest": hashlib.sha256(json.dumps(shards).encode()).hexdigest()[:16]}
 
 
 _PARSE = """
@@ -76,12 +79,10 @@ print(*times)
 """
 
 
-def _pyarrow_parse(files: list[str]) -> tuple[float, float]:
-    """CPU seconds of pyarrow's single-thread parse of ``files`` in a fresh process: its first pass
-    (cold: fresh memory for the tables, as a run's own parse gets) and a second pass (warm)."""
-    out = subprocess.run([sys.executable, "-c", _PARSE, *files], capture_output=True, text=True, check=True)
-    cold, warm = map(float, out.stdout.split())
-    return cold, warm
+def _parse_times(run: harness.Run) -> dict:
+    """``Contender.check`` of the pyarrow parse (``_PARSE``): its CPU seconds on each pass."""
+    first, second = map(float, run.extra["output"].split()[-2:])
+    return {"first_pass": first, "second_pass": second}
 
 
 def _other_formats(folder: str) -> tuple[str, str]:
@@ -104,56 +105,135 @@ def _other_formats(folder: str) -> tuple[str, str]:
     return os.path.join(pq_dir, "*.parquet"), os.path.join(js_dir, "*.jsonl")
 
 
+CONTENDERS = {  # name: (input set, extra flags); "one_process" is the baseline of every ratio
+    "one_process": ("csv", "--local-workers", "1"),
+    "all_cores": ("csv",),
+    "dask_2_workers": ("csv", "--runner", "dask", "--dask-workers", "2"),
+    "parquet_one_process": ("parquet", "--local-workers", "1"),
+    "jsonl_one_process": ("jsonl", "--local-workers", "1"),
+}
+WORKERS = {"one_process": 1, "all_cores": len(os.sched_getaffinity(0)), "dask_2_workers": 2}
+
+
+def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tuple(CONTENDERS),
+            unit_mb: str | None = None, log: Callable[[str], None] = print) -> dict:
+    """Issue 12's comparison: the contenders ``names`` (``CONTENDERS``; one process always) on the
+    same rows, alternated for ``repeats`` rounds (``harness.alternate``), with pyarrow's parse of
+    the CSV files alone once per round (the fastest first pass is the reference); summaries (medians), ratios to one process (median of
+    the rounds' ratios), and issue 12's goals as ``benchmarks.run`` reports them."""
+    folder = data.csv_set(rows)
+    files = data.csv_files(folder)
+    mb = data.dir_bytes(folder) / 1e6
+    pq_glob, js_glob = _other_formats(folder)
+    inputs = {"csv": os.path.join(folder, "*.csv"), "parquet": pq_glob, "jsonl": js_glob}
+    # pyarrow's parse alone, first in every round like any contender: its first pass (fresh memory
+    # for the tables) costs 2-4x its second here unless a parse just freed memory (0.9 s, then
+    # run back to back), so it never runs right after itself
+    contenders, folders = [harness.Contender("pyarrow_parse", [sys.executable, "-c", _PARSE, *files],
+                                             check=_parse_times)], {}
+    for name in ["one_process", *(n for n in names if n != "one_process")]:
+        kind, *extra = CONTENDERS[name]
+        out = folders[name] = _Folder(os.path.join(WORK, name))
+        contenders.append(harness.Contender(
+            name, [sys.executable, "-m", "shardprep.run", "--input", inputs[kind], "--output", out.path,
+                   "--num-shards", str(shards), "--statistics", "off",  # auto depends on the input's bytes, which
+                   *(("--unit-mb", unit_mb) if unit_mb else ()), *extra],  # differ by format
+            prepare=out.prepare, check=out.check))
+    harness.warm([*files, *(os.path.join(os.path.dirname(g), f) for g in (pq_glob, js_glob)
+                            for f in os.listdir(os.path.dirname(g)))])
+    runs = harness.alternate(contenders, repeats, log=log)
+    parse = [(r.extra["first_pass"], r.extra["second_pass"]) for r in runs.pop("pyarrow_parse")]
+    shutil.rmtree(WORK, ignore_errors=True)
+    base = runs["one_process"]
+    summary = {}
+    for name, rs in runs.items():
+        s = harness.summarize(rs)
+        workers = WORKERS.get(name, 1)
+        summary[name] = {**s, "workers": workers, "mb_per_s": round(mb / s["wall_s"], 1),
+                         "mb_per_s_per_worker": round(mb / s["wall_s"] / workers, 1),
+                         "cpu_s_per_gb": round(s["cpu_s"] / (mb / 1000), 1),
+                         "speedup": harness.paired_ratio(base, rs),
+                         "peak_over_final": max(r.extra["peak_over_final"] for r in rs),
+                         "same_shards": all(r.extra["shards_digest"] == base[0].extra["shards_digest"] for r in rs)}
+    cold, warm = min(c for c, _ in parse), min(w for _, w in parse)
+    one_cpu = summary["one_process"]["cpu_s"]
+    out = {"rows": rows, "mb": round(mb, 1), "shards": shards, "summary": summary,
+           "pyarrow_parse_cpu_s": {"first_pass": round(cold, 3), "second_pass": round(warm, 3)},
+           "share_of_pyarrow_first_pass": round(cold / one_cpu, 3), "share_of_pyarrow_second_pass": round(warm / one_cpu, 3),
+           "runs": {name: [r.to_json() for r in rs] for name, rs in runs.items()}}
+    out["goals"] = _goals(out)
+    return out
+
+
+def _goals(result: dict) -> list[dict]:
+    """Issue 12's goals, from ``compare``'s result (those of the contenders it ran)."""
+    s, goal = result["summary"], harness.goal
+    goals = []
+    if "all_cores" in s:
+        goals.append(goal(f"every core ({s['all_cores']['workers']}) vs one process (wall-time speed-up)",
+                          s["all_cores"]["speedup"], 1.7))
+    if "dask_2_workers" in s:
+        goals.append(goal("Dask, 2 workers (own local cluster) vs one process (wall-time speed-up)",
+                          s["dask_2_workers"]["speedup"], 1.6))
+    goals.append(goal("one process: share of pyarrow's single-thread CSV parse rate (per CPU s, first pass)",
+                      100 * result["share_of_pyarrow_first_pass"], 40, unit="%"))
+    for kind in ("parquet", "jsonl"):
+        if f"{kind}_one_process" in s:
+            goals.append(goal(f"{'Parquet' if kind == 'parquet' else 'JSON Lines'} time / CSV time (one process)",
+                              1 / s[f"{kind}_one_process"]["speedup"], 1.2, at_least=False))
+    goals.append(goal("peak output folder / committed data set", max(v["peak_over_final"] for v in s.values()), 2.1,
+                      at_least=False))
+    goals.append(goal("contenders whose shards differ from one process's (crc32c)",
+                      sum(not v["same_shards"] for v in s.values()), 0, at_least=False, unit=""))
+    return goals
+
+
+def table(result: dict) -> list[str]:
+    """``compare``'s result as markdown lines: the scaling table of BENCHMARKS.md."""
+    lines = ["| run | workers | wall s (median) | vs one process | MB/s | MB/s per worker | CPU s | CPU s per GB | "
+             "peak folder / data set | same shards |", "|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, v in result["summary"].items():
+        lines.append(f"| {LABELS.get(name, name)} | {v['workers']} | {v['wall_s']:.2f} | {v['speedup']:.2f}x | "
+                     f"{v['mb_per_s']:.1f} | {v['mb_per_s_per_worker']:.1f} | {v['cpu_s']:.1f} | {v['cpu_s_per_gb']:.0f} | "
+                     f"{v['peak_over_final']:.2f}x | {'yes' if v['same_shards'] else '**no**'} |")
+    return lines
+
+
+LABELS = {"one_process": "CSV, one process (`--local-workers 1`)", "all_cores": "CSV, every core (the default)",
+          "dask_2_workers": "CSV, Dask, 2 workers (`--runner dask`)", "parquet_one_process": "Parquet, one process",
+          "jsonl_one_process": "JSON Lines, one process"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--shards", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--unit-mb", help="--unit-mb of every run (default: none, the product's default: the input / 16, "
                     "16-64 MiB)")
     ap.add_argument("--skip-dask", action="store_true")
-    ap.add_argument("--only", default="", help="contenders to run, separated by '|' (e.g. 'dask, 2 workers'); "
-                    "'one process' always runs, as the baseline")
+    ap.add_argument("--only", default="", help=f"contenders to run, comma-separated, among {', '.join(CONTENDERS)}; "
+                    "one_process always runs, as the baseline")
     args = ap.parse_args(argv)
-    folder = data.csv_set(args.rows)
-    csv_glob = os.path.join(folder, "*.csv")
-    mb = data.dir_bytes(folder) / 1e6
-    pq_glob, js_glob = _other_formats(folder)
-    contenders = {"one process": (csv_glob, "--local-workers", "1"), "default (all cores)": (csv_glob,)}
-    if not args.skip_dask:
-        contenders["dask, 2 workers"] = (csv_glob, "--runner", "dask", "--dask-workers", "2")
-    contenders["parquet, one process"] = (pq_glob, "--local-workers", "1")
-    contenders["jsonl, one process"] = (js_glob, "--local-workers", "1")
-    if args.only:
-        wanted = {"one process", *(name.strip() for name in args.only.split("|"))}
-        contenders = {name: spec for name, spec in contenders.items() if name in wanted}
-    results: dict[str, list[dict]] = {name: [] for name in contenders}
-    parse_s = []
-    for _ in range(args.rounds):
-        parse_s.append(_pyarrow_parse(data.csv_files(folder)))
-        for name, (inputs, *extra) in contenders.items():
-            units = ("--unit-mb", args.unit_mb) if args.unit_mb else ()
-            results[name].append(_run(name.replace(" ", "_").replace(",", ""), inputs, args.shards, *units, *extra))
-            print(f"[scaling] {name}: {results[name][-1]['wall_s']:.1f} s", file=sys.stderr, flush=True)
-    best = {name: min(rs, key=lambda r: r["wall_s"]) for name, rs in results.items()}
-    base = best["one process"]
-    workers = {"one process": 1, "default (all cores)": len(os.sched_getaffinity(0)), "dask, 2 workers": 2}
-    load = os.getloadavg()[0]
-    print(f"CSV: {args.rows:,} rows, {mb:.0f} MB in 3 files; {args.shards} shards; --unit-mb {args.unit_mb or 'default'}; "
-          f"best of {args.rounds}; load average {load:.1f} on {os.cpu_count()} CPUs at the end; "
-          f"pyarrow CSV parse alone (1 thread, a fresh process): {mb / min(c for c, _ in parse_s):.0f} MB per CPU s "
-          f"on its first pass, {mb / min(w for _, w in parse_s):.0f} on a second pass of the same files\n")
-    print("| run | wall s | vs one process | MB/s | MB/s per worker | CPU s | CPU s per GB | peak folder / data set | same shards |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, r in best.items():
-        w = workers.get(name, 1)
-        print(f"| {name} | {r['wall_s']:.1f} | {base['wall_s'] / r['wall_s']:.2f}x | {mb / r['wall_s']:.1f} | "
-              f"{mb / r['wall_s'] / w:.1f} | {r['cpu_s']:.1f} | {r['cpu_s'] / (mb / 1000):.0f} | "
-              f"{r['peak_over_final']:.2f}x | {'yes' if r['shards'] == base['shards'] else 'NO'} |")
-    cold, warm = min(c for c, _ in parse_s), min(w for _, w in parse_s)
-    print(f"\none process: {cold / base['cpu_s'] * 100:.0f}% of pyarrow's single-thread parse throughput on its first "
-          f"pass, {warm / base['cpu_s'] * 100:.0f}% of its second (per CPU second; "
-          f"{cold / base['wall_s'] * 100:.0f}% and {warm / base['wall_s'] * 100:.0f}% in wall time)")
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(CONTENDERS)
+    unknown = [n for n in names if n not in CONTENDERS]
+    if unknown:
+        ap.error(f"--only {','.join(unknown)}: expected among {', '.join(CONTENDERS)}")
+    if args.skip_dask:
+        names = [n for n in names if n != "dask_2_workers"]
+    result = compare(args.rows, args.shards, args.rounds, names=names, unit_mb=args.unit_mb,
+                     log=lambda line: print(line, file=sys.stderr, flush=True))
+    p = result["pyarrow_parse_cpu_s"]
+    print(f"CSV: {args.rows:,} rows, {result['mb']:.0f} MB in 3 files; {args.shards} shards; --unit-mb "
+          f"{args.unit_mb or 'default'}; medians of {args.rounds} alternated rounds, ratios the median of the rounds' "
+          f"ratios; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end; pyarrow's CSV parse "
+          f"alone (1 thread, a fresh process): {result['mb'] / p['first_pass']:.0f} MB per CPU s on its first pass, "
+          f"{result['mb'] / p['second_pass']:.0f} on a second pass\n")
+    print("\n".join(table(result)))
+    print()
+    for g in result["goals"]:
+        print(f"- {g['goal']}: {g['value']:.3g}{g['unit']} ({'>=' if g['at_least'] else '<='} {g['target']}{g['unit']}): "
+              f"{'met' if g['met'] else 'NOT MET'}")
     return 0
 
 

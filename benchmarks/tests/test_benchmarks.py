@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from benchmarks import balance, report
+from benchmarks import balance, report, scaling
 from benchmarks.harness import Contender, alternate, run_process, summarize
 from benchmarks.tfrecords import count_records
 
@@ -61,6 +61,22 @@ def test_alternate_times_unpolled_rounds_and_measures_memory_in_one_more(tmp_pat
     polled = run_process(["python3", "-c", code])
     unpolled = run_process(["python3", "-c", code], poll=False)
     assert polled.tree_rss_mb >= 60 and unpolled.tree_rss_mb == 0
+
+
+def test_scaling_compare_runs_every_format_and_compares_their_shards() -> None:
+    # issue 12's comparison (make bench): the same rows as CSV, Parquet and JSON Lines, for real;
+    # every contender must write the shards of the one-process CSV run (crc32c)
+    result = scaling.compare(3000, 4, 1, names=["parquet_one_process", "jsonl_one_process"], log=lambda _: None)
+    summary = result["summary"]
+    assert list(summary) == ["one_process", "parquet_one_process", "jsonl_one_process"]
+    assert all(v["same_shards"] and v["n"] == 1 and v["peak_over_final"] >= 1.0 for v in summary.values()), summary
+    assert summary["one_process"]["speedup"] == 1.0
+    goals = {g["goal"]: g for g in result["goals"]}
+    assert goals["contenders whose shards differ from one process's (crc32c)"]["value"] == 0
+    assert {"Parquet time / CSV time (one process)", "JSON Lines time / CSV time (one process)"} <= set(goals)
+    assert not any("Dask" in name for name in goals)  # only the goals of the contenders that ran
+    assert 0 < result["share_of_pyarrow_first_pass"] < 10
+    assert len(scaling.table(result)) == 2 + 3
 
 
 def test_report_renders_from_results(tmp_path, monkeypatch) -> None:
