@@ -36,7 +36,11 @@ class ReshardConfig:
     overwrite: bool = False
     keep_previous: int = 1  # committed runs kept besides the new one, for readers of older manifests
     extra_fields: str = "reject"
-    batch_records: int = 20_000
+    # Parse's batches (one spill file each): up to this many records or bytes. Every batch reaches
+    # every shard, so a shard's writer reads batches x shards pieces: 20,000 records made 1,024
+    # shards of 667 MB take 1.9x the time of 64; a unit's records now fill a batch up to these.
+    batch_records: int = 100_000
+    batch_bytes: int = 64 << 20
     versions: tuple[str, ...] = ()  # ``fs.version`` of each source at planning; the commit refuses a change
     allow_non_finite: bool = False  # store NaN/Infinity floats instead of dead letter ``non_finite``
     tfds_features: dict[str, Any] | None = None  # a TFDS input's features.json, kept as the output's (tfds_metadata)

@@ -1,9 +1,10 @@
-"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``)
-and the range counter of the cuts (``line_counts``): compiled and Python twins give the same results,
+"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``),
+the spill's reads (``pread_records``) and the range counter of the cuts (``line_counts``): compiled and Python twins give the same results,
 refuse the same bad input, and build what they say."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -97,6 +98,63 @@ def test_bad_offsets_are_refused_not_read(twin):
         twin.gather_from([blob], np.array([0], np.int64), np.array([4], np.int64), np.array([2], np.int64))
     with pytest.raises(ValueError):
         twin.fill_data_crcs(bytearray(20), np.array([15], "<u8"))  # shorter than a frame
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=3000), st.lists(st.tuples(st.integers(0, 3100), st.integers(0, 300)), max_size=40),
+       st.booleans())
+def test_pread_records_twins_read_the_same_ranges(tmp_path_factory, data, ranges, adjacent):
+    if adjacent and ranges:  # back-to-back ranges: one read in the compiled twin
+        start = ranges[0][0]
+        ranges = [(start + sum(z for _, z in ranges[:i]), z) for i, (_, z) in enumerate(ranges)]
+    path = tmp_path_factory.mktemp("pread") / "f.bin"
+    path.write_bytes(data)
+    starts, lengths = np.array([a for a, _ in ranges], "<i8"), np.array([z for _, z in ranges], "<i8")
+    outcomes = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for twin in (native, fallback):
+            try:
+                outcomes.append(bytes(twin.pread_records(fd, starts, lengths)))
+            except ValueError as e:
+                outcomes.append(str(e))
+    finally:
+        os.close(fd)
+    inside = all(z == 0 or a + z <= len(data) for a, z in ranges)  # an empty range reads nothing
+    assert outcomes[0] == outcomes[1] == (b"".join(data[a:a + z] for a, z in ranges) if inside else
+                                          "pread_records: a range lies past the end of the file")
+
+
+def test_pread_records_refuses_bad_ranges_alike(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"abc")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for twin in (native, fallback):
+            for starts, lengths in (([-1], [1]), ([0], [-1]), ([2**63 - 2], [5]), ([0, 0], [1])):
+                with pytest.raises(ValueError, match="pread_records"):
+                    twin.pread_records(fd, np.array(starts, "<i8"), np.array(lengths, "<i8"))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("sparse", [0, 10**9])  # every piece read record by record; every piece mapped
+def test_record_bounds_and_read_scattered_both_ways(tmp_path, monkeypatch, sparse):
+    monkeypatch.setattr(spill, "SPARSE", sparse)
+    rng = np.random.default_rng(sparse)
+    for trial in range(60):
+        n = int(rng.integers(1, 2000))
+        ends = np.cumsum(rng.integers(1, 40, n))
+        size = int(ends[-1])
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        url = str(tmp_path / f"parsed-{trial}.bin")
+        (tmp_path / f"parsed-{trial}.bin").write_bytes(data)
+        (tmp_path / f"parsed-{trial}.bin.ends").write_bytes(ends.astype(spill.ends_dtype(size)).tobytes())
+        assert spill.ends_url(url) == url + ".ends"
+        which = np.sort(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False)).astype(np.int64)
+        starts, stops = spill.record_bounds(url, size, which)
+        assert starts.tolist() == [int(ends[i - 1]) if i else 0 for i in which] and stops.tolist() == ends[which].tolist()
+        assert bytes(spill.read_scattered(url, starts, stops)) == b"".join(data[a:b] for a, b in zip(starts, stops))
 
 
 def test_read_scattered_reads_records_in_place(tmp_path):

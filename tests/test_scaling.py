@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, sample_rows, uneven_csvs, write_csv
 from pipelines import local
-from shardprep import formats, manifest, run
+from shardprep import config, formats, manifest, run
 from shardprep.errors import UsageError
 from shardprep.graph import spill
 
@@ -101,6 +101,31 @@ def test_shards_identical_for_one_and_two_worker_processes(tmp_path, capsys):
     assert got["1"]["accounting"].rejected == 2
     assert len(got["1"]["shards"]) == 6
     assert got["1"] == got["2"] == got["beam"]
+
+
+@pytest.mark.slow
+def test_batch_bounds_and_read_paths_do_not_change_the_shards(tmp_path, monkeypatch):
+    """Parse's batch bounds (records, bytes) and WriteShards' two ways of reading a batch's records
+    (a map of its file, or one read per record: ``spill.SPARSE``) change the work, never the
+    bytes: batches of a few records, read one way then the other, give the shards, dead letters and
+    accounting of batches as large as a unit."""
+    raw = _raw(tmp_path / "raw")
+    args = ["--input", f"{raw}/*.csv", "--num-shards", "40", "--split", "train=0.8,eval=0.2", "--unit-mb", "0.2",
+            "--max-bad-records", "2", "--local-workers", "1"]
+    assert run.main([*args, "--output", str(tmp_path / "whole")]) == 0
+    made, real = [], config.ReshardConfig
+
+    def small_batches(*a, **kw):  # what run.main builds, with batches of at most 7 records or 3,000 bytes
+        made.append(1)
+        return real(*a, **kw, batch_records=7, batch_bytes=3000)
+
+    for name, sparse in (("read", 0), ("mapped", 10**9)):
+        with monkeypatch.context() as patch:
+            patch.setattr(config, "ReshardConfig", small_batches)
+            patch.setattr(spill, "SPARSE", sparse)  # 0: every piece read record by record; 10**9: every piece mapped
+            assert run.main([*args, "--output", str(tmp_path / name)]) == 0
+        assert made, "the run did not build its config through config.ReshardConfig"
+        assert _contents(tmp_path / name) == _contents(tmp_path / "whole"), name
 
 
 @pytest.mark.slow

@@ -69,33 +69,34 @@ class Parse:
         the per-record encoder decides here.
         """
         fmt = formats.format_of(unit)
-        limit, done, pending, waiting = self._config.batch_records, 0, [], 0
+        limit, max_bytes = self._config.batch_records, self._config.batch_bytes
+        done, pending, waiting, held = 0, [], 0, 0  # held: the bytes of the pending blocks
         fast = fmt.column_wise(unit, self._schema, self._config.extra_fields)
         if fast:
             run: list[bytes] = []  # consecutive records the encoder re-encoded: one block, not one each
+            run_bytes = 0
             try:
                 for block in fmt.framed_batches(unit, self._schema, self._config.extra_fields):
                     if isinstance(block, Decoded):  # a record the column-wise reader leaves to the encoder (TFRecord)
                         block = self._encoded(block.position, block.row)
                         if not isinstance(block, Bad):
                             run.append(block)
-                            if waiting + len(run) < limit:
+                            run_bytes += len(block)
+                            if waiting + len(run) < limit and held + run_bytes < max_bytes:
                                 continue
-                            block = joined(run)
-                            run = []
+                            block, run, run_bytes = joined(run), [], 0
                     if run:
                         pending.append(joined(run))
-                        waiting += len(run)
-                        run = []
+                        waiting, held, run, run_bytes = waiting + len(run), held + run_bytes, [], 0
                     if isinstance(block, Bad):  # a record the column-wise reader already judged (TFRecord)
                         yield block  # the batch goes on: a record's place is its order in the unit, not its batch
                         done += 1
                         continue
                     pending.append(block)  # blocks of a few MB, gathered into batches as large as the per-record path's
-                    waiting += len(block.ends)
-                    if waiting >= limit:
+                    waiting, held = waiting + len(block.ends), held + len(block.blob)
+                    if waiting >= limit or held >= max_bytes:
                         yield pending
-                        done, pending, waiting = done + waiting, [], 0
+                        done, pending, waiting, held = done + waiting, [], 0, 0
                 if run:
                     pending.append(joined(run))
                     waiting += len(run)
@@ -110,6 +111,7 @@ class Parse:
             return
         encode, frame = self._encode, tfrecord.frame
         framed: list[bytes] = []
+        held = 0
         for position, row in itertools.islice(formats.read_unit(unit), done, None):
             if isinstance(row, Bad):
                 yield row
@@ -119,9 +121,10 @@ class Parse:
             except RecordError as e:
                 yield Bad(position, e.reason, e.detail, row_text(row))
                 continue
-            if len(framed) >= limit:
+            held += len(framed[-1])
+            if len(framed) >= limit or held >= max_bytes:
                 yield [joined(framed)]
-                framed = []
+                framed, held = [], 0
         if framed:
             yield [joined(framed)]
 

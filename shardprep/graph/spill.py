@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import mmap
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,18 +99,35 @@ def read_ends(batch: SpilledBatch) -> np.ndarray:
     return np.frombuffer(fs.read_bytes(ends_url(batch.url)), ends_dtype(batch.size)).astype(np.uint64)
 
 
+SPARSE = 512  # a piece taking under 1/SPARSE of its batch is read record by record, else through a map
+
+
 def record_bounds(url: str, size: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of records ``which`` (ascending) of the local spill file ``url`` (``size``
-    bytes), from its ends file, mapped: only the pages holding them are read."""
+    bytes), from its ends file: mapped (only the pages holding them are read), or, for a few
+    records of many (``SPARSE``), read as the two ends around each (``native.pread_records``)."""
     which = np.asarray(which, np.int64)
-    with open(fs.filesystem(ends_url(url))[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        ends = np.frombuffer(view, ends_dtype(size))
-        stops = ends[which].astype(np.int64)
-        starts = ends[which - 1].astype(np.int64)  # record 0 (first, if taken) starts at 0
-        del ends  # the map closes only when no array looks into it
+    dtype = np.dtype(ends_dtype(size))
+    with open(fs.filesystem(ends_url(url))[1], "rb") as f:
+        if SPARSE * len(which) >= os.fstat(f.fileno()).st_size // dtype.itemsize:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                ends = np.frombuffer(view, dtype)
+                stops, starts = ends[which].astype(np.int64), ends[which - 1].astype(np.int64)
+                del ends  # the map closes only when no array looks into it
+        else:  # the end before each record and its own (record 0: its own only)
+            before = np.maximum(which - 1, 0)
+            counts = which - before + 1
+            ends = np.frombuffer(native.pread_records(f.fileno(), _int64(before * dtype.itemsize),
+                                                      _int64(counts * dtype.itemsize)), dtype)
+            last = np.cumsum(counts) - 1
+            stops, starts = ends[last].astype(np.int64), ends[last - 1].astype(np.int64)
     if len(which) and which[0] == 0:
-        starts[0] = 0
+        starts[0] = 0  # record 0 starts at 0
     return starts, stops
+
+
+def _int64(values: Any) -> np.ndarray:
+    return np.ascontiguousarray(values, "<i8")
 
 
 def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
@@ -201,14 +219,19 @@ def fits_in_memory(spill_size: int, memory: int | None) -> bool:
 
 
 def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
-    """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back: the file is mapped,
-    so only the pages holding them are read, and nothing is copied but the records. The map lasts
-    only this copy: gathering a shard straight from all its pieces' maps at once (one copy fewer)
-    saved no time on 1 GB of TFRecord and kept every batch file's pages mapped (peak tree RSS 2.6 GB)."""
+    """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back, copying nothing but
+    the records: through a map of the file (only the pages holding them are read; the map lasts
+    only this copy), or, when they are under 1/``SPARSE`` of its bytes, with ``pread``
+    (``native.pread_records``; adjacent records in one call). Mapping a 10 MB batch file for ~20
+    of its records (1,024 shards) cost several times reading them; for a 64th of them (64 shards)
+    the map is faster than one read each."""
     freeze_startup_objects()
-    starts, ends = np.ascontiguousarray(starts, "<i8"), np.ascontiguousarray(ends, "<i8")
-    with open(fs.filesystem(url)[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return native.interleave([(view, starts, ends - starts)])
+    starts, ends = _int64(starts), _int64(ends)
+    with open(fs.filesystem(url)[1], "rb") as f:
+        if SPARSE * int((ends - starts).sum()) < os.fstat(f.fileno()).st_size:
+            return native.pread_records(f.fileno(), starts, ends - starts)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return native.interleave([(view, starts, ends - starts)])
 
 
 def count(batch: SpilledBatch) -> BatchCount:

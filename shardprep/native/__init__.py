@@ -6,7 +6,8 @@ conforms to the schema, so that it can pass through as it is) and ``conforms``; 
 steps of the column-wise encoder and the shard writer: ``interleave`` (records built from one piece
 of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in place), ``gather``
 (a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
-back); ``line_counts`` (the quote and newline bytes of a block, for cutting CSV and JSON Lines);
+back); ``pread_records`` (byte ranges of an open file, back to back, without mapping it);
+``line_counts`` (the quote and newline bytes of a block, for cutting CSV and JSON Lines);
 ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
@@ -24,7 +25,7 @@ from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example", "example_spec",
            "feistel", "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
-           "scan", "split_indices"]
+           "pread_records", "scan", "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -45,6 +46,7 @@ blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, sca
     _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.gather_from,
     _impl.interleave, _impl.scan, _impl.split_indices)
 line_counts = _impl.line_counts
+pread_records = _impl.pread_records  # (fd, int64 starts, int64 lengths): those bytes of the file, back to back
 feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
 decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)

@@ -6,8 +6,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- CRC-32C (Castagnoli): slicing-by-8 tables, SSE 4.2 instruction where the CPU has it ---- */
 
@@ -631,6 +633,62 @@ done:
     for (Py_ssize_t i = 0; i < 3 * got; i++) PyBuffer_Release(bufs + i);
     PyMem_Free(bufs);
     Py_DECREF(seq);
+    return out;
+}
+
+/* pread_records(fd, starts, lengths) -> bytearray: bytes [starts[i], starts[i] + lengths[i]) of the
+ * open file ``fd``, back to back, read with pread(2), adjacent ranges in one call: only those bytes
+ * are copied and no page of the file is mapped. A range past the end of the file is a ValueError. */
+static PyObject *py_pread_records(PyObject *self, PyObject *args) {
+    int fd, err = 0;
+    Py_buffer a, z;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "iy*y*", &fd, &a, &z)) return NULL;
+    if (a.len % 8 || z.len != a.len) {
+        PyErr_SetString(PyExc_ValueError, "pread_records: starts and lengths must be n int64 values each");
+        goto done;
+    }
+    Py_ssize_t n = a.len / 8;
+    const int64_t *s = a.buf, *l = z.buf;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0 || l[i] < 0 || l[i] > PY_SSIZE_T_MAX - total || s[i] > INT64_MAX - l[i]) {
+            PyErr_SetString(PyExc_ValueError, "pread_records: a negative or too large start or length");
+            goto done;
+        }
+        total += l[i];
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) goto done;
+    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !err;) {
+        int64_t off = s[i], len = l[i], got = 0;
+        for (i++; i < n && s[i] == off + len; i++) len += l[i];
+        while (got < len) {
+            ssize_t r = pread(fd, w + got, (size_t)(len - got), (off_t)(off + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                err = r < 0 ? errno : -1;
+                break;
+            }
+            got += r;
+        }
+        w += len;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        Py_CLEAR(out);
+        if (err > 0) {
+            errno = err;
+            PyErr_SetFromErrno(PyExc_OSError);
+        } else {
+            PyErr_SetString(PyExc_ValueError, "pread_records: a range lies past the end of the file");
+        }
+    }
+done:
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&z);
     return out;
 }
 
@@ -1261,6 +1319,7 @@ static PyMethodDef methods[] = {
     {"gather", py_gather, METH_VARARGS, "Records of a packed batch, in a given order."},
     {"gather_from", py_gather_from, METH_VARARGS, "Pieces of several buffers, back to back."},
     {"interleave", py_interleave, METH_VARARGS, "Records built from one piece of every column each."},
+    {"pread_records", py_pread_records, METH_VARARGS, "Byte ranges of an open file, back to back (pread)."},
     {"fill_data_crcs", py_fill_data_crcs, METH_VARARGS, "Writes each framed record's masked data CRC in place."},
     {"jsonl_columns", py_jsonl_columns, METH_VARARGS, "Columns of a block of JSON Lines, or None."},
     {"decode_example", py_decode_example, METH_VARARGS, "A tf.train.Example as {name: [values]}, or None."},

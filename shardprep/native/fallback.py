@@ -6,6 +6,7 @@ random inputs. See ``_native.c`` for what each function means.
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from collections.abc import Sequence
 
@@ -13,7 +14,7 @@ import google_crc32c
 import numpy as np
 
 __all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "feistel", "fill_data_crcs", "gather", "gather_from", "interleave",
-           "jsonl_columns", "line_counts", "scan", "split_indices"]
+           "jsonl_columns", "line_counts", "pread_records", "scan", "split_indices"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -90,6 +91,25 @@ def interleave(columns: Sequence[tuple[bytes | memoryview, bytes | memoryview, b
     parts: list[bytes | None] = [None] * (len(cols) * (len(cols[0][1]) if cols else 0))
     for c, (view, a, z) in enumerate(cols):
         parts[c::len(cols)] = [view[x:y] for x, y in zip(a, z)]
+    return bytearray().join(parts)
+
+
+def pread_records(fd: int, starts: bytes | memoryview, lengths: bytes | memoryview) -> bytearray:
+    a, z = memoryview(starts).cast("B"), memoryview(lengths).cast("B")
+    if len(a) % 8 or len(z) != len(a):
+        raise ValueError("pread_records: starts and lengths must be n int64 values each")
+    a, z = np.frombuffer(a, "<i8"), np.frombuffer(z, "<i8")
+    if len(a) and ((a < 0).any() or (z < 0).any() or (a > (2**63 - 1) - z).any() or sum(z.tolist()) > 2**63 - 1):
+        raise ValueError("pread_records: a negative or too large start or length")
+    parts = []
+    for off, length in zip(a.tolist(), z.tolist()):
+        data = os.pread(fd, length, off) if length else b""
+        while len(data) < length:
+            more = os.pread(fd, length - len(data), off + len(data))
+            if not more:
+                raise ValueError("pread_records: a range lies past the end of the file")
+            data += more
+        parts.append(data)
     return bytearray().join(parts)
 
 
