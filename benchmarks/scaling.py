@@ -119,8 +119,9 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
             unit_mb: str | None = None, log: Callable[[str], None] = print) -> dict:
     """Issue 12's comparison: the contenders ``names`` (``CONTENDERS``; one process always) on the
     same rows, alternated for ``repeats`` rounds (``harness.alternate``), with pyarrow's parse of
-    the CSV files alone once per round (the fastest first pass is the reference); summaries (medians), ratios to one process (median of
-    the rounds' ratios), and issue 12's goals as ``benchmarks.run`` reports them."""
+    the CSV files alone once per round (its fastest first pass is the reference); summaries
+    (medians), ratios to one process (the median of the rounds' ratios), and issue 12's goals as
+    ``benchmarks.run`` reports them."""
     folder = data.csv_set(rows)
     files = data.csv_files(folder)
     mb = data.dir_bytes(folder) / 1e6
@@ -129,11 +130,10 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
     # pyarrow's parse alone, first in every round like any contender: its first pass (fresh memory
     # for the tables) costs 2-4x its second here unless a parse just freed memory (0.9 s, then
     # run back to back), so it never runs right after itself
-    contenders, folders = [harness.Contender("pyarrow_parse", [sys.executable, "-c", _PARSE, *files],
-                                             check=_parse_times)], {}
+    contenders = [harness.Contender("pyarrow_parse", [sys.executable, "-c", _PARSE, *files], check=_parse_times)]
     for name in ["one_process", *(n for n in names if n != "one_process")]:
         kind, *extra = CONTENDERS[name]
-        out = folders[name] = _Folder(os.path.join(WORK, name))
+        out = _Folder(os.path.join(WORK, name))
         contenders.append(harness.Contender(
             name, [sys.executable, "-m", "shardprep.run", "--input", inputs[kind], "--output", out.path,
                    "--num-shards", str(shards), "--statistics", "off",  # auto depends on the input's bytes, which
