@@ -1,5 +1,5 @@
-"""Shard pieces name batches, not records (``graph.elements``): Assign emits a piece per shard a
-batch reaches, and WriteShard finds each shard's records from the plan by the permutation's inverse,
+"""Shard pieces name batches, not records (``graph.elements``): Assign emits one piece per shard in
+place (the listing of the split's batches) and a piece per shard a reordered batch reaches, and WriteShard finds each shard's records from the plan by the permutation's inverse,
 in place or from the reordered spill, exactly as ``planning.shard_of`` deals the positions."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from shardprep import naming, planning, tfrecord
 from shardprep.config import ReshardConfig
 from shardprep.graph import spill
-from shardprep.graph.elements import FACTS, ShardPiece, SpilledBatch, Tagged
+from shardprep.graph.elements import FACTS, ShardBatches, ShardPiece, SpilledBatch, Tagged
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, WriteShard
 from shardprep.permutation import Permutation
@@ -81,20 +81,37 @@ def test_write_shard_finds_every_record_where_the_plan_deals_it(tmp_path_factory
         assert not any(spill.fs.exists(b.url) for b in batches)
 
 
-def test_pieces_carry_no_per_record_data(tmp_path):
+@pytest.mark.parametrize("in_place, kind", [(True, ShardBatches), (False, ShardPiece)])
+def test_pieces_carry_no_per_record_data(tmp_path, in_place, kind):
     """What crosses the runner is the same few numbers for a batch of 10 records or of 10,000."""
     sizes = []
     for folder, n in (("a", 10), ("b", 10_000)):
-        cfg = _config(tmp_path / folder, num_shards=4, shuffle=True, in_place=True)
+        cfg = _config(tmp_path / folder, num_shards=4, shuffle=True, in_place=in_place)
         (batch,), _ = _spilled(cfg, [n])
         pieces = [out[1] for out in Assign(cfg).process(batch, [count(batch)]) if not isinstance(out, Tagged)]
-        assert len(pieces) == 4 and all(isinstance(p, ShardPiece) for p in pieces)
+        assert len(pieces) == 4 and all(isinstance(p, kind) for p in pieces)
         sizes.append((len(pickle.dumps(batch)), len(pickle.dumps(pieces))))
     assert abs(sizes[0][0] - sizes[1][0]) <= 8 and abs(sizes[0][1] - sizes[1][1]) <= 32, sizes  # int widths
 
 
+@pytest.mark.parametrize("num_batches, num_shards", [(6, 4), (3, 8), (1, 5), (5, 5)])
+def test_in_place_each_shard_gets_one_piece_whatever_the_batches(tmp_path, num_batches, num_shards):
+    """In place, Assign's elements are one per shard in all (not one per batch and shard): the
+    shard's piece names the listing of its split's batches, which the first batch writes."""
+    cfg = _config(tmp_path, num_shards=num_shards, shuffle=True, in_place=True)
+    batches, _ = _spilled(cfg, [7] * num_batches)
+    counts = [count(b) for b in batches]
+    assign, keys = Assign(cfg), []
+    for batch in reversed(batches):  # the first batch last: the listing is written whenever it comes
+        keys += [out[0] for out in assign.process(batch, counts) if not isinstance(out, Tagged)]
+    assert sorted(keys) == [(0, shard, num_shards) for shard in range(num_shards)]
+    listed = spill.read_listing(cfg, 0, spill.listing_url(cfg, 0), 7 * num_batches)
+    assert [(p.url, p.first, p.num_records, p.end) for p in listed] == [
+        (b.url, 7 * i, 7, b.size) for i, b in enumerate(batches)]
+
+
 def test_a_missing_piece_fails_the_shard(tmp_path):
-    cfg = _config(tmp_path, num_shards=2, shuffle=True, in_place=True)
+    cfg = _config(tmp_path, num_shards=2, shuffle=True, in_place=False)  # a piece per batch and shard
     batches, _ = _spilled(cfg, [5, 5])
     counts = [count(b) for b in batches]
     assign = Assign(cfg)

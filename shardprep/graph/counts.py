@@ -79,8 +79,8 @@ class CountTable:
         lo, hi = self.bounds(split)
         return int(self.num_records[lo:hi].sum()), int(self.size[lo:hi].sum())
 
-    def first_position(self, split: int, unit: tuple[int, int], part: int) -> int:
-        """The position within its split of the first record of batch (split, unit, part)."""
+    def ordinal(self, split: int, unit: tuple[int, int], part: int) -> int:
+        """Batch (split, unit, part)'s place among its split's batches, in the order of their records."""
         fields = (split, unit[0], unit[1], part)
         if any(v < 0 or v.bit_length() > b for v, b in zip(fields, self._bits)):
             raise KeyError(f"batch {fields} is not in the counts side input")
@@ -88,8 +88,25 @@ class CountTable:
         row = int(np.searchsorted(self._keys, key))
         if row >= len(self._keys) or self._keys[row] != key:
             raise KeyError(f"batch {fields} is not in the counts side input")
+        return row - self.bounds(split)[0]
+
+    def first_position(self, split: int, unit: tuple[int, int], part: int) -> int:
+        """The position within its split of the first record of batch (split, unit, part)."""
         lo, _ = self.bounds(split)
-        return int(self._first[row] - self._first[lo])
+        return int(self._first[lo + self.ordinal(split, unit, part)] - self._first[lo])
+
+    def batches(self, split: int) -> np.ndarray:
+        """``split``'s batches in the order of their records: rows of (file, unit, part, first
+        position in the split, records, bytes), uint64."""
+        lo, hi = self.bounds(split)
+        keys, b = self._keys[lo:hi], [np.uint64(x) for x in self._bits]
+        one = np.uint64(1)
+        part = keys & ((one << b[3]) - one)
+        unit = (keys >> b[3]) & ((one << b[2]) - one)
+        file = (keys >> (b[3] + b[2])) & ((one << b[1]) - one)
+        first = (self._first[lo:hi] - self._first[lo]).astype(np.uint64)
+        return np.stack([file, unit, part, first, self.num_records[lo:hi].astype(np.uint64),
+                         self.size[lo:hi].astype(np.uint64)], axis=1)
 
     @property
     def nbytes(self) -> int:

@@ -18,7 +18,8 @@ from shardprep.permutation import Permutation
 if TYPE_CHECKING:
     from shardprep.graph.counts import CountTable
 
-__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardPiece", "SpilledBatch", "SplitPlan", "Tagged", "shard_key"]
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardBatches", "ShardPiece", "SpilledBatch", "SplitPlan",
+           "Tagged", "shard_key"]
 
 REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
 
@@ -71,6 +72,16 @@ class ShardPiece(NamedTuple):
     num_records: int
     total: int
     in_place: bool
+
+
+class ShardBatches(NamedTuple):
+    """Assign -> GroupByShard -> WriteShards, in place: a shard's one piece, naming the file that
+    lists its split's batches (``graph.spill.write_listing``), each of which is a ``ShardPiece`` in
+    place. One element per shard whatever the number of batches, where a piece per batch and shard
+    made batches x shards elements (1,024 shards of 667 MB: 82k; ~1.6M for 100 GB)."""
+
+    url: str
+    total: int
 
 
 class RejectedBatch(NamedTuple):

@@ -25,7 +25,7 @@ import numpy as np
 
 from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
-from shardprep.graph.elements import BatchCount, SpilledBatch
+from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "ends_url", "fits_in_memory", "freeze_startup_objects", "gather",
@@ -69,6 +69,29 @@ def spill(url: str, *parts: bytes | bytearray) -> None:
             f.write(data)
 
 
+def parsed_url(config: ReshardConfig, split: int, unit: tuple[int, int], part: int) -> str:
+    """Where Parse spills batch (split, unit, part)."""
+    return spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+
+
+def listing_url(config: ReshardConfig, split: int) -> str:
+    """The file that lists split ``split``'s batches for WriteShards in place (``write_listing``)."""
+    return spill_url(config, f"batches-{split}.bin")
+
+
+def write_listing(url: str, batches: np.ndarray) -> None:
+    """Writes ``graph.counts.CountTable.batches`` (uint64 rows of file, unit, part, first position,
+    records, bytes); deterministic, so a retried or repeated Assign rewrites the same bytes."""
+    spill(url, np.ascontiguousarray(batches, "<u8").tobytes())
+
+
+def read_listing(config: ReshardConfig, split: int, url: str, total: int) -> list[ShardPiece]:
+    """The batches of ``write_listing``'s file as pieces in place, in the order of their records."""
+    rows = np.frombuffer(fs.read_bytes(url), "<u8").reshape(-1, 6).tolist()
+    return [ShardPiece(parsed_url(config, split, (file, unit), part), 0, size, first, n, total, True)
+            for file, unit, part, first, n, size in rows]
+
+
 def ends_url(url: str) -> str:
     """Where the record ends of spill file ``url`` lie."""
     return url + ".ends"
@@ -85,7 +108,7 @@ def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int,
     """Spills a batch, given as the blocks it was read in (written back to back, not joined first),
     and its record ends beside it; the element that crosses the runner is its url, size and count."""
     freeze_startup_objects()
-    url = spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+    url = parsed_url(config, split, unit, part)
     spill(url, *(blob for blob, _ in blocks))
     sizes = [len(blob) for blob, _ in blocks]
     offsets = np.cumsum([0, *sizes[:-1]], dtype=np.uint64)  # each block's place in the file

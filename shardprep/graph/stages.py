@@ -15,6 +15,7 @@ from shardprep.graph.elements import (
     FACTS,
     BatchCount,
     RejectedBatch,
+    ShardBatches,
     ShardPiece,
     SpilledBatch,
     SplitPlan,
@@ -22,7 +23,18 @@ from shardprep.graph.elements import (
     shard_key,
 )
 from shardprep.graph.pool import Counter
-from shardprep.graph.spill import gather_from, read_scattered, record_bounds, reorder, scattered, segment, sorted_url
+from shardprep.graph.spill import (
+    gather_from,
+    listing_url,
+    read_listing,
+    read_scattered,
+    record_bounds,
+    reorder,
+    scattered,
+    segment,
+    sorted_url,
+    write_listing,
+)
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
@@ -61,10 +73,11 @@ def permutation(config: ReshardConfig, split: int, total: int) -> Permutation | 
 class Assign:
     """Gives every record its global position and deals positions round-robin to shards.
 
-    Emits ``(shard_key, ShardPiece)``, one piece per shard the batch's records go to, and each
-    split's PlanFact or ErrorFact once (tag ``FACTS``). A piece names the batch, not its records:
-    WriteShard finds them from the plan. In place (local spill), nothing is read or written here;
-    else the batch is reordered by (shard, place in shard) into one segment per shard.
+    Emits, with each split's PlanFact or ErrorFact once (tag ``FACTS``): in place (local spill),
+    ``(shard_key, ShardBatches)`` once per shard in all (the split's batches listed in one file);
+    else ``(shard_key, ShardPiece)`` per shard the batch's records go to, the batch reordered by
+    (shard, place in shard) into one segment per shard. A piece names a batch, not its records:
+    WriteShard finds them from the plan.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -83,11 +96,15 @@ class Assign:
         first = plan.counts.first_position(batch.split, tuple(batch.unit), batch.part)
         total = plan.fact.num_records
         if scattered(self._config, batch.url):
-            # The records stay where Parse wrote them. A batch of at least num_shards records
-            # reaches every shard (its positions are distinct; a piece that gets none is skipped).
-            shards = range(num_shards) if n >= num_shards else np.unique(self._shards(plan, first, n)[0]).tolist()
-            for shard in shards:
-                yield shard_key(batch.split, shard, num_shards), ShardPiece(batch.url, 0, batch.size, first, n, total, True)
+            # The records stay where Parse wrote them. Each shard gets one piece in all, from the
+            # batch ``shard mod B`` of its split's B batches, naming the list of them that the
+            # split's first batch writes here (WriteShards runs once every Assign has ended).
+            ordinal, batches = plan.counts.ordinal(batch.split, batch.unit, batch.part), plan.counts.bounds(batch.split)
+            listing = listing_url(self._config, batch.split)
+            if ordinal == 0:
+                write_listing(listing, plan.counts.batches(batch.split))
+            for shard in range(ordinal, num_shards, batches[1] - batches[0]):
+                yield shard_key(batch.split, shard, num_shards), ShardBatches(listing, total)
             return
         # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's
         # piece is then one byte range of that file.
@@ -121,9 +138,11 @@ class WriteShard:
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
         self._shards = Counter("shards_written")
+        self._listings: dict[str, list[ShardPiece]] = {}
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
+        pieces = [x for p in pieces for x in (self._listed(split, p) if isinstance(p, ShardBatches) else (p,))]
         pieces = sorted({p.first: p for p in pieces}.values(), key=lambda p: p.first)  # a batch's piece once
         index = self._indices(split, shard, num_shards, pieces[0].total)
         blobs, ends, taken = [], [], []
@@ -150,6 +169,15 @@ class WriteShard:
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
+
+    def __getstate__(self) -> dict:  # the work is compared as pickles (graph.work): without the cache
+        return {**self.__dict__, "_listings": {}}
+
+    def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
+        """The pieces in place of a split's listed batches (read once per process)."""
+        if batches.url not in self._listings:
+            self._listings = {batches.url: read_listing(self._config, split, batches.url, batches.total)}
+        return self._listings[batches.url]
 
     def _indices(self, split: int, shard: int, num_shards: int, total: int) -> np.ndarray:
         """The split's record indices, in order, that shard ``shard`` of ``num_shards`` takes."""
