@@ -33,8 +33,8 @@ def steps(config: ReshardConfig) -> Steps:
 def ahead(config: ReshardConfig) -> list[Ahead]:
     """The chain the pool runs ahead of Beam, as the graph wires it: CountRanges; Parse with
     ``AsList(ranges)``; where the spill is read in place (``graph.spill.scattered``: Assign then
-    neither reads nor writes a file, so running it twice is harmless, as is writing a shard twice:
-    atomically, the same bytes), Assign with ``AsList(counts)`` and WriteShards over its pieces by
+    reads no file and writes only its split's listing of batches, so running it twice is harmless,
+    as is writing a shard twice: atomically, the same bytes), Assign with ``AsList(counts)`` and WriteShards over its pieces by
     shard key, as GroupByShard gives them (a few numbers a piece: holding them beside Beam's copy
     costs little)."""
     work = steps(config)
