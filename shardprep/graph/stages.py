@@ -92,22 +92,22 @@ class Assign:
         plan = self._plans[batch.split]
         if plan.error is not None:
             return
-        num_shards, n = plan.num_shards, batch.num_records
-        first = plan.counts.first_position(batch.split, tuple(batch.unit), batch.part)
-        total = plan.fact.num_records
+        num_shards, total = plan.num_shards, plan.fact.num_records
         if scattered(self._config, batch.url):
             # The records stay where Parse wrote them. Each shard gets one piece in all, from the
             # batch ``shard mod B`` of its split's B batches, naming the list of them that the
             # split's first batch writes here (WriteShards runs once every Assign has ended).
-            ordinal, batches = plan.counts.ordinal(batch.split, batch.unit, batch.part), plan.counts.bounds(batch.split)
+            ordinal = plan.counts.ordinal(batch.split, tuple(batch.unit), batch.part)
+            lo, hi = plan.counts.bounds(batch.split)
             listing = listing_url(self._config, batch.split)
             if ordinal == 0:
                 write_listing(listing, plan.counts.batches(batch.split))
-            for shard in range(ordinal, num_shards, batches[1] - batches[0]):
+            for shard in range(ordinal, num_shards, hi - lo):
                 yield shard_key(batch.split, shard, num_shards), ShardBatches(listing, total)
             return
         # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's
         # piece is then one byte range of that file.
+        n, first = batch.num_records, plan.counts.first_position(batch.split, tuple(batch.unit), batch.part)
         shard, order = self._shards(plan, first, n)
         by_shard = np.lexsort((order, shard))
         sorted_shard = shard[by_shard]
