@@ -59,25 +59,32 @@ def _tables(draw):
     return pa.table(columns), schema
 
 
-def _unit(path):
+def _units(path, unit_bytes=1 << 30):
     file = formats.InputFile(0, str(path), path.stat().st_size, "parquet", False)
-    (unit,) = parquet.ParquetFormat().plan(file, 1 << 30)
+    return parquet.ParquetFormat().plan(file, unit_bytes)
+
+
+def _unit(path):
+    (unit,) = _units(path)
     return unit
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(_tables(), st.sampled_from(["reject", "ignore"]), st.sampled_from([3, 20_000]), st.sampled_from([4, 65536]))
-def test_parquet_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, batch_records, fast_rows):
+@given(_tables(), st.sampled_from(["reject", "ignore"]), st.sampled_from([3, 20_000]), st.sampled_from([4, 65536]),
+       st.sampled_from([16, 7]), st.sampled_from([1 << 30, 1]))
+def test_parquet_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, batch_records, fast_rows,
+                                                      group_rows, unit_bytes):
+    """Whole files and files in row ranges (``unit_bytes=1``: every row group cut into ranges)."""
     table, schema = case
     path = tmp_path / "t.parquet"
-    pq.write_table(table, path, row_group_size=16)
-    unit = _unit(path)
+    pq.write_table(table, path, row_group_size=group_rows)
     old, parquet.FAST_BATCH_ROWS = parquet.FAST_BATCH_ROWS, fast_rows
     try:
-        got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records), unit)
+        for unit in _units(path, unit_bytes):
+            got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records), unit)
+            assert got == _outcome(_reference, unit, schema, extra_fields)
     finally:
         parquet.FAST_BATCH_ROWS = old
-    assert got == _outcome(_reference, unit, schema, extra_fields)
 
 
 def test_clean_parquet_goes_column_wise_whole(tmp_path):

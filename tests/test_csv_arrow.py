@@ -144,7 +144,13 @@ def _csv_files(draw):
         else:
             lines.append(",".join(draw(_good(t)) for t in dtypes))
     ending = draw(st.sampled_from(["\n", "\r\n"]))
-    header = ",".join(columns) + ending
+    # names as written by hand, quoted (pyarrow, R, spreadsheets), or a quoted name over two lines
+    quoting = draw(st.sampled_from(["plain", "quoted", "newline"]))
+    if quoting == "newline":
+        columns[-1] = "c\nz"
+        schema = {c: FeatureSpec(t, ()) for c, t in zip(columns, dtypes)}
+    names = columns if quoting == "plain" else [f'"{c}"' for c in columns]
+    header = ",".join(names) + ending
     data = (header + ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
     if draw(st.integers(0, 7)) == 0:  # a byte that is not UTF-8, after the header
         at = draw(st.integers(len(header), len(data)))
@@ -186,9 +192,11 @@ def _write_csv(path, rows, header="id,x,label,text"):
 SCHEMA = {"id": FeatureSpec(I64, ()), "x": FeatureSpec(F, ()), "label": FeatureSpec(I64, ()), "text": FeatureSpec(S, ())}
 
 
-def test_clean_csv_goes_column_wise_whole(tmp_path):
+@pytest.mark.parametrize("header", ["id,x,label,text", '"id","x","label","text"', '\ufeff"id",x,"label",text\r'])
+def test_clean_csv_goes_column_wise_whole(tmp_path, header):
+    """Quoted names too (pyarrow, R and spreadsheets write them): the header is still one line."""
     rows = [f'{i},{i / 7:.4f},{i % 3},"t, {i}"\n' for i in range(5000)]
-    unit = _write_csv(tmp_path / "a.csv", rows)
+    unit = _write_csv(tmp_path / "a.csv", rows, header)
     batches = list(csv_arrow.framed_batches(unit, SCHEMA, "reject"))  # raises Unsupported if it stepped aside
     assert sum(len(ends) for _, ends in batches) == 5000
     assert b"".join(bytes(b) for b, _ in batches) == b"".join(r for r in _reference(unit, SCHEMA, "reject"))

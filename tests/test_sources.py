@@ -327,13 +327,33 @@ def test_parquet_row_groups_become_units_with_row_positions(tmp_path):
     path = tmp_path / "a.parquet"
     pq.write_table(table, path, row_group_size=100)
     units = plan_units(expand_inputs([str(path)]), unit_bytes=path.stat().st_size // 4)
-    assert 3 <= len(units) <= 10 and units[0].start == 0 and units[-1].end == 10
-    assert [u.first_position for u in units] == [u.start * 100 + 1 for u in units]
+    assert 3 <= len(units) <= 10 and units[0].start == 0 and units[-1].end == n  # row numbers
+    assert all(u.start % 100 == 0 for u in units)  # runs of whole row groups
+    assert [u.first_position for u in units] == [u.start + 1 for u in units]
     items = [item for u in units for item in read_unit(u)]
     assert [pos for pos, _ in items] == list(range(1, n + 1))
     assert items[7][1] == {"id": 7, "x": 1.75, "s": "r7", "v": [7, 7], "day": 7, "t": 7000, "d": 0.07}
     gz = write(tmp_path / "b.parquet.gz", gzip.compress(path.read_bytes()))
     assert rows_of(read(gz)) == rows_of(items)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_a_large_parquet_row_group_is_cut_into_row_ranges(tmp_path, groups):
+    """One row group (pandas / pyarrow's default up to 1M rows) would be one unit for one core:
+    cut into row ranges of about ``unit_bytes``, read back whole, in order, each row once."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    n = 3000
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "s": pa.array([f"row {i:05d} " * 8 for i in range(n)])})
+    path = tmp_path / "a.parquet"
+    pq.write_table(table, path, row_group_size=n // groups, compression="none")
+    units = plan_units(expand_inputs([str(path)]), unit_bytes=path.stat().st_size // 7)
+    assert len(units) >= 6 and [u.index for u in units] == list(range(len(units)))
+    assert [(u.start, u.end) for u in units] == list(zip([0] + [u.end for u in units[:-1]], [u.end for u in units]))
+    assert units[-1].end == n and [u.first_position for u in units] == [u.start + 1 for u in units]
+    items = [item for u in units for item in read_unit(u)]
+    assert [pos for pos, _ in items] == list(range(1, n + 1))
+    assert [row["id"] for _, row in items] == list(range(n))
 
 
 def test_unreadable_parquet_stops_the_run(tmp_path):

@@ -12,7 +12,8 @@ yielded, so dead letters keep their exact line numbers, reasons and wording. It 
   Python's ``int()`` does not), a float that is not finite in float32, invalid UTF-8 anywhere in
   the unit, a lone ``\\r`` (pyarrow takes it for a line end, the csv module refuses it), a BOM
   where pyarrow starts reading (it drops it, the csv module keeps it but in a file's first line),
-  a gzip stream that breaks off, a header with quotes;
+  a gzip stream that breaks off, a header line that is not one whole record to the csv module (a
+  quoted name holding a newline, a quote it refuses);
 - a unit that ends inside a quoted field: after the unit's bytes the reader feeds one line of
   ``0`` values, which must come back as the last row; a field left open swallows it.
 
@@ -24,6 +25,7 @@ no read handed to pyarrow ends in ``\\r``: see ``_Checked.readinto``); the prope
 from __future__ import annotations
 
 import codecs
+import csv
 import io
 from collections.abc import Iterator
 from typing import IO
@@ -191,8 +193,8 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
         source = _Checked(stream, None if unit.file.gzip else unit.end - unit.start, marker)
         if unit.start == 0 and dialect.header:
             header = source.skip_line().removeprefix(BOM)
-            if b'"' in header or not header.strip(b"\r\n"):
-                raise Unsupported("the header line holds quotes or is blank")
+            if not _one_record(header, dialect.delimiter):
+                raise Unsupported("the header line is blank or not one whole CSV record")
         try:
             reader = pacsv.open_csv(
                 source,
@@ -216,6 +218,20 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
             yield from _encode(held.slice(0, held.num_rows - 1), schema, source)
         elif not source.clean:
             raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
+
+
+def _one_record(line: bytes, delimiter: str) -> bool:
+    """Whether the csv module reads ``line`` (the header, as read) as one whole record: then the
+    per-record path skips exactly that line as the header. Quoted names are common (pyarrow, R and
+    spreadsheets quote every name); a quote that leaves a field open at the line's end is not."""
+    if not line.strip(b"\r\n"):
+        return False
+    if b'"' not in line:
+        return True
+    try:
+        return len(list(csv.reader([line.decode("utf-8")], delimiter=delimiter, strict=True))) == 1
+    except (csv.Error, UnicodeDecodeError):
+        return False
 
 
 def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> Iterator[FramedBatch]:
