@@ -118,11 +118,11 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     ranges: list[tuple[int, int]] = []
     start = row = size = 0  # the run of whole groups: its first row, the next row, its bytes
     for nbytes, n in groups:
-        if nbytes > unit_bytes or (row > start and size + nbytes > unit_bytes):
-            if row > start:
-                ranges.append((start, row))
+        big = nbytes > unit_bytes
+        if row > start and (big or size + nbytes > unit_bytes):
+            ranges.append((start, row))
             start, size = row, 0
-        if nbytes > unit_bytes:
+        if big:
             k = -(-nbytes // unit_bytes)
             cuts = [row + n * i // k for i in range(k + 1)]
             ranges += [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
@@ -147,7 +147,7 @@ def _batches(pf: Any, unit: WorkUnit, batch_rows: int, columns: list[str] | None
             groups.append(i)
         first += n
     left = unit.end - unit.start
-    if not groups or left <= 0:
+    if not groups:
         return
     for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=columns):
         if skip >= batch.num_rows:
@@ -166,6 +166,8 @@ def _batches(pf: Any, unit: WorkUnit, batch_rows: int, columns: list[str] | None
 def read_parquet(unit: WorkUnit, batch_rows: int = 4096) -> Iterator[Record]:
     import pyarrow as pa
 
+    if unit.end <= unit.start:  # an empty file: not even opened
+        return
     position = unit.first_position
     with contextlib.ExitStack() as stack:
         pf = _parquet_file(unit.file, stack)
@@ -208,6 +210,8 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
     """The unit's rows as framed TFRecord batches, read column-wise; see the module docs."""
     import pyarrow as pa
 
+    if unit.end <= unit.start:
+        return
     with contextlib.ExitStack() as stack:
         pf = _parquet_file(unit.file, stack)
         fields = {f.name: f for f in pf.schema_arrow}
