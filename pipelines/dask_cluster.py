@@ -48,12 +48,15 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
     import distributed  # here, before the thread: one import of it at a time
 
     started: dict[str, Any] = {}
+    # the workers print to this terminal: a failed task's "Compute Failed" and its traceback only
+    # with --verbose (the command prints the error once, as one line)
+    quiet = logging.WARNING if log.isEnabledFor(logging.DEBUG) else logging.CRITICAL
 
     def start() -> None:
         try:
             started["cluster"] = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                preload=PRELOAD)
+                preload=PRELOAD, silence_logs=quiet)
         except BaseException as e:  # noqa: BLE001 - handed to the caller, in its thread
             started["error"] = e
 

@@ -21,7 +21,7 @@ from pipelines import local
 from pipelines.startup import RUNNERS
 from shardprep import retention
 from shardprep.config import ReshardConfig
-from shardprep.errors import RunError, UsageError
+from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import WorkUnit
 from shardprep.graph import spill
 from shardprep.graph.pool import stop as stop_pool
@@ -105,21 +105,14 @@ def run(
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM through shardprep.interrupts: nothing of the run stays
+        except BaseException as e:  # the caller removes the run's folder (shardprep.interrupts), the pool stopped
             _stop(pool)
-            retention.discard_run(config.output, config.run_id, whole=True)
-            raise
-        except Exception as e:
-            _stop(pool)
-            full = _out_of_space(e)
-            retention.discard_run(config.output, config.run_id, whole=full)  # a full disk: all, for the rerun
-            if not full:
+            if not _out_of_space(e):
                 raise
             raise RunError(
                 f"no space left on the device of {config.output}: this run needs about "
-                f"{spill.RUN_SPACE_FACTOR * input_bytes / 1e6:,.0f} MB free there ({spill.RUN_SPACE_FACTOR}x the "
-                f"{input_bytes / 1e6:,.1f} MB of "
-                f"input: shards plus one copy in spill); its files were removed; free space or choose another "
+                f"{_space_needed(units) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
+                f"{input_bytes / 1e6:,.1f} MB of input); its files were removed; free space or choose another "
                 f"--output and rerun") from e
         if result is None:
             retention.discard_run(config.output, config.run_id, whole=True)  # the staged units (graph.units)
@@ -128,6 +121,14 @@ def run(
         if runner == "direct":
             local.summarize(result, workers=workers.count, seconds=time.monotonic() - started)
         return True
+
+
+def _space_needed(units: Sequence[WorkUnit]) -> int:
+    files = list({unit.file.index: unit.file for unit in units}.values())
+    try:
+        return spill.run_space(files)
+    except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
+        return spill.RUN_SPACE_FACTOR * sum(f.size for f in files)
 
 
 def _stop(pool: str | None) -> None:

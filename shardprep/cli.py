@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -19,7 +21,7 @@ from typing import NoReturn
 from shardprep.errors import RunError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "SafeFormatter", "UsageError", "configure_logging", "exit_now",
-           "main", "safe"]
+           "exit_early_on_interrupt", "main", "safe"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -98,9 +100,17 @@ def _last_line(error: BaseException) -> str:
     return safe(lines[-1]) if lines else type(error).__name__
 
 
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """Runs ``body`` and turns any error into one line on stderr and its exit code."""
+    """Runs ``body`` and turns any error into one line on stderr and its exit code; SIGTERM ends it as
+    Ctrl-C does (a ``KeyboardInterrupt``, exit 130), so that its ``with`` blocks clean up."""
     log = logging.getLogger("shardprep")
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return body(argv)
     except UsageError as e:
@@ -118,6 +128,20 @@ def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[
         log.debug("traceback", exc_info=True)
         print(f"{prog}: error: {type(e).__name__}: {_last_line(e)} (rerun with --verbose for details)", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def exit_early_on_interrupt(prog: str) -> None:
+    """For a command's ``__main__``, before its imports: a signal then (before ``main`` runs, nothing
+    written yet) ends it with one line and 130 instead of a traceback or a silent SIGTERM death."""
+    def handler(_signum: int, _frame: object) -> None:
+        os.write(2, f"{prog}: interrupted\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
 
 
 def exit_now(code: int) -> NoReturn:

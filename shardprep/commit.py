@@ -245,20 +245,33 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
     if not config.overwrite and manifest.exists(config.output):
         return _refuse(config, report, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was "
                                         "working; pass --overwrite to replace it"])
-    if absent := _absent_shards(config.output, result):
-        return _refuse(config, report, absent)
-    before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
-    result = dataclasses.replace(result, created=result.created or manifest.now())
-    lease.pause("commit.checked")
-    tfds_metadata.write(config.output, result, features=config.tfds_features)  # before the commit marker
-    lease.check(config.output, config.run_id)
-    url = manifest.write(config.output, result)
+    if retention.claim(config.output, config.run_id, retention.COMMIT) != retention.COMMIT:
+        return _refuse(config, report, [f"run {config.run_id} was interrupted before its commit: nothing committed"])
+    committed = False
+    try:  # the shards are checked under the claim: an interrupted launcher removes them only without it
+        if absent := _absent_shards(config.output, result):
+            return _refuse(config, report, absent)
+        before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
+        result = dataclasses.replace(result, created=result.created or manifest.now())
+        lease.pause("commit.checked")
+        with tfds_metadata.restored_on_failure(config.output):  # TFDS readers see the old data set until the commit
+            tfds_metadata.write(config.output, result, features=config.tfds_features)
+            lease.check(config.output, config.run_id)
+            url = manifest.write(config.output, result)
+        committed = True
+    finally:
+        if not committed:
+            retention.withdraw(config.output, config.run_id)
     log.info("committed %s", url)
     lease.pause("commit.written")
-    manifest.write_run_copy(config.output, config.run_id, result)
-    lease.pause("commit.copied")
-    lease.check(config.output, config.run_id)
-    retention.remove_stale_runs(config.output, current=result.run_ids, committed=before, keep_previous=config.keep_previous)
+    try:  # the data set is committed: what follows is tidying, and its failure must not fail the run
+        manifest.write_run_copy(config.output, config.run_id, result)
+        lease.pause("commit.copied")
+        lease.check(config.output, config.run_id)
+        retention.remove_stale_runs(config.output, current=result.run_ids, committed=before, keep_previous=config.keep_previous)
+    except (OSError, RunError) as e:
+        log.warning("run %s is committed (%s), but tidying after it failed (%s): python -m shardprep.clean %s "
+                    "removes what it left", config.run_id, url, e, config.output)
     return url
 
 

@@ -202,17 +202,18 @@ def create_exclusive(url: str, data: bytes) -> bool:
     if is_local(url):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             os.link(tmp, path)
             return True
         except FileExistsError:
             return False
-        finally:
-            os.remove(tmp)
+        finally:  # also when the write failed (a full disk): no temp file stays
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
     if _is_gcs(url):
         try:
             fs.pipe_file(path, data, mode="create")

@@ -8,6 +8,7 @@ Layout (docs/design.md, "Output layout and commit protocol")::
     DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
     DIR/<run-id>/report.json              (only when a run refused to commit)
     DIR/<run-id>/units.bin                (the run's work units and input list, staged by the launcher)
+    DIR/<run-id>/_outcome                 ("commit" or "discard": who claimed the run's fate first)
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = [
     "COMPRESSIONS",
     "MANIFEST",
     "MANIFEST_FORMAT",
+    "OUTCOME",
     "REJECTED",
     "TFDS_FEATURES",
     "TFDS_INFO",
@@ -30,6 +32,7 @@ __all__ = [
     "is_run_id",
     "join",
     "new_run_id",
+    "outcome_path",
     "parse_shard_name",
     "rejected_path",
     "report_path",
@@ -45,6 +48,7 @@ MANIFEST_FORMAT = "shardprep.manifest"  # the manifest's "format" key: what tell
 COMPRESSIONS = ("none", "gzip")  # shard compressions; "gzip" adds the ".gz" suffix
 REJECTED = "rejected"
 REPORT = "report.json"
+OUTCOME = "_outcome"  # created once: the commit step or the launcher's clean-up, whichever comes first
 UNITS = "units.bin"  # the work units and input list, read by the workers and the commit (graph.units)
 TFDS_INFO = "dataset_info.json"  # TFDS metadata beside the manifest (shardprep.tfds_metadata)
 TFDS_FEATURES = "features.json"
@@ -111,6 +115,10 @@ def rejected_path(run_id: str, index: int, count: int) -> str:
 
 def report_path(run_id: str) -> str:
     return f"{run_id}/{REPORT}"
+
+
+def outcome_path(run_id: str) -> str:
+    return f"{run_id}/{OUTCOME}"
 
 
 def units_path(run_id: str) -> str:

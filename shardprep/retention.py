@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from shardprep import fs, lease, manifest, naming
 from shardprep.errors import ManifestError
 
-__all__ = ["committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders", "stale_runs"]
+__all__ = ["COMMIT", "DISCARD", "claim", "committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders",
+           "stale_runs", "withdraw"]
 
 log = logging.getLogger("shardprep")
 
@@ -75,15 +76,82 @@ def _remove_folder(url: str, attempts: int = 5) -> None:
             time.sleep(0.1 * (attempt + 1))
 
 
-def discard_run(root: str, run_id: str, *, whole: bool) -> None:
-    """Removes what an uncommitted run left in ``root``: its spill, or its whole folder (``whole``,
-    e.g. after an interrupt). A run the manifest names is committed and is never touched. The one
-    place that clears a failed or interrupted run's leftovers."""
-    if run_id in current_runs(root):
-        return
-    url = naming.join(root, run_id if whole else f"{run_id}/spill")
+COMMIT, DISCARD = "commit", "discard"
+COMMIT_WAIT_S = 60.0  # how long an interrupted launcher waits for a commit already under way
+
+
+def claim(root: str, run_id: str, outcome: str) -> str:
+    """Claims the fate of run ``run_id`` (``COMMIT`` or ``DISCARD``); returns the outcome that holds.
+
+    The commit step claims before its first write to ``root``, the launcher before it removes an
+    uncommitted run's folder: ``DIR/<run>/_outcome`` is created only if absent (``fs.create_exclusive``),
+    so a commit running on a worker, or in a thread of the launcher, never writes a manifest over
+    shards the launcher's clean-up removes, whatever the timing of an interrupt.
+    """
+    url = naming.join(root, naming.outcome_path(run_id))
+    for _ in range(3):
+        if fs.create_exclusive(url, outcome.encode()):
+            return outcome
+        try:
+            return fs.read_bytes(url).decode()
+        except FileNotFoundError:  # a failed commit withdrew its claim meanwhile (``withdraw``)
+            continue
+    return fs.read_bytes(url).decode()
+
+
+def withdraw(root: str, run_id: str) -> None:
+    """Withdraws a commit's claim after it failed before the manifest, so the clean-up may proceed."""
     try:
-        if fs.exists(url):
-            fs.remove(url, recursive=True)
+        fs.remove(naming.join(root, naming.outcome_path(run_id)))
+    except OSError:
+        pass
+
+
+def discard_run(root: str, run_id: str, *, whole: bool, wait_s: float = COMMIT_WAIT_S) -> bool:
+    """Removes what an uncommitted run left in ``root``: its spill, or its whole folder (``whole``,
+    e.g. after an interrupt). The one place that clears a failed or interrupted run's leftovers.
+
+    A run the manifest names is committed and is never touched: returns True for it. Before the
+    whole folder goes, the run's fate is claimed (``claim``); if its commit claimed it first, this
+    waits up to ``wait_s`` for that commit to end: committed (True), or failed, or the folder is
+    left for ``shardprep.clean`` (a commit that does not end, e.g. its worker was killed).
+    """
+    deadline = time.monotonic() + wait_s
+    waiting = False
+    while True:
+        if run_id in current_runs(root):
+            return True
+        if not whole:
+            break
+        try:
+            if claim(root, run_id, DISCARD) == DISCARD:
+                break
+        except OSError:  # best effort: a later commit or ``shardprep.clean`` removes the folder
+            return False
+        if not waiting:
+            log.info("run %s is committing: waiting up to %.0f s for its commit to end", run_id, wait_s)
+            waiting = True
+        if time.monotonic() > deadline:
+            log.warning("run %s was interrupted while committing and its commit did not end within %.0f s: its "
+                        "folder stays; check %s, and run python -m shardprep.clean %s if it names another run",
+                        run_id, wait_s, naming.join(root, naming.MANIFEST), root)
+            return False
+        time.sleep(0.2)
+    try:
+        if whole:
+            _remove_claimed(root, run_id)
+        else:
+            fs.remove(naming.join(root, f"{run_id}/spill"), recursive=True)
     except OSError:  # best effort: a later commit or ``shardprep.clean`` removes it
         pass
+    return False
+
+
+def _remove_claimed(root: str, run_id: str) -> None:
+    """Removes a discarded run's folder, its claim last: a commit that claims the run after that
+    finds its shards gone and refuses (``shardprep.commit``)."""
+    folder = naming.join(root, run_id)
+    for name in fs.listdir(folder):
+        if name != naming.OUTCOME:
+            fs.remove(naming.join(folder, name), recursive=True)
+    fs.remove(folder, recursive=True)

@@ -5,7 +5,13 @@ Flags of this tool are parsed here; every other flag goes to Beam (``--temp_loca
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # a signal during the imports below (~0.2 s): one line and 130, as later
+    from shardprep.cli import exit_early_on_interrupt
+
+    exit_early_on_interrupt("shardprep.run")
+
 import argparse
+import contextlib
 import functools
 import logging
 import os
@@ -263,8 +269,9 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
 
+    ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
-        with interrupts.discarding_on_interrupt(cfg.output, cfg.run_id):  # Ctrl-C: exit 130, the run folder removed
+        with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
             # the local workers first: the pool's processes never import Beam and start the work, a Dask
             # cluster's import it, while this one does
             with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers,
@@ -294,6 +301,9 @@ def _finish(cfg: config.ReshardConfig) -> int:
     result = manifest.load(cfg.output)
     if cfg.run_id not in result.run_ids:
         raise RunError(f"{naming.join(cfg.output, naming.MANIFEST)} belongs to another run")
+    if not fs.exists(naming.join(cfg.output, manifest.run_copy_path(cfg.run_id))):  # the commit was cut short
+        with contextlib.suppress(OSError):
+            manifest.write_run_copy(cfg.output, cfg.run_id, result)
     print_summary(cfg.output, result)
     return 0
 

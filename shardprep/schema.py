@@ -10,7 +10,8 @@ or from ``infer_schema`` over a sample of rows. Inference rules:
   all-empty column is ``string``. Text columns are always scalars.
 - Typed rows (JSON, Parquet, TFRecord): bool/int -> ``int64``, float -> ``float32`` (int mixed with
   float -> ``float32``), str/bytes -> ``string``; a field that is a string in some rows and a number
-  in others -> ``string``. Lists take the element dtype by the same rule and shape ``(n,)`` when
+  in others -> ``string``; ints some of which do not fit int64 (uint64 ids) -> ``string``, as for
+  text. Lists take the element dtype by the same rule and shape ``(n,)`` when
   every sampled list has length ``n``, else ``(-1,)``. Lists that all have length 1 are scalars,
   since a tf.train.Example holds every value as a list. A field that is a scalar in some rows and a
   list in others -> ``(-1,)``. ``None`` is ignored; a field that is only ever ``None`` or empty lists
@@ -135,13 +136,21 @@ def schema_from_json(doc: Any) -> Schema:
         raise SchemaError("the schema defines no features: expected at least one feature")
     schema: Schema = {}
     for name in sorted(doc, key=str):
-        if not isinstance(name, str) or not name:
-            raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string")
+        if not isinstance(name, str) or not name or not _is_utf8(name):
+            raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string (of UTF-8 text)")
         try:
             schema[name] = FeatureSpec.from_json(doc[name])
         except SchemaError as e:
             raise SchemaError(f"feature {name!r}: {e}") from None
     return schema
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load_schema(url: str) -> Schema:
@@ -200,11 +209,11 @@ def _infer_text(name: str, values: list[Any]) -> FeatureSpec:
 
 
 def _value_kind(name: str, value: Any) -> str:
-    """``"int"``, ``"float"`` or ``"string"`` for one typed, non-list value."""
+    """``"int"``, ``"bigint"``, ``"float"`` or ``"string"`` for one typed, non-list value."""
     if isinstance(value, (str, bytes)):
         return "string"
     if isinstance(value, numbers.Integral):
-        return "int"
+        return "int" if INT64_MIN <= value <= INT64_MAX else "bigint"
     if isinstance(value, numbers.Real):
         return "float"
     if isinstance(value, Mapping):
@@ -242,7 +251,7 @@ def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:
     elif "float" in kinds:
         dtype = "float32"
     else:
-        dtype = "int64"
+        dtype = "string" if "bigint" in kinds else "int64"
     if not scalars and not lengths:  # only ever None
         return FeatureSpec(dtype, (-1,))
     if not lengths:

@@ -15,19 +15,22 @@ written as TFDS names them (a kept TFDS ``features.json`` may hold a ``Sequence`
 
 TFDS reads TFRecord without compression only, so a gzip data set gets no TFDS files (a log line
 says so) and stale ones from an earlier run are removed. The manifest stays the commit marker:
-these files are written before it, and a folder without a manifest is still no data set.
+these files are written before it, and a folder without a manifest is still no data set; if the
+manifest is not written after them, ``restored_on_failure`` puts back the files of the data set
+the manifest still names.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from shardprep import fs, manifest, naming
 
-__all__ = ["VERSION", "Untranslatable", "dataset_info_json", "features_json", "label_files", "write"]
+__all__ = ["VERSION", "Untranslatable", "dataset_info_json", "features_json", "label_files", "restored_on_failure", "write"]
 
 log = logging.getLogger("shardprep")
 
@@ -155,3 +158,27 @@ def write(root: str, result: manifest.Manifest, *, features: Mapping[str, Any] |
         with fs.write_atomic(naming.join(root, name)) as f:
             f.write(data)
     return True
+
+
+def _present(root: str) -> set[str]:
+    return {n for n in fs.listdir(root) if n in (naming.TFDS_INFO, naming.TFDS_FEATURES)
+            or n.endswith(naming.TFDS_LABELS_SUFFIX)}
+
+
+@contextlib.contextmanager
+def restored_on_failure(root: str) -> Iterator[None]:
+    """Puts the TFDS files of ``root`` back as they were if the body fails (the commit wrote new
+    ones, then could not write the manifest): they keep describing the committed data set."""
+    before = {name: fs.read_bytes(naming.join(root, name)) for name in _present(root)}
+    try:
+        yield
+    except BaseException:
+        try:
+            for name in _present(root) - before.keys():
+                fs.remove(naming.join(root, name))
+            for name, data in before.items():
+                with fs.write_atomic(naming.join(root, name)) as f:
+                    f.write(data)
+        except OSError as e:
+            log.warning("could not restore the TFDS files of %s after a failed commit (%s): re-shard again", root, e)
+        raise

@@ -72,7 +72,10 @@ def _write_direct(f: BinaryIO, data: bytes | np.ndarray) -> bool:
 
 
 def dead_letter_line(*, source: str, position: int, unit: str, reason: str, detail: str, raw: str | bytes) -> bytes:
-    """One JSON Lines entry: where the record came from, why it was rejected, and its raw form."""
+    """One JSON Lines entry: where the record came from, why it was rejected, and its raw form.
+
+    Text that UTF-8 cannot hold (a lone surrogate, as JSON's ``"\\ud83d"`` parses to) is written as
+    JSON escapes, which read back as the same text."""
     entry: dict[str, object] = {"source": source, "position": position, "unit": unit, "reason": reason, "detail": detail}
     if isinstance(raw, bytes):
         try:
@@ -81,7 +84,10 @@ def dead_letter_line(*, source: str, position: int, unit: str, reason: str, deta
             entry["raw_base64"] = base64.b64encode(raw).decode("ascii")
     else:
         entry["raw"] = raw
-    return json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
+    try:
+        return json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(entry).encode("ascii") + b"\n"
 
 
 def write_rejected(root: str, path: str, lines: Iterable[bytes]) -> int:

@@ -249,6 +249,61 @@ def mixed_type_after_sample(tmp: Path) -> int:
     return jsonl_file(rows=rows)(tmp)
 
 
+LIMIT = 1 << 20  # --max-record-mb 1: CSV still column-wise (pyarrow blocks of half the limit)
+# CSV records of these sizes (newline included) after 2000 small rows; "q": over two quoted lines
+AROUND_LIMIT = [(LIMIT, ""), (LIMIT + 1, ""), (LIMIT - 1, ""), (LIMIT + 80_000, ""), (LIMIT + 1, "q"), (LIMIT, "q"),
+                (2 * LIMIT, "")]
+
+
+def records_around_the_limit(tmp: Path) -> int:
+    rows = _csv_rows(2000)
+    for size, kind in AROUND_LIMIT:
+        head = f"{len(rows)},0.5,"
+        text = "y" * (size - len(head) - 1 - (3 if kind else 0))  # the quotes and the quoted newline
+        rows.append(head + (f'"{text[:1000]}\n{text[1000:]}"' if kind else text))
+    rows += _csv_rows(10)
+    _inp(tmp, "a.csv").write_text("\n".join([HEADER, *rows]) + "\n")
+    return len(rows)
+
+
+def _too_large_lines() -> tuple[int, ...]:
+    line, out = 2002, []  # the header, then 2000 small rows
+    for size, kind in AROUND_LIMIT:
+        if size > LIMIT:
+            out.append(line)
+        line += 2 if kind else 1
+    return tuple(out)
+
+
+def _uint64_rows() -> list[dict]:
+    return [{"id": 2**64 - 1 - i, "x": i / 10} for i in range(10)]
+
+
+def _uint64_table():
+    import pyarrow as pa
+
+    return pa.table({"id": pa.array([r["id"] for r in _uint64_rows()], pa.uint64()), "x": [r["x"] for r in _uint64_rows()]})
+
+
+def ids_kept_whole(out: Path) -> None:
+    """uint64 ids past int64: a string feature holding every digit."""
+    assert manifest.load(str(out)).features["id"]["dtype"] == "string"
+    assert sorted(r["id"][0] for r in _decoded(out)) == sorted(str(r["id"]).encode() for r in _uint64_rows())
+
+
+SURROGATES = {3: '{"id": 2, "x": 0.2, "text": "\\ud83d"}', 5: '{"id": 4, "x": 0.4, "text": ["a", "\\udc00"]}',
+              7: '{"id": 6, "x": 0.6, "text": "t", "\\ud83d": 1}'}
+
+
+def raw_lines_kept(lines: dict[int, str]) -> Callable[[Path], None]:
+    """Each dead letter's raw text is its input line, as written."""
+    def check(out: Path) -> None:
+        dead = [json.loads(line) for f in out.glob("run-*/rejected/*.jsonl") for line in f.read_text().splitlines()]
+        assert {d["position"]: d["raw"] for d in dead} == lines
+
+    return check
+
+
 # --- checks on committed data sets ---------------------------------------------------------------
 
 
@@ -345,6 +400,14 @@ CASES: list[Case] = [
     Case("csv_record_too_large", "one CSV line of 2 MiB with --max-record-mb 1",
          csv_file(bad={5: "3,0.5," + "y" * (2 << 20)}), dead_letter("record_too_large", 5),
          args=("--max-record-mb", "1")),
+    Case("csv_records_around_the_limit", "CSV records of 1 MiB, 1 MiB - 1, and 1 MiB + 1 or + 80 kB (one line, or "
+         "two quoted lines) with --max-record-mb 1: only those over it are rejected, column-wise too",
+         records_around_the_limit, dead_letter("record_too_large", *_too_large_lines()), args=("--max-record-mb", "1")),
+    Case("csv_blank_number_omitted", "CSV value of spaces in a float32 column: missing, left out (as an empty one)",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3,  ,text"})), works(), args=(S,), check=nullable("x", 1)),
+    Case("csv_blank_number_rejected", "CSV value of spaces in a float32 column with --on-missing reject",
+         schema_file(SCHEMA_DOC, csv_file(bad={5: "3, \t ,text"})), dead_letter("missing_value", 5),
+         args=(S, "--on-missing=reject")),
     Case("csv_blank_lines", "blank lines between CSV rows (skipped, line numbers still exact)",
          csv_file(bad={4: "", 7: "5,0.5"}), dead_letter("csv_columns", 7)),
     Case("csv_bad_rows_in_second_file", "second of two CSV files has a short row",
@@ -390,6 +453,14 @@ CASES: list[Case] = [
          dead_letter("json_not_object", 5)),
     Case("jsonl_invalid_utf8", "a JSON Lines line with a Latin-1 byte",
          jsonl_file(bad={5: b'{"id": 4, "x": 0.4, "text": "caf\xe9"}'}), dead_letter("invalid_utf8", 5)),
+    Case("jsonl_lone_surrogate", "JSON Lines lone surrogate escapes (\\ud83d) in a value, a list and a key",
+         jsonl_file(bad=SURROGATES), dead_letter("invalid_utf8", *SURROGATES), check=raw_lines_kept(SURROGATES),
+         subprocess=True),
+    Case("json_array_lone_surrogate", "a lone surrogate escape in element 2 of a .json array",
+         raw_file("a.json", b'[{"id": 1, "text": "a"}, {"id": 2, "text": "\\ud83d"}, {"id": 3, "text": "c"}]', 3),
+         dead_letter("invalid_utf8", 2), check=raw_lines_kept({2: '{"id": 2, "text": "\\ud83d"}'})),
+    Case("jsonl_uint64_ids", "JSON Lines integers past int64 (uint64 ids): inferred string, every digit kept",
+         jsonl_file(rows=_uint64_rows()), works(), check=ids_kept_whole),
     Case("jsonl_nested_object_inferred", "a nested object, schema inferred",
          jsonl_file(bad={5: {"id": 4, "x": {"a": 1}, "text": "t"}}), refused("holds nested objects")),
     Case("jsonl_nested_object_schema", "a nested object where --schema says float32",
@@ -429,6 +500,8 @@ CASES: list[Case] = [
          refused("which a tf.train.Example feature cannot hold")),
     Case("parquet_null", "a Parquet null in a float column", parquet_file(table=_null_table),
          dead_letter("missing_value", 3), args=("--on-missing=reject",)),
+    Case("parquet_uint64_ids", "a Parquet uint64 column past int64: inferred string, every digit kept",
+         parquet_file(table=_uint64_table), works(), check=ids_kept_whole),
     Case("parquet_null_omitted", "a Parquet null in a float column: left out, the feature nullable",
          parquet_file(table=_null_table), works(), check=nullable("x", 1)),
     # TFRecord

@@ -112,7 +112,7 @@ def test_parquet_values_to_check_row_by_row_fall_back(tmp_path, values, dtype):
 
 _JSON_VALUES = st.one_of(
     st.floats(width=32).map(repr), st.floats(allow_nan=False).map(repr), st.integers(-(2**70), 2**70).map(str),
-    st.sampled_from(["NaN", "Infinity", "1e39", "true", "null", "[1]", "[1.5]", '"7"', "{}", '"\\ud800"', "1.0"]),
+    st.sampled_from(["NaN", "Infinity", "1e39", "true", "null", "[1]", "[1.5]", '"7"', "{}", '"\\ud800"', "1.0", '" "']),
     st.text(max_size=6).map(json.dumps),
 )
 
@@ -124,7 +124,7 @@ def _jsonl_files(draw):
     lines = []
     for _ in range(draw(st.integers(1, 30))):
         kind = draw(st.integers(0, 19))
-        keys = list(names) + (["extra"] if kind == 0 else [])
+        keys = list(names) + ([draw(st.sampled_from(["extra", "\ud83d"]))] if kind == 0 else [])  # a lone surrogate key
         if kind == 1 and len(keys) > 1:
             keys = keys[1:]  # a missing field
         fields = ", ".join(f"{json.dumps(k)}: {draw(_JSON_VALUES)}" for k in keys)
@@ -134,8 +134,9 @@ def _jsonl_files(draw):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(_jsonl_files(), st.sampled_from(["reject", "ignore"]), st.sampled_from([3, 20_000]), st.sampled_from([2, 8192]))
-def test_jsonl_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, batch_records, fast_rows):
+@given(_jsonl_files(), st.sampled_from(["reject", "ignore"]), st.sampled_from([3, 20_000]), st.sampled_from([2, 8192]),
+       st.sampled_from(["reject", "omit"]))
+def test_jsonl_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, batch_records, fast_rows, on_missing):
     schema, text = case
     path = tmp_path / "t.jsonl"
     path.write_bytes(text.encode("utf-8", "surrogateescape").replace("\xff".encode(), b"\xff"))
@@ -143,10 +144,10 @@ def test_jsonl_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields
     (unit,) = jsonl.JsonLinesFormat().plan(file, 1 << 30)
     old, jsonl.FAST_BATCH_ROWS = jsonl.FAST_BATCH_ROWS, fast_rows
     try:
-        got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records), unit)
+        got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records, on_missing), unit)
     finally:
         jsonl.FAST_BATCH_ROWS = old
-    assert got == _outcome(_reference, unit, schema, extra_fields)
+    assert got == _outcome(_reference, unit, schema, extra_fields, on_missing)
 
 
 def test_clean_jsonl_goes_column_wise_whole(tmp_path):

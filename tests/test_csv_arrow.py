@@ -74,15 +74,15 @@ def test_columnar_takes_scalar_schemas_only():
 # --- the fast path against the per-record path ------------------------------------------------------
 
 
-def _config(tmp_path, schema, extra_fields="reject", batch_records=20_000):
+def _config(tmp_path, schema, extra_fields="reject", batch_records=20_000, on_missing="reject"):
     return ReshardConfig(output=str(tmp_path / "out"), run_id="run-test", features=schema_to_json(schema),
                          sources=(), num_shards=1, extra_fields=extra_fields, batch_records=batch_records,
-                         on_missing="reject")  # a null: dead letter missing_value on both paths
+                         on_missing=on_missing)  # reject: a null is dead letter missing_value on both paths
 
 
-def _reference(unit, schema, extra_fields):
+def _reference(unit, schema, extra_fields, on_missing="reject"):
     """The per-record path alone: framed records and (position, reason, detail) of bad ones."""
-    encode = example.example_encoder(schema, extra_fields=extra_fields, on_missing="reject")
+    encode = example.example_encoder(schema, extra_fields=extra_fields, on_missing=on_missing)
     out = []
     for position, row in formats.read_unit(unit):
         if isinstance(row, formats.Bad):
@@ -141,8 +141,9 @@ def _csv_files(draw):
     for _ in range(draw(st.integers(0, 25))):
         if draw(st.integers(0, 5)) == 0:  # a noisy line
             lines.append("".join(draw(st.lists(st.sampled_from(_NOISE), max_size=10))))
-        else:
-            lines.append(",".join(draw(_good(t)) for t in dtypes))
+        else:  # now and then a blank field (spaces: a missing number, as an empty one)
+            lines.append(",".join(draw(st.sampled_from(["", " ", " \t"]) if draw(st.integers(0, 15)) == 0 else _good(t))
+                                  for t in dtypes))
     ending = draw(st.sampled_from(["\n", "\r\n"]))
     # names as written by hand, quoted (pyarrow, R, spreadsheets), or a quoted name over two lines
     quoting = draw(st.sampled_from(["plain", "quoted", "newline"]))
@@ -162,9 +163,10 @@ def _csv_files(draw):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(_csv_files(), st.sampled_from(["reject", "ignore"]), st.booleans(), st.sampled_from([128, 4 << 20]),
-       st.sampled_from([3, 20_000]))
+       st.sampled_from([3, 20_000]), st.sampled_from([formats.base.MAX_RECORD_BYTES, 24, 40, 70]),
+       st.sampled_from(["reject", "omit"]))
 def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with_extra_column, block_bytes,
-                                              batch_records):
+                                              batch_records, max_record_bytes, on_missing):
     schema, data, unit_bytes = case
     if with_extra_column:  # a column outside the schema: dropped with "ignore", every row rejected with "reject"
         schema = dict(list(schema.items())[:-1]) or schema
@@ -172,15 +174,17 @@ def test_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, with
     path.write_bytes(data)
     files = formats.expand_inputs([str(path)])
     try:
-        units = formats.plan_units(files, unit_bytes=unit_bytes)
+        units = formats.plan_units(files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes)
     except formats.InputError as e:  # every row's field count differs from the header's: refused at planning
         assert "names but the rows have" in str(e)
         return
-    config = _config(tmp_path, schema, extra_fields, batch_records)
+    config = _config(tmp_path, schema, extra_fields, batch_records, on_missing)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(csv_arrow, "BLOCK_BYTES", block_bytes)  # small blocks: falling back after some were given
+        patch.setattr(csv_arrow, "MIN_BLOCK_BYTES", 1)  # records around a tiny --max-record-mb, column-wise too
         for unit in map(resolve_alone, units):  # exact cuts, as Parse.process finds them before reading
-            assert _outcome(_through_parse, config, unit) == _outcome(_reference, unit, schema, extra_fields)
+            assert _outcome(_through_parse, config, unit) == _outcome(_reference, unit, schema, extra_fields,
+                                                                      on_missing)
 
 
 def _write_csv(path, rows, header="id,x,label,text"):

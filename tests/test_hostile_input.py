@@ -71,6 +71,34 @@ def test_non_finite_csv_floats_are_dead_letters_unless_allowed(tmp_path, lead):
     assert outcomes[True] == {"1e400": {"out_of_range"}, "-1e400": {"out_of_range"}, "1e39": {"out_of_range"}}
 
 
+def test_a_blank_csv_number_is_a_missing_value_column_wise_too(tmp_path):
+    """A field of spaces where a number goes is missing, as an empty one: left out (--on-missing omit, the
+    default) or dead letter missing_value (reject), after 5 MB of rows read column-wise."""
+    lead = 400_000
+    src = tmp_path / "d.csv"
+    src.write_text("id,x,n\n" + "".join(f"{-i},1.25,{i}\n" for i in range(1, lead + 1)) + "1,  ,1\n2,2.5,\t\n3,3.5,3\n")
+    for on_missing in ("omit", "reject"):
+        out = tmp_path / on_missing
+        proc = run_cli(RUN, "--input", src, "--output", out, "--num-shards", 1, "--on-missing", on_missing,
+                       "--max-bad-records", 2, check=True)
+        assert "per-record path from record " in proc.stderr and "from record 1 on" not in proc.stderr
+        m = manifest.load(str(out))
+        if on_missing == "omit":
+            assert not _rejected(out) and m.splits["train"].num_records == lead + 3
+            assert [(m.features[c].get("nullable"), m.features[c].get("missing")) for c in ("x", "n")] == [(True, 1)] * 2
+        else:
+            assert [(d["position"], d["reason"]) for d in _rejected(out)] == [(lead + 2, "missing_value"),
+                                                                               (lead + 3, "missing_value")]
+
+
+def test_a_dead_letter_holding_a_lone_surrogate_is_written_as_json_escapes():
+    from shardprep import writer
+
+    line = writer.dead_letter_line(source="a.jsonl", position=2, unit="0:0", reason="unknown_field",
+                                   detail="field '\\ud83d'", raw='{"\ud83d": "é"}')
+    assert json.loads(line.decode("utf-8"))["raw"] == '{"\ud83d": "é"}'
+
+
 def test_json_nan_and_infinity_are_dead_letters(tmp_path):
     src = tmp_path / "d.jsonl"
     src.write_text('{"x": 1.5}\n{"x": NaN}\n{"x": Infinity}\n{"x": -Infinity}\n{"x": 1e400}\n{"x": 2}\n')

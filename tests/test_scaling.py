@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -211,20 +212,40 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_full_disk_removes_the_spill_and_says_how_much_space(tmp_path, small_disk, capsys):
+def _repetitive_parquet(path: Path, rows: int) -> Path:
+    """Dictionary-coded columns: a few kB of Parquet that make ~90 bytes of tf.Example a row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"user_id": [i % 100 for i in range(rows)], "category": ["alpha", "beta"] * (rows // 2),
+                             "score": [0.5] * rows}), path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_full_disk_removes_the_spill_and_says_how_much_space(fmt, tmp_path, small_disk, capsys):
+    """The space the message names is enough for a rerun, also where the input's size says little
+    (a 5 kB Parquet file making a 1.6 MB data set)."""
     raw = tmp_path / "raw"
-    write_csv(raw / "a.csv", sample_rows(8000))
+    if fmt == "csv":
+        write_csv(raw / "a.csv", sample_rows(8000))
+    else:
+        _repetitive_parquet(raw / "a.parquet", 20_000)
     out = small_disk / "ds"
-    args = ["--input", f"{raw}/*.csv", "--output", str(out), "--num-shards", "2", "--local-workers", "1"]
+    args = ["--input", f"{raw}/*.{fmt}", "--output", str(out), "--num-shards", "2", "--local-workers", "1"]
     assert run.main(args) == 1
     err = capsys.readouterr().err
     assert "no space left on the device" in err and "needs about" in err, err
     leftovers = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
     assert leftovers == [], leftovers
-    size = (raw / "a.csv").stat().st_size
-    subprocess.run(["mount", "-o", f"remount,size={spill.RUN_SPACE_FACTOR * size + MB}", str(small_disk)], check=True)
-    assert run.main(args) == 0  # space for one run is enough
-    assert manifest.load(str(out)).accounting.written == 8000
+    needed = float(re.search(r"needs about ([\d,.]+) MB", err).group(1).replace(",", "")) * 1e6
+    subprocess.run(["mount", "-o", f"remount,size={int(needed) + 64 * 1024}", str(small_disk)], check=True)
+    assert run.main(args) == 0, capsys.readouterr().err  # the space the message named is enough for one run
+    result = manifest.load(str(out))
+    assert result.accounting.written == (8000 if fmt == "csv" else 20_000)
+    data_set = sum(split.num_bytes for split in result.splits.values())
+    assert needed <= 8 * data_set, (needed, data_set)  # and not wildly more
 
 
 @pytest.mark.slow

@@ -46,6 +46,8 @@ def test_schema_json_is_sorted_and_errors_name_the_feature():
         schema_from_json({"x": {"dtype": "float", "shape": []}})
     with pytest.raises(SchemaError, match="feature name '' is not valid"):
         schema_from_json({"": {"dtype": S, "shape": []}})
+    with pytest.raises(SchemaError, match=r"feature name 'a\\ud83d' is not valid: .* UTF-8"):  # no Example key can hold it
+        schema_from_json(json.loads('{"a\\ud83d": {"dtype": "string", "shape": []}}'))
     with pytest.raises(SchemaError, match="defines no features"):
         schema_from_json({})
     with pytest.raises(SchemaError, match="must be a JSON object"):
@@ -118,6 +120,11 @@ def test_text_rows_are_parsed_by_the_csv_rules(values, expected):
         ([[], [1]], FeatureSpec(I64, (-1,))),
         ([None, None], FeatureSpec(S, (-1,))),
         ([["a", None], ["b", "c"]], FeatureSpec(S, (2,))),
+        ([2**64 - 1, 1], FeatureSpec(S, ())),  # uint64 ids past int64: keep every digit, as CSV does
+        ([-(2**63) - 1], FeatureSpec(S, ())),
+        ([2**63 - 1, -(2**63)], FeatureSpec(I64, ())),
+        ([2**64, 0.5], FeatureSpec(F, ())),  # with floats: float32, as CSV does
+        ([[1, 2**63], [3, 4]], FeatureSpec(S, (2,))),
     ],
 )
 def test_typed_rows_follow_the_python_types(values, expected):

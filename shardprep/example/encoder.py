@@ -234,9 +234,10 @@ def example_encoder(schema: Schema, *, extra_fields: str = "reject", allow_non_f
     ``extra_fields``: ``"reject"`` makes a key outside the schema an ``unknown_field`` error;
     ``"ignore"`` drops such keys.
 
-    ``on_missing``: ``"omit"`` leaves a feature whose value is ``None`` or absent out of the Example
-    (counted in ``missing``, by name, for rows that encode), except for ``required`` names and
-    any-length lists (an empty list, as before); ``"reject"`` makes it a ``missing_value`` error.
+    ``on_missing``: ``"omit"`` leaves a feature whose value is ``None`` or absent (or, for a scalar
+    number, a blank string: a CSV field of spaces) out of the Example (counted in ``missing``, by
+    name, for rows that encode), except for ``required`` names and any-length lists (an empty list,
+    as before); ``"reject"`` makes it a ``missing_value`` error.
     """
     if on_missing not in ON_MISSING:
         raise ValueError(f"on_missing={on_missing!r}: expected one of {', '.join(ON_MISSING)}")
@@ -266,6 +267,8 @@ def example_encoder(schema: Schema, *, extra_fields: str = "reject", allow_non_f
         parts, absent = [], []
         for name, enc in encoders:
             v = get(name)
+            if type(v) is str and name in numeric and not v.strip():
+                v = None  # a blank text value where a number goes: missing, as an empty CSV field
             if v is None and name in optional:
                 absent.append(name)
                 continue
@@ -281,4 +284,5 @@ def example_encoder(schema: Schema, *, extra_fields: str = "reject", allow_non_f
     omit = on_missing == "omit"
     must = frozenset(required)
     optional = frozenset(n for n, spec in schema.items() if spec.shape != (-1,)) - must
+    numeric = frozenset(n for n, spec in schema.items() if spec.shape == () and spec.dtype != "string")
     return scalar_row_encoder(schema, encode, names=names, reject=reject, finite=not allow_non_finite) or encode

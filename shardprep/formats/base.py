@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BOM", "FORMATS", "MAX_RECORD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Format", "InputError", "InputFile",
-    "LongLine", "Record", "StreamError", "Unsupported", "WorkUnit", "line_size", "open_input", "read_head", "read_lines",
-    "spread", "too_large",
+    "LongLine", "Record", "StreamError", "Unsupported", "WorkUnit", "line_size", "lone_surrogate", "open_input", "read_head",
+    "read_lines", "spread", "too_large",
 ]
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json")
@@ -98,6 +98,20 @@ class Decoded(NamedTuple):
 
 
 Record = tuple[int, "dict | Bad"]  # (position, row or Bad): what ``Format.read`` yields
+
+
+def lone_surrogate(value: object) -> str | None:
+    """What is wrong with a parsed JSON value holding a lone surrogate in a string or key, or None.
+
+    JSON may spell one (``"\\ud83d"``), but it is no character: no UTF-8 text (an Example's bytes, a
+    feature name, a dead letter) can hold it, so such a record is dead letter ``invalid_utf8``."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"holds the lone surrogate \\u{ord(e.object[e.start]):04x}, which is no character: UTF-8 text cannot hold it"
+    except RecursionError:  # nested deeper than json writes: not judged here
+        pass
+    return None
 
 
 def row_text(row: object) -> str:

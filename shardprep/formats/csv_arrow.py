@@ -141,9 +141,10 @@ def usable(unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
 
 
 def _block_bytes(unit: WorkUnit) -> int:
-    """pyarrow's block size: pyarrow refuses a row over a block (the per-record path then decides),
-    so a block no larger than ``--max-record-mb`` keeps every row it takes within the limit."""
-    return min(BLOCK_BYTES, unit.max_record_bytes)
+    """pyarrow's block size: pyarrow takes a row that straddles two blocks (up to twice a block) and
+    refuses a longer one (the per-record path then decides), so a block of at most half
+    ``--max-record-mb`` keeps every row it takes within the limit."""
+    return max(1, min(BLOCK_BYTES, unit.max_record_bytes // 2))
 
 
 def _convert_options(unit: WorkUnit, schema: Schema) -> pacsv.ConvertOptions:
@@ -195,6 +196,7 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
             header = source.skip_line().removeprefix(BOM)
             if not _one_record(header, dialect.delimiter):
                 raise Unsupported("the header line is blank or not one whole CSV record")
+        held = None  # one batch of look-ahead: the last one must end with the marker row
         try:
             reader = pacsv.open_csv(
                 source,
@@ -203,7 +205,6 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
                 parse_options=pacsv.ParseOptions(delimiter=dialect.delimiter, newlines_in_values=True),
                 convert_options=_convert_options(unit, schema),
             )
-            held = None  # one batch of look-ahead: the last one must end with the marker row
             for batch in reader:
                 if batch.num_rows == 0:
                     continue
@@ -211,6 +212,8 @@ def framed_batches(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
                     yield from _encode(held, schema, source)
                 held = batch
         except (pa.ArrowException, UnicodeDecodeError) as e:
+            if held is not None:  # whole rows before the block pyarrow refuses: the per-record path goes on after them
+                yield from _encode(held, schema, source)
             raise Unsupported(f"pyarrow refuses the unit: {e}") from None
         if held is None or held.column(unit.columns[-1])[-1].as_py() not in (0, 0.0, "0"):
             raise Unsupported("the unit ends inside a quoted field")

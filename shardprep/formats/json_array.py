@@ -2,7 +2,8 @@
 
 The file is parsed whole (in memory), so it suits files of up to a few hundred MB; larger data
 belongs in JSON Lines. Positions are 1-based places in the array. Bad records: ``json_invalid``
-(the file is not valid JSON: one dead letter for the file), ``invalid_utf8``, ``json_not_object``
+(the file is not valid JSON: one dead letter for the file), ``invalid_utf8`` (the file, or an element
+holding a lone surrogate escape), ``json_not_object``
 (an element that is not an object), ``gzip_truncated`` and ``gzip_invalid``.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 
 from shardprep import fs
-from shardprep.formats.base import BOM, Bad, Format, InputFile, Record, WorkUnit, open_input
+from shardprep.formats.base import BOM, Bad, Format, InputFile, Record, WorkUnit, lone_surrogate, open_input
 
 __all__ = ["JsonArrayFormat", "is_json_array"]
 
@@ -67,8 +68,11 @@ def read_json_array(unit: WorkUnit) -> Iterator[Record]:
     if not isinstance(value, list):
         yield 1, Bad(1, "json_not_object", "the file holds no JSON array: expected [{...}, {...}]", text[:1024])
         return
+    escapes = "\\u" in text  # only an escape spells a lone surrogate
     for i, item in enumerate(value, 1):
-        if isinstance(item, dict):
+        if isinstance(item, dict) and escapes and (problem := lone_surrogate(item)):
+            yield i, Bad(i, "invalid_utf8", f"element {i} of the array {problem}", json.dumps(item)[:1024])
+        elif isinstance(item, dict):
             yield i, item
         else:
             yield i, Bad(i, "json_not_object", f"element {i} of the array is not an object: expected {{...}}",

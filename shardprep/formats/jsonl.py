@@ -1,7 +1,8 @@
 """JSON Lines: one object per line; large files cut at any newline (``cuts``), read line by line.
 
-Bad records: ``invalid_utf8``, ``json_invalid``, ``json_not_object``, ``record_too_large``,
-``gzip_truncated`` and ``gzip_invalid``. A file holding one JSON array is an ``InputError``.
+Bad records: ``invalid_utf8`` (also a lone surrogate escape, ``"\\ud83d"``, which no UTF-8 text holds),
+``json_invalid``, ``json_not_object``, ``record_too_large``, ``gzip_truncated`` and ``gzip_invalid``.
+A file holding one JSON array is an ``InputError``.
 
 Column-wise path (``framed_batches``): for a schema of scalars, the unit is read in blocks of whole
 lines (``jsonl_block``); compiled code parses a block straight to columns where that is provably
@@ -28,6 +29,7 @@ from shardprep.formats.base import (
     StreamError,
     Unsupported,
     WorkUnit,
+    lone_surrogate,
     open_input,
     read_head,
     read_lines,
@@ -107,6 +109,8 @@ def _json_row(raw: bytes, line: int) -> dict | Bad:
             value = json.loads(text)
         except (ValueError, RecursionError) as e:
             return Bad(line, "json_invalid", f"line {line} is not valid JSON: {e}", text.rstrip("\r\n"))
+        if "\\u" in text and (problem := lone_surrogate(value)):  # orjson refuses them: only json gives one
+            return Bad(line, "invalid_utf8", f"line {line} {problem}", text.rstrip("\r\n"))
     if not isinstance(value, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
         return Bad(line, "json_not_object", f"line {line} holds {kind}: expected one JSON object {{...}} per line",

@@ -5,10 +5,11 @@ or a column type no Example feature can hold, is an ``InputError``.
 
 Column-wise path (``framed_batches``): a schema of scalars whose columns are numbers (floats or
 integers for a float32 feature, integers for an int64 one, dates and times as their integers) or
-strings/bytes for a string feature is read by record batch straight into
-``example.columnar``'s encoder: the same bytes as the per-record path (a test checks it). A batch
-holding a null, a float that is not finite in float32 or a uint64 past int64 raises
-``Unsupported`` before it is given, and the per-record path decides from there (dead letters).
+strings/bytes for a string feature (or integers, as their decimal digits: uint64 ids past int64
+are inferred as strings) is read by record batch straight into ``example.columnar``'s encoder: the
+same bytes as the per-record path (a test checks it). A batch holding a null, a float that is not
+finite in float32 or a uint64 past int64 in an int64 feature raises ``Unsupported`` before it is
+given, and the per-record path decides from there (dead letters).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from shardprep.schema import Schema
     from shardprep.tfrecord import FramedBatch
 
-__all__ = ["ParquetFormat"]
+__all__ = ["ParquetFormat", "encoded_bytes"]
 
 
 class ParquetFormat(Format):
@@ -202,7 +203,7 @@ def _fits(dtype: str, type_: Any) -> bool:
         return number or t.is_floating(type_)
     if dtype == "int64":
         return number
-    return (t.is_string(type_) or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
+    return (number or t.is_string(type_) or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
             or t.is_fixed_size_binary(type_) or str(type_) in ("string_view", "binary_view"))
 
 
@@ -232,6 +233,8 @@ def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
     if column.null_count:
         raise Unsupported(f"column {name!r} holds a null")
     if dtype == "string":
+        if pa.types.is_integer(column.type):  # its decimal digits, as the row encoder spells an int
+            column = column.cast(pa.string())
         column = column.cast(pa.large_binary())
         offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
         data = column.buffers()[2]  # read in place by the encoder: no copy of the text
@@ -246,3 +249,16 @@ def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
     if not np.isfinite(values).all():
         raise Unsupported(f"column {name!r} holds a value that is not a finite float32")
     return values
+
+
+def encoded_bytes(file: InputFile) -> int:
+    """The bytes of the file's records as framed ``tf.train.Example``, from its footer, a little above
+    what they take (1.0-1.5x measured, on numeric and text columns): per record 22 bytes of framing
+    and wrappers, per value its name, 18 bytes of wrappers and its uncompressed bytes. The file's
+    own size says little: dictionary-coded, a 19 kB file made an 18.5 MB data set."""
+    with contextlib.ExitStack() as stack:
+        meta = _parquet_file(file, stack)
+        names = meta.schema_arrow.names
+        meta = meta.metadata
+        values = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        return meta.num_rows * (22 + sum(len(name.encode()) + 18 for name in names)) + values

@@ -25,11 +25,12 @@ import numpy as np
 
 from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
+from shardprep.formats import parquet
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "ends_url", "fits_in_memory", "freeze_startup_objects", "gather",
-           "gather_from", "joined", "pack", "read_ends", "read_scattered", "record_bounds", "reorder", "scattered", "segment",
+           "gather_from", "joined", "pack", "read_ends", "read_scattered", "record_bounds", "reorder", "run_space", "scattered", "segment",
            "sorted_url", "spill", "spill_bytes", "spill_url"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
@@ -218,9 +219,10 @@ def scattered(config: ReshardConfig, url: str) -> bool:
 
 def spill_bytes(files: Sequence[Any]) -> int:
     """The most the spill of these input files (``formats.InputFile``) may take: up to
-    ``RUN_SPACE_FACTOR / 2`` times the bytes of tabular input (a ``tf.train.Example`` spends ~15
-    bytes of names and wrappers on a short field), about the bytes of TFRecord, TFDS and images
-    (their records pass through), 4x more where the file is gzip'd.
+    ``RUN_SPACE_FACTOR / 2`` times the bytes of CSV and JSON Lines input (a ``tf.train.Example``
+    spends ~15 bytes of names and wrappers on a short field), what a Parquet file's footer says
+    (``formats.parquet.encoded_bytes``), about the bytes of TFRecord, TFDS and images (their
+    records pass through), 4x more where the file is gzip'd.
 
     WriteShards reads local spill in place only when this fits in memory (``fits_in_memory``;
     ``ReshardConfig.spill_in_place``): each shard's records lie a few KB apart in every parsed file,
@@ -230,7 +232,20 @@ def spill_bytes(files: Sequence[Any]) -> int:
     copy (same shards).
     """
     tabular = RUN_SPACE_FACTOR // 2
-    return sum(f.size * (tabular if f.format in _TABULAR else 1) * (4 if f.gzip else 1) for f in files)
+
+    def size(f: Any) -> int:
+        if f.format == "parquet":  # its footer says (a columnar file's size does not)
+            return parquet.encoded_bytes(f)
+        return f.size * (tabular if f.format in _TABULAR else 1) * (4 if f.gzip else 1)
+
+    return sum(map(size, files))
+
+
+def run_space(files: Sequence[Any]) -> int:
+    """The free space a run of these input files needs on the output's device: its spill and its
+    shards (about the spill's size) at once, then the shards alone; and 1 MB for the small files
+    (manifest, dead letters, a block or page per spill file)."""
+    return 2 * spill_bytes(files) + (1 << 20)
 
 
 def fits_in_memory(spill_size: int, memory: int | None) -> bool:
