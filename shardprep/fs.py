@@ -118,11 +118,19 @@ def sizes(url: str) -> dict[str, int]:
 
 
 def open_file(url: str, mode: str = "rb") -> IO:
+    if is_local(url):  # Python's own file: fsspec's wrapper costs ~0.2 ms an open (400 small files, 3 opens each)
+        return open(url.removeprefix("file://"), mode)
     fs, path = filesystem(url)
     return fs.open(path, mode)
 
 
 def read_bytes(url: str, start: int | None = None, end: int | None = None) -> bytes:
+    """The bytes of ``url`` from ``start`` up to ``end`` (or its end): offsets from its start."""
+    if is_local(url):
+        with open(url.removeprefix("file://"), "rb") as f:
+            if start:
+                f.seek(start)
+            return f.read() if end is None else f.read(max(0, end - (start or 0)))
     fs, path = filesystem(url)
     return fs.cat_file(path, start=start, end=end)
 
@@ -139,21 +147,27 @@ def write_atomic(url: str, *, durable: bool = True) -> Iterator[IO[bytes]]:
 
     ``durable=False`` skips the local fsync, for scratch files that a crash makes worthless anyway.
     """
-    fs, path = filesystem(url)
-    if is_local(url):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if is_local(url):  # Python's own calls: a run of many small files writes two spill files per batch
+        path = url.removeprefix("file://")
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            with open(tmp, "wb") as f:
+            try:
+                f = open(tmp, "wb")
+            except FileNotFoundError:  # the folder's first file
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                f = open(tmp, "wb")
+            with f:
                 yield f
                 if durable:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
+            raise
     else:
+        fs, path = filesystem(url)
         # One upload once the writer is done: a writer that fails leaves nothing behind (an open
         # object-store file uploads what it holds when closed, even on an error), and a retry after
         # a lost answer repeats the same request (gcsfs: one multipart request up to 50 MB, a

@@ -56,6 +56,7 @@ class Parse:
         self._started = time.monotonic()
         self._next_progress = self._started
         self._total = 0
+        self._told_fallback = False  # a unit of this process left the column-wise path (logged once at INFO)
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
 
     def _batches(self, unit: WorkUnit) -> Iterator[list[FramedBatch] | Bad]:
@@ -102,8 +103,12 @@ class Parse:
                     waiting += len(run)
             except Unsupported as e:
                 fast = False
-                log.info("%s unit %d: per-record path from record %d on (%s)", unit.file.url, unit.index,
-                         done + waiting + 1, e)
+                # the first unit of a process at INFO, the others with --verbose: 200 small files that
+                # all fall back gave 200 lines
+                log.log(logging.DEBUG if self._told_fallback else logging.INFO,
+                        "%s unit %d: per-record path from record %d on (%s)%s", unit.file.url, unit.index,
+                        done + waiting + 1, e, "" if self._told_fallback else "; other units' fallbacks with --verbose")
+                self._told_fallback = True
         if pending:
             yield pending
             done += waiting
