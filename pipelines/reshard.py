@@ -145,8 +145,23 @@ def _run_and_wait(pipeline: beam.Pipeline, runner: str, options: PipelineOptions
         stack.callback(result.client.close)  # before the cluster it talks to goes away
     if runner == "dataflow" and options.view_as(TestOptions).dry_run:
         return None
-    result.wait_until_finish()
+    try:
+        result.wait_until_finish()
+    except KeyboardInterrupt:  # a job of a service runs on without this process: stop it
+        if runner == "dataflow" or runner in _PORTABLE:
+            _cancel(result)
+        raise
     return result
+
+
+def _cancel(result: PipelineResult) -> None:
+    job = getattr(result, "job_id", lambda: "")()
+    try:
+        result.cancel()
+        log.warning("cancelled job %s: the run was interrupted", job)
+    except Exception as e:  # noqa: BLE001 - the interrupt stands; the user is told what to do
+        log.warning("could not cancel job %s (%s): cancel it in its runner's console; it commits nothing, "
+                    "since this run's folder is claimed for removal", job, e)
 
 
 def _out_of_space(error: BaseException) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import email
 import ipaddress
+import logging
 import socket
 import subprocess
 import sys
@@ -189,3 +190,47 @@ def test_portable_runner_names_map_to_beam_runners(runner, beam_runner, flag):
     assert options.view_as(StandardOptions).runner == beam_runner
     assert options.view_as(PortableOptions).environment_type == "LOOPBACK"
     assert runner in reshard.RUNNERS
+
+
+class _ServiceJob:
+    """The Dataflow service's side of a job (it cannot run here): waiting is interrupted by Ctrl-C."""
+
+    def __init__(self, cancel_fails: bool = False) -> None:
+        self.cancelled, self._fails = False, cancel_fails
+
+    def job_id(self) -> str:
+        return "2026-12-03_01_02_03-123"
+
+    def wait_until_finish(self) -> None:
+        raise KeyboardInterrupt
+
+    def cancel(self) -> None:
+        if self._fails:
+            raise RuntimeError("403 permission denied")
+        self.cancelled = True
+
+
+@pytest.mark.parametrize("cancel_fails", [False, True])
+def test_an_interrupted_launch_cancels_the_service_job(cancel_fails):
+    """Ctrl-C while the launcher waits: the job is cancelled (or the user told to cancel it), and the
+    interrupt goes on to the clean-up (``shardprep.interrupts``)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    job = _ServiceJob(cancel_fails)
+
+    class Pipeline:
+        def run(self) -> _ServiceJob:
+            return job
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # the CLI's logging set-up, if a test made it, stops propagation
+    logging.getLogger("shardprep").addHandler(handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), contextlib.ExitStack() as stack:
+            reshard._run_and_wait(Pipeline(), "dataflow", PipelineOptions([]), stack)
+    finally:
+        logging.getLogger("shardprep").removeHandler(handler)
+    assert job.cancelled is not cancel_fails
+    said = " ".join(r.getMessage() for r in records)
+    assert ("could not cancel job 2026-12-03_01_02_03-123" if cancel_fails else "cancelled job 2026-12-03_01_02_03-123") in said
