@@ -8,6 +8,7 @@ always under the folder's lease (``shardprep.lease``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -116,32 +117,32 @@ def discard_run(root: str, run_id: str, *, whole: bool, wait_s: float = COMMIT_W
     waits up to ``wait_s`` for that commit to end: committed (True), or failed, or the folder is
     left for ``shardprep.clean`` (a commit that does not end, e.g. its worker was killed).
     """
-    deadline = time.monotonic() + wait_s
-    waiting = False
+    if run_id in current_runs(root):
+        return True
+    with contextlib.suppress(OSError):  # no commit needs it, and on a full disk the claim needs its room
+        fs.remove(naming.join(root, f"{run_id}/spill"), recursive=True)
+    if not whole:
+        return False
+    deadline, waiting = time.monotonic() + wait_s, False
     while True:
-        if run_id in current_runs(root):
-            return True
-        if not whole:
-            break
         try:
             if claim(root, run_id, DISCARD) == DISCARD:
                 break
         except OSError:  # best effort: a later commit or ``shardprep.clean`` removes the folder
             return False
-        if not waiting:
-            log.info("run %s is committing: waiting up to %.0f s for its commit to end", run_id, wait_s)
-            waiting = True
+        if run_id in current_runs(root):  # the commit that claimed it has ended, committed
+            return True
         if time.monotonic() > deadline:
             log.warning("run %s was interrupted while committing and its commit did not end within %.0f s: its "
                         "folder stays; check %s, and run python -m shardprep.clean %s if it names another run",
                         run_id, wait_s, naming.join(root, naming.MANIFEST), root)
             return False
+        if not waiting:  # say why the command waits
+            log.info("run %s is committing: waiting up to %.0f s for its commit to end", run_id, wait_s)
+            waiting = True
         time.sleep(0.2)
     try:
-        if whole:
-            _remove_claimed(root, run_id)
-        else:
-            fs.remove(naming.join(root, f"{run_id}/spill"), recursive=True)
+        _remove_claimed(root, run_id)
     except OSError:  # best effort: a later commit or ``shardprep.clean`` removes it
         pass
     return False
