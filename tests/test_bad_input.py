@@ -196,6 +196,12 @@ def _struct_table():
     return pa.Table.from_pylist([{"id": i, "point": {"a": i, "b": 2 * i}} for i in range(5)])
 
 
+def _one_struct_table():
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([{"id": i, "point": {"a": i, "b": 2 * i} if i == 2 else None} for i in range(5)])
+
+
 def _null_table():
     import pyarrow as pa
 
@@ -496,8 +502,14 @@ CASES: list[Case] = [
          parquet_file(lambda b: b[:-8] + b"XXXXXXXX"), refused("is not a readable Parquet file"), subprocess=True),
     Case("parquet_truncated", "a Parquet file cut in half", parquet_file(lambda b: b[: len(b) // 2]),
          refused("is not a readable Parquet file")),
-    Case("parquet_struct_column", "a Parquet struct column", parquet_file(table=_struct_table),
-         refused("which a tf.train.Example feature cannot hold")),
+    Case("parquet_struct_column", "a Parquet struct column, schema inferred", parquet_file(table=_struct_table),
+         refused("holds nested objects")),
+    Case("parquet_struct_column_dropped", "a Parquet struct column that --schema leaves out: dropped",
+         schema_file(json.dumps({"id": {"dtype": "int64", "shape": []}}), parquet_file(table=_struct_table)),
+         works(), args=(S,)),
+    Case("parquet_struct_column_in_schema", "a Parquet struct column, null but in row 3, where --schema says float32",
+         schema_file(json.dumps({"id": {"dtype": "int64", "shape": []}, "point": {"dtype": "float32", "shape": []}}),
+                     parquet_file(table=_one_struct_table)), dead_letter("nested_object", 3), args=(S,)),
     Case("parquet_null", "a Parquet null in a float column", parquet_file(table=_null_table),
          dead_letter("missing_value", 3), args=("--on-missing=reject",)),
     Case("parquet_uint64_ids", "a Parquet uint64 column past int64: inferred string, every digit kept",

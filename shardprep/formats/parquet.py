@@ -1,6 +1,7 @@
 """Parquet: cut into runs of row groups, a large row group into row ranges; rows are column -> Python value.
 
-Dates and times become their integer value, decimals floats. A Parquet file that cannot be read,
+Dates and times become their integer value, decimals floats, structs nested objects (as JSON's:
+a ``--schema`` without them drops them, inference refuses them). A Parquet file that cannot be read,
 or a column type no Example feature can hold, is an ``InputError``.
 
 Column-wise path (``framed_batches``): a schema of scalars whose columns are numbers (floats or
@@ -78,6 +79,8 @@ def _cast_type(name: str, type_: Any, url: str, *, in_list: bool = False) -> Any
         target = type_.value_type if _cast_type(name, type_.value_type, url, in_list=True) is None else False
     elif t.is_list(type_) or t.is_large_list(type_) or t.is_fixed_size_list(type_):
         target = None if _cast_type(name, type_.value_type, url, in_list=True) is None else False
+    elif t.is_struct(type_):  # a nested object, as in JSON: dropped by a --schema without it, else refused there
+        return None
     elif (t.is_integer(type_) or t.is_floating(type_) or t.is_boolean(type_) or t.is_null(type_) or t.is_string(type_)
           or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
           or t.is_fixed_size_binary(type_) or str(type_) in ("string_view", "binary_view")):
