@@ -14,7 +14,6 @@ job's code, in the run's own folder.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import pickle
 import struct
 import zlib
@@ -65,22 +64,16 @@ def stage(config: ReshardConfig, units: Sequence[WorkUnit]) -> tuple[str, int]:
     return url, n
 
 
-@functools.lru_cache(maxsize=8)
-def _offsets(url: str) -> tuple[int, ...]:
-    """The blobs' offsets in a staged file, read once per process (a file per run, never rewritten)."""
+def _read_blob(url: str, index: int) -> object:
+    """Blob ``index`` of a staged file (0: the input list; 1..n: the chunks of units)."""
     head = fs.read_bytes(url, 0, _HEAD)
     if head[: len(MAGIC)] != MAGIC:
         raise ValueError(f"{url} is not a staged units file of this version (expected {MAGIC!r})")
     (n,) = struct.unpack("<Q", head[len(MAGIC):])
-    return struct.unpack(f"<{n + 2}Q", fs.read_bytes(url, _HEAD, _HEAD + 8 * (n + 2)))
-
-
-def _read_blob(url: str, index: int) -> object:
-    """Blob ``index`` of a staged file (0: the input list; 1..n: the chunks of units)."""
-    offsets = _offsets(url)
-    if not 0 <= index < len(offsets) - 1:
-        raise ValueError(f"{url}: blob {index} of {len(offsets) - 1}")
-    return pickle.loads(zlib.decompress(fs.read_bytes(url, offsets[index], offsets[index + 1])))
+    if not 0 <= index <= n:
+        raise ValueError(f"{url}: blob {index} of {n + 1}")
+    lo, hi = struct.unpack("<2Q", fs.read_bytes(url, _HEAD + 8 * index, _HEAD + 8 * index + 16))
+    return pickle.loads(zlib.decompress(fs.read_bytes(url, lo, hi)))
 
 
 def read_chunk(url: str, chunk: int) -> list[WorkUnit]:
