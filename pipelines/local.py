@@ -194,15 +194,35 @@ def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | 
     return count, rest
 
 
-def summarize(result: object, *, workers: int, seconds: float) -> None:
-    """One line per stage from the run's counters (the runner process sums every worker's)."""
+def summarize(result: object, config: ReshardConfig, *, workers: int, seconds: float) -> None:
+    """One line per stage from the run's counters (the runner process sums every worker's); a
+    runner without metrics (Dask) gets the same Parse line from the committed manifest."""
     try:
         counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - runners without metrics (Dask) get no summary
+    except Exception:  # noqa: BLE001 - no metrics here: the manifest's accounting says the same
+        counters = _manifest_counters(config)
+    if not counters:
         return
     records, rejected = counters.get("records_read", 0), counters.get("records_rejected", 0)
     mb = counters.get("bytes_encoded", 0) / 1e6
-    log.info("Parse: %d records read (%d rejected), %.1f MB encoded; %d worker process%s, %.1f s, %.1f MB/s",
-             records, rejected, mb, workers, "" if workers == 1 else "es", seconds, mb / max(seconds, 1e-9))
+    where = f"{workers} worker process{'' if workers == 1 else 'es'}, " if workers else ""  # 0: a cluster's, unknown
+    log.info("Parse: %d records read (%d rejected), %.1f MB encoded; %s%.1f s, %.1f MB/s",
+             records, rejected, mb, where, seconds, mb / max(seconds, 1e-9))
     if "shards_written" in counters:
         log.info("WriteShards: %d shards written", counters["shards_written"])
+
+
+def _manifest_counters(config: ReshardConfig) -> dict[str, int]:
+    """The counters ``summarize`` prints, from the manifest of this run; {} where it committed nothing."""
+    from shardprep import manifest
+    from shardprep.errors import ManifestError
+
+    try:
+        result = manifest.load(config.output)
+    except ManifestError:
+        return {}
+    if config.run_id not in result.run_ids:
+        return {}
+    shards = [s for split in result.splits.values() for s in split.shards]
+    return {"records_read": result.accounting.read, "records_rejected": result.accounting.rejected,
+            "bytes_encoded": sum(s.num_bytes for s in shards), "shards_written": len(shards)}

@@ -118,8 +118,9 @@ def run(
             retention.discard_run(config.output, config.run_id, whole=True)  # the staged units (graph.units)
             log.info("dry run: the Dataflow job graph of run %s was built and not submitted", config.run_id)
             return False
-        if runner == "direct":
-            local.summarize(result, workers=workers.count, seconds=time.monotonic() - started)
+        if runner in ("direct", "dask"):
+            local.summarize(result, config, workers=0 if dask_address else workers.count,
+                            seconds=time.monotonic() - started)
         return True
 
 

@@ -106,6 +106,8 @@ def test_dask_cli_starts_its_own_local_cluster(raw, direct, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "starting a Dask LocalCluster with 2 worker processes" in proc.stderr
     assert "[distributed" not in proc.stderr, proc.stderr[-3000:]  # its INFO chatter stays out of the output
+    read = manifest.load(str(out)).accounting.read  # the stage summary, from the manifest (no Beam metrics on Dask)
+    assert f"Parse: {read} records read (0 rejected)" in proc.stderr and "2 worker processes, " in proc.stderr, proc.stderr
     assert contents(out) == direct["two-splits"]
 
 
