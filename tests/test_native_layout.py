@@ -148,9 +148,7 @@ def test_record_bounds_and_read_scattered_both_ways(tmp_path, monkeypatch, spars
         size = int(ends[-1])
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         url = str(tmp_path / f"parsed-{trial}.bin")
-        (tmp_path / f"parsed-{trial}.bin").write_bytes(data)
-        (tmp_path / f"parsed-{trial}.bin.ends").write_bytes(ends.astype(spill.ends_dtype(size)).tobytes())
-        assert spill.ends_url(url) == url + ".ends"
+        (tmp_path / f"parsed-{trial}.bin").write_bytes(data + ends.astype(spill.ends_dtype(size)).tobytes())  # pack's layout
         which = np.sort(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False)).astype(np.int64)
         starts, stops = spill.record_bounds(url, size, which)
         assert starts.tolist() == [int(ends[i - 1]) if i else 0 for i in which] and stops.tolist() == ends[which].tolist()

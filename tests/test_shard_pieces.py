@@ -77,8 +77,8 @@ def test_write_shard_finds_every_record_where_the_plan_deals_it(tmp_path_factory
     for i in np.lexsort((place, shard)).tolist():
         expected.setdefault(int(shard[i]), []).append(records[i][12:-4])
     assert shards == expected
-    if not in_place:  # the parsed copies are gone, the reordered ones hold the records once
-        assert not any(spill.fs.exists(b.url) for b in batches)
+    if not in_place:  # the parsed files are cut down to their ends, the reordered ones hold the records once
+        assert all(spill.fs.size(b.url) == b.num_records * np.dtype(spill.ends_dtype(b.size)).itemsize for b in batches)
 
 
 @pytest.mark.parametrize("in_place, kind", [(True, ShardBatches), (False, ShardPiece)])
@@ -121,14 +121,14 @@ def test_a_missing_piece_fails_the_shard(tmp_path):
 
 
 def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
-    """Assign's spill step removes the parsed file once the sorted one exists; a retried bundle
-    (parsed file gone) keeps the sorted file it finds and names the same segments."""
+    """Assign's spill step cuts the parsed file down to its record ends once the sorted one exists;
+    a retried bundle (parsed file cut) keeps the sorted file it finds and names the same segments."""
     cfg = _config(tmp_path, num_shards=2, shuffle=False, in_place=False)
     (batch,), records = _spilled(cfg, [5])
     order, bounds = np.array([3, 0, 4, 1, 2]), [0, 2, 5]
     out = spill.sorted_url(cfg, batch)
     ranges = spill.reorder(batch, out, order, bounds)
-    assert not spill.fs.exists(batch.url)
+    assert spill.fs.size(batch.url) == 5 * 4  # its ends alone: the records are in spill once
     blob = spill.fs.read_bytes(out)
     for (start, end), (lo, hi) in zip(ranges, zip(bounds, bounds[1:])):
         data, ends = spill.segment(blob[start:end], hi - lo)

@@ -34,7 +34,7 @@ class Tagged(NamedTuple):
 
 class SpilledBatch(NamedTuple):
     """Parse -> Assign: part ``part`` of unit ``unit``'s records of split ``split``: ``num_records``
-    framed records in ``url`` (``size`` bytes), their ends in ``graph.spill.ends_url(url)``."""
+    framed records in ``url`` (``size`` bytes), then their ends (``graph.spill.pack``)."""
 
     split: int
     unit: tuple[int, int]

@@ -3,14 +3,14 @@
 Spill files live under the run's own folder (removed at commit, and on every failure by
 ``retention.remove_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
 The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin``, a batch's
-framed records back to back, and beside it ``parsed-*.bin.ends``, their ends (``ends_url``: 4 bytes
-a record below 4 GiB a batch). On local (and NFS) spill that fits in memory, WriteShards gathers
+framed records back to back, then their ends (4 bytes a record below 4 GiB a batch: ``ends_dtype``),
+one file a batch (a run of many small files creates one file a unit, not two). On local (and NFS) spill that fits in memory, WriteShards gathers
 each shard's records straight from the parsed files, mapped into memory (``scattered``,
 ``record_bounds``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere
 (GCS, where a read per record would cost a request, or a spill larger than the memory the page
 cache may hold: ``spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
 (one segment per shard: the records' lengths, then the records; ``reorder``, ``segment``) and
-removes the parsed one. Either way the output folder peaks near twice the data set (spill + shards)
+cuts the parsed one down to its ends. Either way the output folder peaks near twice the data set (spill + shards)
 and holds it once after commit (``RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from shardprep.formats import parquet
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "ends_url", "fits_in_memory", "freeze_startup_objects", "gather",
+__all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "fits_in_memory", "freeze_startup_objects", "gather",
            "gather_from", "joined", "pack", "read_ends", "read_scattered", "record_bounds", "reorder", "run_space", "scattered", "segment",
            "sorted_url", "spill", "spill_bytes", "spill_url"]
 
@@ -93,11 +93,6 @@ def read_listing(config: ReshardConfig, split: int, url: str, total: int) -> lis
             for file, unit, part, first, n, size in rows]
 
 
-def ends_url(url: str) -> str:
-    """Where the record ends of spill file ``url`` lie."""
-    return url + ".ends"
-
-
 def ends_dtype(size: int) -> str:
     """The width of the record ends (or lengths) of ``size`` bytes of records: 4 bytes a value below
     4 GiB, else 8."""
@@ -107,20 +102,27 @@ def ends_dtype(size: int) -> str:
 def pack(config: ReshardConfig, split: int, unit: tuple[int, int], part: int,
          blocks: list[FramedBatch]) -> SpilledBatch:
     """Spills a batch, given as the blocks it was read in (written back to back, not joined first),
-    and its record ends beside it; the element that crosses the runner is its url, size and count."""
+    then its record ends, in one file; the element that crosses the runner is its url, size and count."""
     freeze_startup_objects()
     url = parsed_url(config, split, unit, part)
-    spill(url, *(blob for blob, _ in blocks))
     sizes = [len(blob) for blob, _ in blocks]
     offsets = np.cumsum([0, *sizes[:-1]], dtype=np.uint64)  # each block's place in the file
     ends = np.concatenate([ends.astype("<u8") + offset for (_, ends), offset in zip(blocks, offsets)])
-    spill(ends_url(url), ends.astype(ends_dtype(sum(sizes))).tobytes())
+    spill(url, *(blob for blob, _ in blocks), ends.astype(ends_dtype(sum(sizes))).tobytes())
     return SpilledBatch(split, unit, part, url, sum(sizes), len(ends))
 
 
 def read_ends(batch: SpilledBatch) -> np.ndarray:
-    """All record ends of a spilled batch, as uint64."""
-    return np.frombuffer(fs.read_bytes(ends_url(batch.url)), ends_dtype(batch.size)).astype(np.uint64)
+    """All record ends of a spilled batch, as uint64: after its records, or the whole file once
+    ``reorder`` has cut it down to them."""
+    width = np.dtype(ends_dtype(batch.size)).itemsize * batch.num_records
+    try:
+        data = fs.read_bytes(batch.url, batch.size, batch.size + width)
+    except (OSError, ValueError):  # a range past the end of a cut file (an object store may refuse it)
+        data = b""
+    if len(data) != width:
+        data = fs.read_bytes(batch.url, 0, width)
+    return np.frombuffer(data, ends_dtype(batch.size)).astype(np.uint64)
 
 
 SPARSE = 512  # a piece taking under 1/SPARSE of its batch is read record by record, else through a map
@@ -128,20 +130,20 @@ SPARSE = 512  # a piece taking under 1/SPARSE of its batch is read record by rec
 
 def record_bounds(url: str, size: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of records ``which`` (ascending) of the local spill file ``url`` (``size``
-    bytes), from its ends file: mapped (only the pages holding them are read), or, for a few
-    records of many (``SPARSE``), read as the two ends around each (``native.pread_records``)."""
+    bytes of records, then their ends): mapped (only the pages holding them are read), or, for a
+    few records of many (``SPARSE``), read as the two ends around each (``native.pread_records``)."""
     which = np.asarray(which, np.int64)
     dtype = np.dtype(ends_dtype(size))
-    with open(fs.filesystem(ends_url(url))[1], "rb") as f:
-        if SPARSE * len(which) >= os.fstat(f.fileno()).st_size // dtype.itemsize:
+    with open(url.removeprefix("file://"), "rb") as f:
+        if SPARSE * len(which) >= (os.fstat(f.fileno()).st_size - size) // dtype.itemsize:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                ends = np.frombuffer(view, dtype)
+                ends = np.frombuffer(view, dtype, offset=size)
                 stops, starts = ends[which].astype(np.int64), ends[which - 1].astype(np.int64)
                 del ends  # the map closes only when no array looks into it
         else:  # the end before each record and its own (record 0: its own only)
             before = np.maximum(which - 1, 0)
             counts = which - before + 1
-            ends = np.frombuffer(native.pread_records(f.fileno(), _int64(before * dtype.itemsize),
+            ends = np.frombuffer(native.pread_records(f.fileno(), _int64(size + before * dtype.itemsize),
                                                       _int64(counts * dtype.itemsize)), dtype)
             last = np.cumsum(counts) - 1
             stops, starts = ends[last].astype(np.int64), ends[last - 1].astype(np.int64)
@@ -161,11 +163,11 @@ def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
 
 def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Sequence[int]) -> list[tuple[int, int]]:
     """Writes the records of ``batch`` in ``order`` to ``sorted_url`` as segments (records
-    ``order[bounds[i]:bounds[i + 1]]`` each: their lengths, then the records), then removes the
-    parsed file (its ends stay, for a retry); returns each segment's byte range.
+    ``order[bounds[i]:bounds[i + 1]]`` each: their lengths, then the records), then cuts the parsed
+    file down to its ends (kept for a retry); returns each segment's byte range.
 
-    Both names are deterministic and the sorted file appears whole or not at all, so a retried
-    bundle that finds it (its parsed file possibly gone already) keeps it: the bytes are the same.
+    Both names are deterministic and each file is replaced whole or not at all, so a retried bundle
+    that finds the sorted file (the parsed one possibly cut already) keeps it: the bytes are the same.
     """
     freeze_startup_objects()
     ends = read_ends(batch)
@@ -178,12 +180,12 @@ def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Seq
         ranges.append((at, at + len(heads[-1]) + sizes[-1]))
         at = ranges[-1][1]
     if not fs.exists(sorted_url):
-        data, pos, parts = memoryview(gather(fs.read_bytes(batch.url), ends, order)), 0, []
+        data, pos, parts = memoryview(gather(fs.read_bytes(batch.url, 0, batch.size), ends, order)), 0, []
         for head, size in zip(heads, sizes):
             parts += [head, data[pos:pos + size]]
             pos += size
         spill(sorted_url, *parts)
-    fs.remove(batch.url)
+    spill(batch.url, ends.astype(ends_dtype(batch.size)).tobytes())  # one copy of the records in spill
     return ranges
 
 
