@@ -147,7 +147,7 @@ def write_atomic(url: str, *, durable: bool = True) -> Iterator[IO[bytes]]:
 
     ``durable=False`` skips the local fsync, for scratch files that a crash makes worthless anyway.
     """
-    if is_local(url):  # Python's own calls: a run of many small files writes two spill files per batch
+    if is_local(url):  # Python's own calls: a run of many small files writes a spill file per unit
         path = url.removeprefix("file://")
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
         try:

@@ -1,7 +1,7 @@
 """Spill files: where a batch's record bytes wait between stages, and framed-batch helpers.
 
 Spill files live under the run's own folder (removed at commit, and on every failure by
-``retention.remove_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
+``retention.discard_run``), and on shared storage whenever the output is (Dataflow, remote Dask).
 The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin``, a batch's
 framed records back to back, then their ends (4 bytes a record below 4 GiB a batch: ``ends_dtype``),
 one file a batch (a run of many small files creates one file a unit, not two). On local (and NFS) spill that fits in memory, WriteShards gathers
