@@ -1,11 +1,14 @@
 """The local Dask cluster of a ``--runner dask`` run without ``--dask-address``, started before Beam's import.
 
-A ``LocalCluster`` worker is a fresh interpreter: it imports distributed, then Beam and this
-product's steps (~1.5 CPU s each on a small machine). Started after the launcher had imported
-Beam and built the graph, as it was, a 2-worker run on 2 cores spent its first ~2.5 s with one
-core or none at work. ``ahead`` starts it as soon as the run is planned, from a thread of the
-launcher, its workers preloading ``PRELOAD``, so that they import while the launcher imports
-Beam and builds the graph, and the graph goes to workers that are ready. Nothing here imports Beam.
+A ``LocalCluster`` worker was a fresh interpreter that imported distributed, then Beam and this
+product's steps (~1.5 CPU s each on a small machine), all of it again in every worker. Its workers
+now come from a fork server (``start_fork_server``: the command starts it once its inputs are
+listed) that imports distributed and ``PRELOAD`` once, while the launcher plans the run; each
+worker is forked from it with all that imported. ``ahead`` starts the cluster as soon as the run
+is planned, from a thread of the launcher, while the launcher imports Beam and builds the graph,
+so the graph goes to workers that are ready. On 2 cores, 2 workers: the fixed CPU of a run 6.1 ->
+4.3 s, its first task 1 s earlier (benchmarks/analysis.md, "Dask: where the CPU goes"). Nothing here
+imports Beam.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine"]
+__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine", "start_fork_server"]
 
 log = logging.getLogger("shardprep")
 
@@ -38,10 +41,22 @@ QUIET = {
 }
 
 
+def start_fork_server() -> None:
+    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` now, in
+    the background: the local cluster's workers are forked from it (``ahead``) with all that
+    imported, instead of each importing it in a fresh interpreter."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
+    forkserver.ensure_running()
+
+
 @contextlib.contextmanager
 def ahead(workers: int) -> Iterator[Callable[[], str]]:
     """Starts a ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback now,
-    in a thread, with ``QUIET`` housekeeping (the scheduler and the nannies run in this process);
+    in a thread, forked from the fork server, with ``QUIET`` housekeeping (the scheduler and the
+    nannies run in this process);
     yields a function that waits until it is up and gives its scheduler address (or raises why it
     could not start). The cluster is closed when the block ends, however it ends."""
     import dask
@@ -62,7 +77,8 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
 
     log.info("starting a Dask LocalCluster with %d worker processes", workers)
     thread = threading.Thread(target=start, name="shardprep-dask-cluster", daemon=True)
-    with dask.config.set(QUIET):
+    start_fork_server()  # if the command has not (a test, a caller of its own)
+    with dask.config.set({**QUIET, "distributed.worker.multiprocessing-method": "forkserver"}):
         thread.start()
 
         def address() -> str:
@@ -79,8 +95,22 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
             yield address
         finally:
             thread.join()
-            if "cluster" in started:
-                started["cluster"].close()
+            try:
+                if "cluster" in started:
+                    started["cluster"].close()
+            finally:
+                _stop_fork_server()
+
+
+def _stop_fork_server() -> None:
+    """Stops the fork server and waits for it, once the cluster is closed (the server has reaped its
+    workers by then: a Nanny waits for its worker's exit status, which the server sends): no process
+    outlives the command, and the workers' CPU time counts as the command's (``wait4``, ``time``)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's own (its tests use it); 3.9 to 3.13 at least
+    if stop is not None:
+        stop()
 
 
 def on_this_machine(address: str) -> bool:

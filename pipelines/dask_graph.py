@@ -4,15 +4,14 @@ Every leaf transform becomes a ``dask.bag`` of partitions: a ParDo's partition h
 element)`` pairs of all its outputs, and each consumer selects its own tag inside its own task (no
 task per selection); a side input is one task that concatenates its source, a key of the same
 graph; a Flatten puts partition i of every input into its partition i; a GroupByKey is one
-all-to-all exchange of hashed buckets. Linear chains are then fused into one task each
+all-to-all exchange of hashed buckets (n + m tasks). Linear chains are then fused into one task each
 (``fused``). Every task costs the scheduler and a worker ~3 ms of CPU on top of its work
 (distributed's bookkeeping and messages), so the count matters: 12 work units gave 2,176 tasks
-with Beam's translation (Dask's ``concat`` and ``groupby`` shuffles) and ~300 here.
+with Beam's translation (Dask's ``concat`` and ``groupby`` shuffles) and 110 here (2 worker threads).
 """
 from __future__ import annotations
 
 import dataclasses
-import operator
 import re
 import threading
 import uuid
@@ -65,8 +64,19 @@ def _concat(picks: _Picks, parts: Sequence[list]) -> list:
     return [x for pick, part in zip(picks.picks, parts) for x in pick.of(part)]
 
 
+_PRIME = 1_000_003  # the integer keys' hash multiplier: prime, so prime to any count of buckets
+
+
 def _bucket(key: Any, buckets: int) -> int:
-    """The output partition of a key: a hash that is the same in every process (unlike ``hash``)."""
+    """The output partition of a key: a hash that is the same in every process (unlike ``hash``).
+    An integer, or a tuple of them (a shard's key), by arithmetic: keys one apart take the buckets
+    in turn, so 64 shards in 4 buckets are 16 each (a digest put 13 to 18 there, 8 shards 1 to 4,
+    and the largest bucket's WriteShards task holds up the run's end)."""
+    if isinstance(key, int) or (isinstance(key, tuple) and all(isinstance(k, int) for k in key)):
+        digest = 0
+        for k in key if isinstance(key, tuple) else (key,):
+            digest = digest * _PRIME + k
+        return digest % buckets
     from dask.base import tokenize
 
     return int(tokenize(key), 16) % buckets
@@ -88,6 +98,11 @@ def _group(pick: _Pick, parts: Iterable[list]) -> list[tuple]:
         for key, windowed in pick.of(part):
             groups.setdefault(key, []).append(windowed.value if isinstance(windowed, WindowedValue) else windowed)
     return list(groups.items())
+
+
+def _group_bucket(j: int, splits: Sequence[list[list]]) -> list[tuple]:
+    """Output partition ``j`` of an exchange: bucket ``j`` of every input partition, grouped."""
+    return _group(_Pick(), [split[j] for split in splits])
 
 
 def _name(label: str) -> str:
@@ -264,23 +279,25 @@ def _flatten(label: str, inputs: Sequence[_Input]) -> Any:
 
 def _group_by_key(label: str, source: _Input, buckets: int) -> Any:
     """Beam's GroupByKey as one all-to-all exchange: each input partition is cut by key hash into
-    m buckets, and output partition j groups bucket j of every input (n + n*m + m tasks, each
-    bucket moved once). Dask's ``groupby`` shuffle made ~170 tasks of 12 partitions, ~1,300 of 60."""
+    m buckets, and output partition j takes every input's buckets and groups bucket j (n + m tasks).
+
+    Each output task receives all the buckets, m times the data a task per bucket would move, and
+    n*m tasks fewer: this product's GroupByKeys carry references to spilled records, never the
+    records (kilobytes a work unit), while each task costs ~3 ms of CPU and, on a worker thread busy
+    with a long task, a wait (a task per bucket made 17 input partitions and 4 buckets 89 tasks, and
+    two of the four WriteShards tasks waited 0.6 s for theirs). Dask's ``groupby`` shuffle made ~170
+    tasks of 12 partitions, ~1,300 of 60."""
     from dask.base import tokenize
 
     bag = source.bag
     n, m = bag.npartitions, max(1, min(bag.npartitions, buckets))
     token = tokenize(bag.name, source.pick, m)
-    name, split, part = f"{label}-{token}", f"{label}_split-{token}", f"{label}_bucket-{token}"
+    name, split = f"{label}-{token}", f"{label}_split-{token}"
     if m == 1:
         return _bag(name, {(name, 0): (_group, source.pick, [(bag.name, i) for i in range(n)])}, [bag], 1)
-    graph: dict = {}
-    for i in range(n):
-        graph[(split, i)] = (_split_by_key, source.pick, (bag.name, i), m)
-        for j in range(m):
-            graph[(part, i, j)] = (operator.getitem, (split, i), j)
+    graph: dict = {(split, i): (_split_by_key, source.pick, (bag.name, i), m) for i in range(n)}
     for j in range(m):
-        graph[(name, j)] = (_group, _Pick(), [(part, i, j) for i in range(n)])
+        graph[(name, j)] = (_group_bucket, j, [(split, i) for i in range(n)])
     return _bag(name, graph, [bag], m)
 
 

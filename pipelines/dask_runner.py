@@ -30,7 +30,7 @@ Here ``pipelines.dask_graph`` translates: every ``ParDo`` call collects into a f
 is one task of the same graph (computed once, handed to every task as a list); a Flatten keeps
 partition i in partition i; a GroupByKey is one exchange of hashed buckets (``BUCKETS_PER_THREAD``
 output partitions per worker thread); linear chains are fused into one task under the last key;
-and every sink (a bag nobody consumes) is computed. The same 12 units: ~300 tasks, each step once
+and every sink (a bag nobody consumes) is computed. The same 12 units on 2 worker threads: 110 tasks, each step once
 per partition. Elements keep Beam's global window only: this runner is for batch pipelines. Like
 Beam's, it reports no metrics. What stays is per worker process (importing Beam and shardprep,
 distributed's event loop; a few CPU seconds) and per task: size a cluster from the DoFn work
@@ -50,7 +50,7 @@ from pipelines.dask_graph import Visitor, fused
 __all__ = ["BUCKETS_PER_THREAD", "DaskRunner"]
 
 log = logging.getLogger("shardprep")
-BUCKETS_PER_THREAD = 2  # a GroupByKey's output partitions per worker thread: balance vs n*m exchange tasks
+BUCKETS_PER_THREAD = 2  # a GroupByKey's output partitions per worker thread: balance vs tasks and data moved
 
 
 class DaskRunner(beam_dask.DaskRunner):

@@ -1,6 +1,7 @@
-"""Preloaded by each worker of the local Dask cluster a run starts (``pipelines.dask_cluster``).
+"""Imported by the fork server the workers of a run's local Dask cluster are forked from, and
+preloaded by each (``pipelines.dask_cluster``; then already imported).
 
-It imports, before the worker joins the cluster, what the run's tasks need: Beam without the
+It imports, before a worker joins the cluster, what the run's tasks need: Beam without the
 cloud connectors this product never uses (``pipelines.startup``: ~0.6 s less of each worker's
 start-up), Beam's Dask runner with this product's translation, and the steps. Only for that
 cluster, which runs nothing else: a worker of a shared cluster may run another Beam job that needs

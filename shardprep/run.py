@@ -235,6 +235,8 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         files, splits = tfds_input.splits_of(files, args.split)
     _refuse_output_in_input(args.output, files)
     files = _dialects(args, files)
+    if args.runner == "dask" and args.dask_address is None:  # the local cluster's workers import while this plans
+        dask_cluster.start_fork_server()
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     units = formats.plan_units(files, unit_bytes=unit_bytes,

@@ -158,7 +158,8 @@ def _imported() -> tuple[bool, bool, list[str]]:
 
 def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_beam_and_the_steps_imported():
     """``pipelines.dask_cluster.ahead``: the cluster starts in a thread (the launcher imports Beam
-    meanwhile); its workers preload Beam, without the cloud connectors, and the steps."""
+    meanwhile); its workers preload Beam, without the cloud connectors, and the steps, and are forked
+    from one fork server, which imported them once, not started as an interpreter each."""
     from distributed import Client
 
     from pipelines import dask_cluster
@@ -167,7 +168,26 @@ def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_beam_and_the_
         with Client(address(), timeout=60) as client:
             assert len(client.scheduler_info()["workers"]) == 2
             imported = [(beam, steps, list(connectors)) for beam, steps, connectors in client.run(_imported).values()]
+            parents = set(client.run(os.getppid).values())
+            server = Path(f"/proc/{min(parents)}/cmdline").read_bytes()
     assert imported == [(True, True, [])] * 2, imported
+    assert len(parents) == 1 and os.getpid() not in parents, parents  # not this process's (the nannies') children
+    assert b"forkserver" in server and b"pipelines.dask_worker" in server, server
+    assert not Path(f"/proc/{parents.pop()}").exists()  # the fork server stopped with the cluster
+
+
+def test_an_exchange_deals_consecutive_shards_to_its_buckets_in_turn():
+    """A GroupByShard bucket is one WriteShards task: buckets of equal shard counts end together (a
+    digest of the key put 13 to 18 of 64 shards in each of 4 buckets)."""
+    import collections
+
+    from pipelines.dask_graph import _bucket
+
+    for shards, buckets in ((64, 4), (10, 4), (7, 3), (1000, 16)):
+        for split in (0, 1, 2):
+            dealt = collections.Counter(_bucket(elements.shard_key(split, s, shards), buckets) for s in range(shards))
+            assert len(dealt) == min(shards, buckets) and max(dealt.values()) - min(dealt.values()) <= 1, dealt
+    assert {_bucket(key, 3) for key in ("a", None, (1, "b"), 2.5)} <= {0, 1, 2}  # other keys: a digest
 
 
 @pytest.fixture(scope="module")
@@ -344,7 +364,7 @@ def test_steps_upstream_of_a_side_input_and_a_group_by_key_run_once_per_element(
 def test_the_reshard_graph_grows_linearly_with_work_units(raw, tmp_path):
     """Beam's translation made 2,176 tasks of 12 work units (Dask's concat and groupby shuffles, an
     alias per fused chain, the side inputs' upstream twice), ~3 ms of CPU each; each step now runs
-    once per partition, and an exchange costs n + n*m + m tasks."""
+    once per partition, and an exchange costs n + m tasks."""
     from apache_beam.runners.dask.overrides import dask_overrides
     from dask._task_spec import Alias
 
@@ -372,7 +392,7 @@ def test_the_reshard_graph_grows_linearly_with_work_units(raw, tmp_path):
         assert names.count(step) == n, step
     assert names.count("Reshard_WriteShards") == buckets
     exchanges = sum(1 for name in set(names) if name.endswith("GroupByKey_split"))
-    assert len(graph) <= 10 * n + exchanges * (n * buckets + buckets) + 2  # each exchange: n*m buckets
+    assert len(graph) <= 10 * n + exchanges * (n + buckets) + 2  # each exchange: n splits, m groups
 
 
 def _bump(count: tuple) -> tuple:
