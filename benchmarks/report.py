@@ -400,7 +400,10 @@ def section_scaling(results: dict, img: str | None) -> list[str]:
             f"{cf['mb']:.0f} MB of CSV in 3 files, and the same rows as one Parquet and one JSON Lines file, to "
             f"{cf['shards']} shards; contenders alternated, medians, and each ratio the median of the rounds' ratios "
             "(this machine's speed swings ~1.5x within minutes). CPU s: the whole process tree (pool processes, the "
-            "Dask cluster the run starts); CPU s per GB sizes a bigger machine or cluster.", "",
+            "Dask cluster the run starts); CPU s per GB sizes a bigger machine or cluster. Its CPU's ceiling: the "
+            "speed-up the run's CPU s would allow if each of its workers' cores were busy from start to end (one "
+            "process's wall time x workers / CPU s, per round, median); a run whose ceiling is under its goal needs "
+            "less CPU, not more overlap.", "",
             *scaling.table(cf), "",
             f"pyarrow's CSV parse alone (one thread, a fresh process): {cf['mb'] / pa['first_pass']:.0f} MB per CPU s on "
             f"its first pass, {cf['mb'] / pa['second_pass']:.0f} on a second; one process re-sharding: "

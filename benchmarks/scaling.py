@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -153,6 +154,8 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
                          "mb_per_s_per_worker": round(mb / s["wall_s"] / workers, 1),
                          "cpu_s_per_gb": round(s["cpu_s"] / (mb / 1000), 1),
                          "speedup": harness.paired_ratio(base, rs),
+                         # the speed-up its CPU s allow with every worker's core busy all the run (per round)
+                         "cpu_ceiling": round(statistics.median(b.wall_s * workers / r.cpu_s for b, r in zip(base, rs)), 2),
                          "peak_over_final": max(r.extra["peak_over_final"] for r in rs),
                          "same_shards": all(r.extra["shards_digest"] == base[0].extra["shards_digest"] for r in rs)}
     cold, warm = min(c for c, _ in parse), min(w for _, w in parse)
@@ -190,10 +193,12 @@ def _goals(result: dict) -> list[dict]:
 
 def table(result: dict) -> list[str]:
     """``compare``'s result as markdown lines: the scaling table of BENCHMARKS.md."""
-    lines = ["| run | workers | wall s (median) | vs one process | MB/s | MB/s per worker | CPU s | CPU s per GB | "
-             "peak folder / data set | same shards |", "|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| run | workers | wall s (median) | vs one process | its CPU's ceiling | MB/s | MB/s per worker | CPU s | "
+             "CPU s per GB | peak folder / data set | same shards |",
+             "|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, v in result["summary"].items():
-        lines.append(f"| {LABELS.get(name, name)} | {v['workers']} | {v['wall_s']:.2f} | {v['speedup']:.2f}x | "
+        ceiling = f"{v['cpu_ceiling']:.2f}x" if "cpu_ceiling" in v else "-"
+        lines.append(f"| {LABELS.get(name, name)} | {v['workers']} | {v['wall_s']:.2f} | {v['speedup']:.2f}x | {ceiling} | "
                      f"{v['mb_per_s']:.1f} | {v['mb_per_s_per_worker']:.1f} | {v['cpu_s']:.1f} | {v['cpu_s_per_gb']:.0f} | "
                      f"{v['peak_over_final']:.2f}x | {'yes' if v['same_shards'] else '**no**'} |")
     return lines

@@ -267,7 +267,7 @@ def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
     the map is faster than one read each."""
     freeze_startup_objects()
     starts, ends = _int64(starts), _int64(ends)
-    with open(fs.filesystem(url)[1], "rb") as f:
+    with fs.open_file(url) as f:  # a local file: Python's open (fsspec's file system lookup cost 6% of WriteShards)
         if SPARSE * int((ends - starts).sum()) < os.fstat(f.fileno()).st_size:
             return native.pread_records(f.fileno(), starts, ends - starts)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
