@@ -28,6 +28,8 @@ log = logging.getLogger("shardprep")
 # product's translation, the steps)
 PRELOAD = ["pipelines.dask_worker"]
 
+STOP_WAIT_S = 10.0  # the most the command waits for the fork server to end (``_stop_fork_server``)
+
 # distributed's periodic housekeeping, slowed down: an idle 2-worker LocalCluster used 2.4 CPU s in
 # 20 s without the profiler but otherwise default (mostly the 20 ms event-loop tick of every server),
 # 0.7 with these.
@@ -46,10 +48,22 @@ def start_fork_server() -> None:
     the background: the local cluster's workers are forked from it (``ahead``) with all that
     imported, instead of each importing it in a fresh interpreter."""
     import multiprocessing
+    import signal
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
-    forkserver.ensure_running()
+    # The server starts with SIGINT ignored (a disposition a new program inherits, and Python keeps)
+    # and so do the workers forked from it: Ctrl-C in a terminal reaches the whole process group,
+    # and the launcher answers it in one line (it stops the cluster, its workers with it); the
+    # server printed a KeyboardInterrupt traceback from the middle of its imports, a worker from its
+    # event loop. Blocked meanwhile, a Ctrl-C of these few milliseconds reaches this thread after.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 @contextlib.contextmanager
@@ -105,12 +119,19 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
 def _stop_fork_server() -> None:
     """Stops the fork server and waits for it, once the cluster is closed (the server has reaped its
     workers by then: a Nanny waits for its worker's exit status, which the server sends): no process
-    outlives the command, and the workers' CPU time counts as the command's (``wait4``, ``time``)."""
+    outlives the command, and the workers' CPU time counts as the command's (``wait4``, ``time``).
+
+    The server ends only once every process it forked has (each holds the end of the pipe it
+    watches): a worker that a cluster cut short left running would hold this command forever, so
+    the wait is bounded; such a worker ends with this process (it watches its Nanny's pipe).
+    """
     from multiprocessing import forkserver
 
     stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's own (its tests use it); 3.9 to 3.13 at least
     if stop is not None:
-        stop()
+        stopping = threading.Thread(target=stop, name="shardprep-fork-server-stop", daemon=True)
+        stopping.start()
+        stopping.join(STOP_WAIT_S)
 
 
 def on_this_machine(address: str) -> bool:

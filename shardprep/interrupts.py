@@ -12,13 +12,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 from shardprep import retention
 
-__all__ = ["discarding_on_failure"]
+__all__ = ["SWALLOWED_AFTER_S", "discarding_on_failure"]
 
+SWALLOWED_AFTER_S = 1.0  # a signal this long after the first raises again (``discarding_on_failure``)
 log = logging.getLogger("shardprep")
 
 
@@ -27,20 +31,32 @@ def discarding_on_failure(root: str, run_id: str) -> Iterator[None]:
     """Runs the body with SIGINT/SIGTERM raising ``KeyboardInterrupt``; on an interrupt or a failure
     removes the run's folder on the way out, once the body's ``with`` blocks have stopped every
     process of the run (the local pool, a local Dask cluster), unless the run was committed."""
-    signals: list[int] = []
+    signals: list[float] = []  # when each came
+    cleaning = threading.Event()
 
-    def handler(signum: int, _frame: object) -> None:
-        first = not signals
-        signals.append(signum)
-        if first:
+    def handler(_signum: int, _frame: object) -> None:
+        signals.append(time.monotonic())
+        # The first signal raises. Python ignores an exception raised where it runs a garbage
+        # collector callback (as distributed installs) or a __del__, and the run went on: a later
+        # signal raises again, once a second has passed and the clean-up has not begun (a second
+        # Ctrl-C at once, or during the clean-up, would cut the clean-up short).
+        if len(signals) == 1 or (not cleaning.is_set() and signals[-1] - signals[0] > SWALLOWED_AFTER_S):
             raise KeyboardInterrupt
 
-    previous = {}
+    def unraisable(info: Any) -> None:  # such a swallowed KeyboardInterrupt printed its traceback
+        if not isinstance(info.exc_value, KeyboardInterrupt):
+            hook(info)
+
+    previous, hook = {}, sys.unraisablehook
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        sys.unraisablehook = unraisable
     try:
         yield
+        if signals:  # its KeyboardInterrupt was swallowed (above), and the run ended anyway
+            raise KeyboardInterrupt
     except BaseException as e:
+        cleaning.set()
         interrupted = bool(signals) or isinstance(e, KeyboardInterrupt)  # whatever error the runner made of it
         if retention.discard_run(root, run_id, whole=True):
             log.warning("%s after run %s was committed: %s holds its complete data set",
@@ -52,3 +68,5 @@ def discarding_on_failure(root: str, run_id: str) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        if previous:
+            sys.unraisablehook = hook

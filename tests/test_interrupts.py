@@ -156,6 +156,94 @@ def test_sigterm_while_a_dask_worker_commits_never_names_removed_shards(tmp_path
     assert "interrupted after run" in stderr and verify.verify(str(out))[0] == []
 
 
+def _processes_tagged(tag: str) -> list[str]:
+    """The command lines of the processes whose environment holds ``tag`` (Linux)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and tag.encode() in (proc / "environ").read_bytes():
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:  # ended meanwhile, or not ours to read
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_dask_run_stops_every_process_it_started(tmp_path) -> None:
+    """Ctrl-C in a terminal reaches the whole process group: the launcher, the fork server its local
+    cluster's workers come from, and the workers, here while the commit waits on a worker. Exit 130,
+    one line, no run folder, and no process left."""
+    src = write_csv(tmp_path / "in.csv", sample_rows(3000))
+    out = tmp_path / "ds"
+    tag = f"shardprep-test-{os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": "commit.assembled=60", "SHARDPREP_TEST_TAG": tag}
+    proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", str(src), "--output", str(out),
+                             "--num-shards", "2", "--runner", "dask", "--dask-workers", "2"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while len(list(out.glob("run-*/train/*.tfrecord"))) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the shards were never written"
+        time.sleep(0.05)
+    time.sleep(0.5)  # the commit is waiting on a worker
+    assert len(_processes_tagged(tag)) >= 4  # the launcher, the fork server, two workers (and a resource tracker)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "shardprep.run: interrupted", stderr
+    assert not list(out.glob("run-*")) and not (out / naming.MANIFEST).exists()
+    deadline = time.monotonic() + 30
+    while _processes_tagged(tag) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_tagged(tag) == []
+
+
+def test_an_interrupt_python_swallowed_is_not_lost(tmp_path, monkeypatch) -> None:
+    """Python ignores an exception raised where it runs a garbage collector callback (distributed
+    installs one) or a __del__: the run went on, and a second Ctrl-C did nothing. Now a later signal
+    raises again (not one right after the first: a double Ctrl-C), and a run that ends anyway ends as
+    interrupted, its folder removed."""
+    from shardprep import interrupts
+
+    monkeypatch.setattr(interrupts, "SWALLOWED_AFTER_S", 0.2)
+    root = tmp_path / "ds"
+    raised = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.discarding_on_failure(str(root), "run-1"):
+            (root / "run-1" / "spill").mkdir(parents=True)
+            for delay in (0, 0, 0.3):  # swallowed; at once: only noted; later: raised (and swallowed here)
+                time.sleep(delay)
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.5)  # the handler runs in this thread, and cuts the sleep short
+                    raised.append(False)
+                except KeyboardInterrupt:
+                    raised.append(True)
+    assert raised == [True, False, True]
+    assert not (root / "run-1").exists()
+
+
+def test_a_swallowed_interrupt_prints_no_traceback(tmp_path, monkeypatch) -> None:
+    """Python reports an exception it ignores ("Exception ignored in: ...", its traceback) through
+    ``sys.unraisablehook``: a KeyboardInterrupt there is this handler's, and is followed up; others
+    are still reported."""
+    from shardprep import interrupts
+
+    class Drops:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        def __del__(self) -> None:
+            raise self.error
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: reported.append(info.exc_value))
+    with interrupts.discarding_on_failure(str(tmp_path / "ds"), "run-1"):
+        Drops(KeyboardInterrupt())
+        Drops(ValueError("still reported"))
+    assert [type(e) for e in reported] == [ValueError], reported
+
+
 def _catches_sigterm(pid: int) -> bool:
     """Whether the process has a handler for SIGTERM yet (``SigCgt`` in /proc: Linux)."""
     with open(f"/proc/{pid}/status") as f:
