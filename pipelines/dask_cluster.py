@@ -52,6 +52,9 @@ def start_fork_server() -> None:
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
+    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to set
+        forkserver.ensure_running()
+        return
     # The server starts with SIGINT ignored (a disposition a new program inherits, and Python keeps)
     # and so do the workers forked from it: Ctrl-C in a terminal reaches the whole process group,
     # and the launcher answers it in one line (it stops the cluster, its workers with it); the
