@@ -158,11 +158,11 @@ def test_pool_processes_never_import_beam_and_parse_each_unit_once(tmp_path):
         import os, pickle, sys
         from shardprep.graph import pool
         real = pool.run_task
-        def probe(task):
+        def probe(task, **options):
             work = type(pickle.loads(task[1])).__name__
             with open(os.path.join({str(marks)!r}, str(os.getpid())), "a") as f:
                 f.write(f"{{'apache_beam' in sys.modules}} {{work}} {{len(task[2])}}\\n")
-            return real(task)
+            return real(task, **options)
         pool.run_task = probe
         sys.argv = ["shardprep.run", "--input", {str(raw / "*.csv")!r}, "--output", {str(tmp_path / "ds")!r},
                     "--num-shards", "2", "--local-workers", "2"]

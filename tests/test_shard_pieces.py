@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import naming, planning, tfrecord
+from shardprep import naming, planning, tfrecord, writer
 from shardprep.config import ReshardConfig
 from shardprep.graph import spill
 from shardprep.graph.elements import FACTS, ShardBatches, ShardPiece, SpilledBatch, Tagged
@@ -49,9 +49,11 @@ def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> d
             else:
                 assert out.tag == FACTS
     write = WriteShard(cfg)
+    facts = {key: write.process((key, pieces[::-1])) for key, pieces in groups.items()}
+    facts = {key: list(fact) for key, fact in facts.items()}  # each shard built; the last maybe still being stored
+    write.flush()
     shards = {}
-    for key, pieces in groups.items():
-        fact, = write.process((key, pieces[::-1]))
+    for key, (fact,) in facts.items():
         path = naming.shard_path(cfg.run_id, "train", key[1], key[2], gzip=False)
         with open(f"{cfg.output}/{path}", "rb") as f:
             shards[key[1]] = list(tfrecord.read_records(f))
@@ -136,3 +138,28 @@ def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
         assert ends.tolist() == np.cumsum([len(records[i]) for i in order[lo:hi]]).tolist()
     assert spill.reorder(batch, out, order, bounds) == ranges  # the retry
     assert spill.fs.read_bytes(out) == blob
+
+
+def test_a_shard_writer_stores_in_the_background_and_raises_its_errors_at_flush(tmp_path, monkeypatch):
+    """``writer.ShardWriter``: the same file and ShardInfo as ``write_shard``, once flushed; an
+    error storing a shard comes out of ``flush``, never lost; a shard over the limit is stored at once."""
+    rng = np.random.default_rng(0)
+    shards = []
+    for size in (3 * 4096, 3 * 4096 + 100, 17):  # whole pages (O_DIRECT only), pages and a tail, a tail only
+        buffer = writer.aligned_buffer(size)
+        buffer[:] = rng.integers(0, 256, size, dtype=np.uint8)
+        shards.append(buffer)
+    background = writer.ShardWriter()
+    infos = [background.write(str(tmp_path / "bg"), f"s{i}", d, 7, compress=False) for i, d in enumerate(shards)]
+    background.flush()
+    for i, (data, info) in enumerate(zip(shards, infos)):
+        assert info == writer.write_shard(str(tmp_path / "sync"), f"s{i}", data, 7, compress=False)
+        assert (tmp_path / "bg" / f"s{i}").read_bytes() == (tmp_path / "sync" / f"s{i}").read_bytes() == bytes(data)
+    (tmp_path / "a-file").write_bytes(b"")  # where the shard's folder should be
+    background.write(str(tmp_path / "a-file"), "s", shards[0], 7, compress=False)
+    with pytest.raises(OSError):
+        background.flush()
+    monkeypatch.setattr(writer, "BACKGROUND_MAX_BYTES", 100)
+    background.write(str(tmp_path / "big"), "s", shards[0], 7, compress=True)  # gzip'd: over 100 bytes
+    assert (tmp_path / "big" / "s").exists()  # stored before write returned
+    background.close()

@@ -54,6 +54,9 @@ class InLine(beam.DoFn):
             tag, value = pool.split_output(out)
             yield value if tag is None else TaggedOutput(tag, value)
 
+    def finish_bundle(self) -> None:  # what the work left to finish in the background (``pool.run_task``)
+        getattr(self._work, "flush", lambda: None)()
+
     def teardown(self) -> None:
         getattr(self._work, "teardown", lambda: None)()
 
@@ -130,6 +133,7 @@ class Pooled(beam.DoFn):
         for element in elements:
             for out in self._inline.process(element, *side):
                 yield _windowed(*pool.split_output(out))
+        self._inline.finish_bundle()
 
     def teardown(self) -> None:
         if getattr(self, "_inline", None) is not None:

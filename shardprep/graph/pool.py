@@ -194,13 +194,23 @@ def _start_process(level: int, launcher: int) -> None:
 
 
 def run_each(task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:
-    """In a pool process: ``run_task`` of each element apart (the prefetch hands results out per element)."""
+    """In a pool process: ``run_task`` of each element apart (the prefetch hands results out per
+    element), the work flushed once all have run."""
     key, blob, elements, side = task
-    return [run_task((key, blob, [element], side)) for element in elements]
+    results = [run_task((key, blob, [element], side), flush=False) for element in elements]
+    _flush(_works[key])
+    return results
 
 
-def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
-    """In a pool process: the outputs of ``elements`` (tag, value), what the work counted, its log records."""
+def _flush(work: Work) -> None:
+    """A work's optional ``flush``: what it left to finish in the background is done (``WriteShard``
+    stores its last shard), before the task's results go back."""
+    getattr(work, "flush", lambda: None)()
+
+
+def run_task(task: tuple[bytes, bytes, list, tuple], *, flush: bool = True) -> TaskResult:
+    """In a pool process: the outputs of ``elements`` (tag, value), what the work counted, its log
+    records; with ``flush``, the work flushed before they go back."""
     global _tally
     key, blob, elements, side = task
     work = _works.get(key)
@@ -214,6 +224,8 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     _tally = collections.Counter()
     try:
         outputs = [split_output(out) for element in elements for out in work.process(element, *side) or ()]
+        if flush:
+            _flush(work)
         return outputs, dict(_tally), list(_records)
     finally:
         _tally = None

@@ -139,6 +139,7 @@ class WriteShard:
         self._config = config
         self._shards = Counter("shards_written")
         self._listings: dict[str, list[ShardPiece]] = {}
+        self._writer = writer.ShardWriter()  # stores a shard while the next is gathered; ``flush``
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
@@ -165,13 +166,24 @@ class WriteShard:
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
         framed = gather_from(blobs, ends, order)
         del blobs
-        info = writer.write_shard(self._config.output, path, framed, len(order), compress=self._config.gzip)
+        info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip)
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
 
+    def flush(self) -> None:
+        """Waits until every shard this wrote is stored (and raises an error of storing one): the end
+        of a bundle or a pool task, before its ShardFacts can reach the commit."""
+        self._writer.flush()
+
+    def teardown(self) -> None:
+        self._writer.close()
+
     def __getstate__(self) -> dict:  # the work is compared as pickles (graph.work): without the cache
-        return {**self.__dict__, "_listings": {}}
+        return {**self.__dict__, "_listings": {}, "_writer": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _writer=writer.ShardWriter())
 
     def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
         """The pieces in place of a split's listed batches (read once per process)."""
