@@ -193,7 +193,7 @@ def _cast(column: Any, target: Any, pa: Any) -> Any:
         column = column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
     elif pa.types.is_decimal(column.type):
         # through its digits: Arrow's decimal to double is not correctly rounded (1 value in 7 of
-        # decimal(9, 2)), its parse of digits is
+        # decimal(9, 2)); its parse of the digits (the cast below) is
         column = column.cast(pa.string())
     return column.cast(target)
 

@@ -198,11 +198,11 @@ def run_each(task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:
     element), the work flushed once all have run."""
     key, blob, elements, side = task
     results = [run_task((key, blob, [element], side), flush=False) for element in elements]
-    _flush(_works[key])
+    _flush(_works.get(key))
     return results
 
 
-def _flush(work: Work) -> None:
+def _flush(work: Work | None) -> None:
     """A work's optional ``flush``: what it left to finish in the background is done (``WriteShard``
     stores its last shard), before the task's results go back."""
     getattr(work, "flush", lambda: None)()

@@ -134,7 +134,7 @@ def record_bounds(url: str, size: int, which: np.ndarray) -> tuple[np.ndarray, n
     few records of many (``SPARSE``), read as the two ends around each (``native.pread_records``)."""
     which = np.asarray(which, np.int64)
     dtype = np.dtype(ends_dtype(size))
-    with open(url.removeprefix("file://"), "rb") as f:
+    with fs.open_file(url) as f:
         if SPARSE * len(which) >= (os.fstat(f.fileno()).st_size - size) // dtype.itemsize:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
                 ends = np.frombuffer(view, dtype, offset=size)
