@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-nanny", action="store_true")
     ap.add_argument("--quiet", action="store_true", help="the scheduler and workers with pipelines.dask_cluster.QUIET")
     ap.add_argument("--preload", action="store_true",
-                    help="dask worker --preload pipelines.dask_worker (a cluster for this bench only): a lean Beam and "
-                    "the steps imported at start-up")
+                    help="dask worker --preload pipelines.dask_worker (a cluster for this bench only): the steps "
+                    "imported at start-up")
     ap.add_argument("--skip-direct", action="store_true")
     ap.add_argument("--timeline", action="store_true", help="print each worker's task thread use in 0.25 s steps")
     args = ap.parse_args(argv)

@@ -1,32 +1,45 @@
-"""The local Dask cluster of a ``--runner dask`` run without ``--dask-address``, started before Beam's import.
+"""A ``--runner dask`` run's workers: the steps on a Dask cluster's workers (``pool``), and the
+local cluster of a run without ``--dask-address`` (``ahead``), started before Beam's import.
 
-A ``LocalCluster`` worker was a fresh interpreter that imported distributed, then Beam and this
-product's steps (~1.5 CPU s each on a small machine), all of it again in every worker. Its workers
-now come from a fork server (``start_fork_server``: the command starts it once its inputs are
-listed) that imports distributed and ``PRELOAD`` once, while the launcher plans the run; each
-worker is forked from it with all that imported. ``ahead`` starts the cluster as soon as the run
-is planned, from a thread of the launcher, while the launcher imports Beam and builds the graph,
-so the graph goes to workers that are ready. On 2 cores, 2 workers: the fixed CPU of a run 6.1 ->
-4.3 s, its first task 1 s earlier (benchmarks/analysis.md, "Dask: where the CPU goes"). Nothing here
+Where the spill stays in place (a cluster of this machine: ``pipelines.local.beam_in_process``)
+the launcher runs Beam's graph in process, as the direct runner does, and the cluster's workers
+are its pool (``graph.pool.executor_pool`` over ``Client.get_executor``): they run CountRanges,
+Parse, Assign and WriteShards, started as soon as the cluster is up, while the launcher imports
+Beam and builds the graph (``graph.prefetch``), and never import Beam. Beam's graph on the
+cluster (``pipelines.dask_runner``) cost a fresh start of every step's work on the workers once
+the graph existed, its translation, and Beam in every worker.
+
+A ``LocalCluster`` worker was a fresh interpreter that imported distributed and the steps (and
+Beam, for its graph) again in every worker. Its workers now come from a fork server
+(``start_fork_server``: the command starts it once its inputs are listed) that imports them once
+while the launcher plans the run; each worker is forked from it with all that imported. ``ahead``
+starts the cluster as soon as the run is planned, from a thread of the launcher. Nothing here
 imports Beam.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import logging
+import os
+import signal
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine", "start_fork_server"]
+from shardprep.config import ReshardConfig
+from shardprep.formats import WorkUnit
+
+__all__ = ["GRAPH_PRELOAD", "PRELOAD", "QUIET", "ahead", "on_this_machine", "pool", "start_fork_server"]
 
 log = logging.getLogger("shardprep")
 
-# What a worker imports before it joins (Beam without its connectors, its Dask runner with this
-# product's translation, the steps)
+# What a worker imports before it joins: the steps' work; for Beam's graph on the cluster
+# (``pipelines.local.beam_in_process``: not), also Beam without its connectors and its Dask runner
 PRELOAD = ["pipelines.dask_worker"]
+GRAPH_PRELOAD = [*PRELOAD, "pipelines.dask_graph_worker"]
 
 STOP_WAIT_S = 10.0  # the most the command waits for the fork server to end (``_stop_fork_server``)
 
@@ -43,15 +56,14 @@ QUIET = {
 }
 
 
-def start_fork_server() -> None:
-    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` now, in
-    the background: the local cluster's workers are forked from it (``ahead``) with all that
-    imported, instead of each importing it in a fresh interpreter."""
+def start_fork_server(*, graph: bool) -> None:
+    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` (with
+    ``graph``: ``GRAPH_PRELOAD``) now, in the background: the local cluster's workers are forked from
+    it (``ahead``) with all that imported, instead of each importing it in a fresh interpreter."""
     import multiprocessing
-    import signal
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *(GRAPH_PRELOAD if graph else PRELOAD)])
     if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to set
         forkserver.ensure_running()
         return
@@ -70,7 +82,7 @@ def start_fork_server() -> None:
 
 
 @contextlib.contextmanager
-def ahead(workers: int) -> Iterator[Callable[[], str]]:
+def ahead(workers: int, *, graph: bool) -> Iterator[Callable[[], str]]:
     """Starts a ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback now,
     in a thread, forked from the fork server, with ``QUIET`` housekeeping (the scheduler and the
     nannies run in this process);
@@ -88,13 +100,13 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
         try:
             started["cluster"] = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                preload=PRELOAD, silence_logs=quiet)
+                preload=GRAPH_PRELOAD if graph else PRELOAD, silence_logs=quiet)
         except BaseException as e:  # noqa: BLE001 - handed to the caller, in its thread
             started["error"] = e
 
     log.info("starting a Dask LocalCluster with %d worker processes", workers)
     thread = threading.Thread(target=start, name="shardprep-dask-cluster", daemon=True)
-    start_fork_server()  # if the command has not (a test, a caller of its own)
+    start_fork_server(graph=graph)  # if the command has not (a test, a caller of its own)
     with dask.config.set({**QUIET, "distributed.worker.multiprocessing-method": "forkserver"}):
         thread.start()
 
@@ -119,18 +131,55 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
                 _stop_fork_server()
 
 
+@contextlib.contextmanager
+def pool(config: ReshardConfig, units: Sequence[WorkUnit], *, address: str | None, workers: int) -> Iterator[str]:
+    """The run's steps on the workers of a Dask cluster of this machine (``graph.pool.executor_pool``):
+    the cluster at ``address``, or a ``LocalCluster`` of ``workers`` started now (``ahead``); its
+    client is made in the background, and the prefetch (``graph.work.ahead``) starts as soon as it is
+    up, while this process imports Beam (one core left to it). Yields the pool's token; the client
+    (and a cluster started here) is closed when the block ends."""
+    from shardprep.graph.pool import executor_pool
+    from shardprep.graph.work import ahead as chain
+
+    clients: list[Any] = []
+
+    def start(scheduler: Callable[[], str]) -> tuple[Any, int]:
+        import distributed
+
+        client = distributed.Client(scheduler(), set_as_default=False)
+        clients.append(client)
+        count = len(client.scheduler_info()["workers"])
+        if not count:
+            log.info("Dask scheduler %s has no workers yet: waiting for one", client.scheduler.address)
+            client.wait_for_workers(1)
+            count = len(client.scheduler_info()["workers"])
+        return client.get_executor(pure=False), count
+
+    with contextlib.ExitStack() as stack:
+        scheduler = stack.enter_context(ahead(workers, graph=False)) if address is None else (lambda: address)
+        stack.callback(lambda: [client.close() for client in clients])  # before the cluster goes
+        yield stack.enter_context(executor_pool(functools.partial(start, scheduler), chain(config), list(units),
+                                                spare=1))
+
+
 def _stop_fork_server() -> None:
-    """Stops the fork server and waits for it, once the cluster is closed (the server has reaped its
+    """Ends the fork server and reaps it, once the cluster is closed (the server has reaped its
     workers by then: a Nanny waits for its worker's exit status, which the server sends): no process
     outlives the command, and the workers' CPU time counts as the command's (``wait4``, ``time``).
 
-    The server ends only once every process it forked has (each holds the end of the pipe it
-    watches): a worker that a cluster cut short left running would hold this command forever, so
-    the wait is bounded; such a worker ends with this process (it watches its Nanny's pipe).
+    It is killed, not asked to stop: with nothing left to do, its own exit (the finalisation of an
+    interpreter holding distributed and the steps) added ~0.1 s to every run; and asked to stop it
+    ends only once every process it forked has (each holds the end of the pipe it watches), so a
+    worker that a cluster cut short left running held the command. Such a worker ends with its
+    Nanny's pipe. The wait is bounded all the same.
     """
     from multiprocessing import forkserver
 
-    stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's own (its tests use it); 3.9 to 3.13 at least
+    server = forkserver._forkserver  # CPython's own attributes (its tests use them); 3.9 to 3.13 at least
+    pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     if stop is not None:
         stopping = threading.Thread(target=stop, name="shardprep-fork-server-stop", daemon=True)
         stopping.start()

@@ -1,5 +1,10 @@
 """Beam's Dask runner (``apache_beam.runners.dask``, Beam 2.77) with the fixes this product needs.
 
+A re-shard sends its graph here only where its spill is not in place (a scheduler of another
+machine, or a spill larger than half the free memory: ``pipelines.local.beam_in_process``); a run
+on a cluster of this machine keeps Beam in the launcher and runs the steps on the workers
+(``pipelines.dask_cluster.pool``).
+
 Beam's translation turns each leaf transform into one ``dask.bag`` and, as shipped:
 
 1. gives every consumer of a multi-output ``ParDo`` the bag of *all* its outputs, so the main

@@ -1,15 +1,12 @@
 """Imported by the fork server the workers of a run's local Dask cluster are forked from, and
 preloaded by each (``pipelines.dask_cluster``; then already imported).
 
-It imports, before a worker joins the cluster, what the run's tasks need: Beam without the
-cloud connectors this product never uses (``pipelines.startup``: ~0.6 s less of each worker's
-start-up), Beam's Dask runner with this product's translation, and the steps. Only for that
-cluster, which runs nothing else: a worker of a shared cluster may run another Beam job that needs
-the connectors, so ``dask worker`` takes ``--preload pipelines.dask_runner`` (README).
+It imports, before a worker joins the cluster, what the run's tasks need: the steps' work and the
+pool's task functions (``shardprep.graph.pool``), none of which imports Beam. Where the launcher
+runs Beam's graph (``pipelines.local.beam_in_process``) that is all a worker runs; where the graph
+goes to the cluster, ``pipelines.dask_graph_worker`` adds Beam.
 """
-from pipelines import startup
-
-startup.import_beam("dask", lean=True)
-
-import pipelines.dask_runner  # noqa: E402,F401  (after the lean import of Beam)
-import shardprep.graph.reshard  # noqa: E402,F401
+import shardprep.graph.parse  # noqa: F401
+import shardprep.graph.pool  # noqa: F401
+import shardprep.graph.ranges  # noqa: F401
+import shardprep.graph.stages  # noqa: F401

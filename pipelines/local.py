@@ -1,6 +1,7 @@
 """The direct runner on one machine: how many worker processes, the memory free for the run's page
-cache (``available_memory``), and readable lines from them; and where a run's local workers start
-(``worker_pool``: this pool, or the local Dask cluster of ``pipelines.dask_cluster``).
+cache (``available_memory``), and readable lines from them; and where a run's workers start
+(``worker_pool``: this pool, or a Dask cluster's workers, ``pipelines.dask_cluster``), and whether
+Beam runs in this process (``beam_in_process``).
 
 By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
 run stays in Beam's in-process DirectRunner and its working steps fan out to a pool of processes
@@ -31,7 +32,7 @@ from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
 from shardprep.formats import WorkUnit
 
-__all__ = ["TINY_BYTES", "Workers", "available_memory", "direct_flags", "in_process_runner", "machine_cores",
+__all__ = ["TINY_BYTES", "Workers", "available_memory", "beam_in_process", "direct_flags", "in_process_runner", "machine_cores",
            "plan_workers", "summarize", "worker_pool"]
 
 # Below this, one process: the work is all start-up, and the pool adds ~0.3 CPU s for no wall time (3 files of 100
@@ -63,12 +64,18 @@ def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str
     Beam need not be imported yet, and had better not be: the pool's processes then never load it,
     and the Dask workers import it while this process does.
     """
-    if runner == "dask" and dask_address is None:
+    if runner == "dask":
         from pipelines import dask_cluster
 
         count = dask_workers or machine_cores()
-        with dask_cluster.ahead(count) as address:
-            yield Workers(count, dask_address=address)
+        if beam_in_process(runner, config):
+            with dask_cluster.pool(config, units, address=dask_address, workers=count) as token:
+                yield Workers(0 if dask_address else count, token)
+        elif dask_address is None:
+            with dask_cluster.ahead(count, graph=True) as address:
+                yield Workers(count, dask_address=address)
+        else:
+            yield Workers(0)
         return
     if runner != "direct":
         yield Workers(1)
@@ -90,6 +97,16 @@ def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str
             stop(token)
             retention.discard_run(config.output, config.run_id, whole=False)
             raise
+
+
+def beam_in_process(runner: str, config: ReshardConfig) -> bool:
+    """Whether Beam runs the run's graph in this process (its FnApiRunner), the working steps on a
+    pool: the direct runner's (``graph.pool``), or a Dask cluster's workers where the spill stays in
+    place (``ReshardConfig.spill_in_place``: the cluster is of this machine, and what crosses between
+    the steps is a few references per shard). Otherwise a Dask run's graph goes to the cluster whole
+    (``pipelines.dask_runner``): without a spill in place, Assign gives a piece per batch and shard,
+    a number no launcher should hold for a data set that needs several machines."""
+    return runner == "direct" or (runner == "dask" and config.spill_in_place)
 
 
 def in_process_runner(options: Any) -> Any:

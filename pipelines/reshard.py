@@ -88,20 +88,20 @@ def run(
         if workers is None:
             workers = stack.enter_context(local.worker_pool(config, units, runner=runner, local_workers=local_workers,
                                                             dask_address=dask_address, dask_workers=dask_workers))
-        pool = workers.pool
-        if runner == "dask":
+        pool, in_process = workers.pool, local.beam_in_process(runner, config)
+        options = _options(runner, beam_args, dask_address, len(units))
+        if in_process:  # the steps on a pool: the local one, or a Dask cluster's workers
+            beam_runner = local.in_process_runner(options)
+        elif runner == "dask":
             from pipelines.dask_runner import DaskRunner
 
             beam_runner = DaskRunner(address=None if dask_address else workers.dask_address)
-        options = _options(runner, beam_args, dask_address, len(units))
-        if runner == "direct":
-            beam_runner = local.in_process_runner(options)
         if runner == "dataflow":
             from pipelines.dataflow_flags import check_locations
 
             check_locations(config.output, sorted({unit.file.url for unit in units}))
         pipeline = beam.Pipeline(runner=beam_runner, options=options)
-        build(pipeline, config, units, pool, in_process=runner == "direct")
+        build(pipeline, config, units, pool, in_process=in_process)
         started = time.monotonic()
         try:
             result = _run_and_wait(pipeline, runner, options, stack)
@@ -142,7 +142,7 @@ def _run_and_wait(pipeline: beam.Pipeline, runner: str, options: PipelineOptions
                   stack: contextlib.ExitStack) -> PipelineResult | None:
     """Runs the pipeline to the end; None for a Dataflow dry run (nothing submitted)."""
     result = pipeline.run()
-    if runner == "dask":
+    if hasattr(result, "client"):  # Beam's graph on a Dask cluster
         stack.callback(result.client.close)  # before the cluster it talks to goes away
     if runner == "dataflow" and options.view_as(TestOptions).dry_run:
         return None

@@ -235,8 +235,9 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         files, splits = tfds_input.splits_of(files, args.split)
     _refuse_output_in_input(args.output, files)
     files = _dialects(args, files)
+    in_place = _spill_in_place(args, files)
     if args.runner == "dask" and args.dask_address is None:  # the local cluster's workers import while this plans
-        dask_cluster.start_fork_server()
+        dask_cluster.start_fork_server(graph=not in_place)  # Beam too, for its graph on the cluster
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     units = formats.plan_units(files, unit_bytes=unit_bytes,
@@ -266,7 +267,7 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         required=_names(args.required, "--required"),
         statistics=_statistics(args.statistics, files),
         stats_top_k=args.stats_top_k,
-        spill_in_place=_spill_in_place(args, files),
+        spill_in_place=in_place,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
@@ -278,7 +279,8 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
             # cluster's import it, while this one does
             with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers,
                                    dask_address=args.dask_address, dask_workers=args.dask_workers) as workers:
-                startup.import_beam(args.runner, lean=lean)  # not needed before this point
+                # not needed before this point; for Beam in this process, its in-process runner only
+                startup.import_beam("direct" if local.beam_in_process(args.runner, cfg) else args.runner, lean=lean)
                 from pipelines import reshard
 
                 ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,

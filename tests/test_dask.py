@@ -1,8 +1,10 @@
 """``--runner dask`` on a real dask.distributed LocalCluster (worker processes), against DirectRunner.
 
-Beam's Dask runner as shipped mixes the outputs of a multi-output ParDo, reads side inputs through
-a nested compute and runs only the last step; ``pipelines.dask_runner`` fixes that. These tests
-check the fixes on a real cluster and that the shards are byte-identical to DirectRunner's.
+A run whose spill stays in place runs Beam in the launcher and the steps on the cluster's workers
+(``pipelines.local.beam_in_process``); any other sends Beam's graph to the cluster. Beam's Dask
+runner as shipped mixes the outputs of a multi-output ParDo, reads side inputs through a nested
+compute and runs only the last step; ``pipelines.dask_runner`` fixes that. These tests check both
+ways on a real cluster, the fixes, and that the shards are byte-identical to DirectRunner's.
 """
 from __future__ import annotations
 
@@ -86,13 +88,36 @@ def direct(raw, raw_with_bad, tmp_path_factory) -> dict[str, dict]:
     return {"two-splits": contents(out / "two-splits"), "dead-letters": contents(out / "dead-letters")}
 
 
+def _steps_run(client, out: Path, *args) -> list[str]:
+    """The names of the tasks the cluster of ``client`` ran for ``reshard(out, *args)``."""
+    from distributed import get_task_stream
+
+    with get_task_stream(client=client) as stream:
+        assert reshard(*args[:1], out, *args[1:]) == 0
+    return [task["key"][0] if isinstance(task["key"], tuple) else task["key"] for task in stream.data]
+
+
+@pytest.mark.parametrize("engine", ["steps on the workers", "graph on the cluster"])
 @pytest.mark.parametrize("case", ["two-splits", "dead-letters"])
-def test_dask_shards_are_byte_identical_to_direct_runner(case, raw, raw_with_bad, direct, cluster, tmp_path):
+def test_dask_shards_are_byte_identical_to_direct_runner(case, engine, raw, raw_with_bad, direct, cluster, tmp_path,
+                                                         monkeypatch):
+    from distributed import Client
+
+    from pipelines import dask_cluster
+
+    if engine == "graph on the cluster":  # as for a scheduler of another machine (no spill in place)
+        monkeypatch.setattr(dask_cluster, "on_this_machine", lambda address: False)
     source, args = (raw, TWO_SPLITS) if case == "two-splits" else (raw_with_bad, DEAD_LETTERS)
     out = tmp_path / "ds"
-    assert reshard(source, out, *args, "--runner", "dask", "--dask-address", cluster) == 0
+    with Client(cluster, timeout=60) as client:
+        tasks = _steps_run(client, out, source, *args, "--runner", "dask", "--dask-address", cluster)
     got = contents(out)
     assert got == direct[case]
+    if engine == "steps on the workers":  # CountRanges and Parse per unit, Assign per batch, WriteShards per shard
+        assert all(name.startswith(("remote_task", "remote_each")) for name in tasks), set(tasks)
+        assert len(tasks) >= 4, tasks
+    else:
+        assert any("Reshard_Parse" in name for name in tasks), set(tasks)
     assert len(got["shards"]) == (4 if case == "two-splits" else 6)
     if case == "dead-letters":
         assert got["accounting"] == manifest.Accounting(read=3402, written=3400, rejected=2)
@@ -106,7 +131,7 @@ def test_dask_cli_starts_its_own_local_cluster(raw, direct, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "starting a Dask LocalCluster with 2 worker processes" in proc.stderr
     assert "[distributed" not in proc.stderr, proc.stderr[-3000:]  # its INFO chatter stays out of the output
-    read = manifest.load(str(out)).accounting.read  # the stage summary, from the manifest (no Beam metrics on Dask)
+    read = manifest.load(str(out)).accounting.read  # the stage summary, from the workers' counters
     assert f"Parse: {read} records read (0 rejected)" in proc.stderr and "2 worker processes, " in proc.stderr, proc.stderr
     assert contents(out) == direct["two-splits"]
 
@@ -149,30 +174,35 @@ def test_a_worker_that_ran_a_step_reuses_the_memory_it_frees():
     assert after < 64 * 16, after
 
 
-def _imported() -> tuple[bool, bool, list[str]]:
+def _imported(modules: list[str]) -> tuple[bool, bool, bool, list[str]]:
     from pipelines.startup import CONNECTOR_LIBRARIES
 
-    return ("apache_beam.runners.dask.dask_runner" in sys.modules, "shardprep.graph.reshard" in sys.modules,
-            sorted(m for m in sys.modules if m.startswith(CONNECTOR_LIBRARIES) and m != "google.cloud"))
+    return ("apache_beam" in modules, "apache_beam.runners.dask.dask_runner" in modules,
+            "shardprep.graph.stages" in modules,
+            sorted(m for m in modules if m.startswith(CONNECTOR_LIBRARIES) and m != "google.cloud"))
 
 
-def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_beam_and_the_steps_imported():
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_the_steps_imported(graph):
     """``pipelines.dask_cluster.ahead``: the cluster starts in a thread (the launcher imports Beam
-    meanwhile); its workers preload Beam, without the cloud connectors, and the steps, and are forked
-    from one fork server, which imported them once, not started as an interpreter each."""
+    meanwhile); its workers preload the steps, and Beam's graph on the cluster also Beam (without the
+    cloud connectors), and are forked from one fork server, which imported them once, not started
+    as an interpreter each. Workers that run only the steps never import Beam."""
     from distributed import Client
 
     from pipelines import dask_cluster
 
-    with dask_cluster.ahead(2) as address:
+    with dask_cluster.ahead(2, graph=graph) as address:
         with Client(address(), timeout=60) as client:
             assert len(client.scheduler_info()["workers"]) == 2
-            imported = [(beam, steps, list(connectors)) for beam, steps, connectors in client.run(_imported).values()]
+            # a worker's modules, asked through a builtin: a function of this module would import it, and Beam
+            imported = [_imported(modules) for modules in client.run(eval, "list(__import__('sys').modules)").values()]
             parents = set(client.run(os.getppid).values())
             server = Path(f"/proc/{min(parents)}/cmdline").read_bytes()
-    assert imported == [(True, True, [])] * 2, imported
+    assert imported == [(graph, graph, True, [])] * 2, imported
     assert len(parents) == 1 and os.getpid() not in parents, parents  # not this process's (the nannies') children
     assert b"forkserver" in server and b"pipelines.dask_worker" in server, server
+    assert (b"pipelines.dask_graph_worker" in server) == graph, server
     assert not Path(f"/proc/{parents.pop()}").exists()  # the fork server stopped with the cluster
 
 

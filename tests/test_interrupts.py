@@ -108,9 +108,15 @@ def test_tfds_files_are_put_back_when_the_manifest_write_fails(tmp_path, monkeyp
     assert not fs.exists(naming.join(out, naming.outcome_path(NEXT))), "the failed commit kept its claim"
 
 
-def _launch(src: Path, out: Path, delays: str, *extra: str) -> subprocess.Popen:
+# The command, as for a Dask scheduler of another machine: Beam's graph goes to the cluster (no spill in place)
+_AS_IF_REMOTE = ("import sys; from pipelines import dask_cluster; dask_cluster.on_this_machine = lambda address: False; "
+                 "from shardprep import run; sys.exit(run.main(sys.argv[1:]))")
+
+
+def _launch(src: Path, out: Path, delays: str, *extra: str, remote: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": delays}
-    return subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", str(src), "--output", str(out),
+    command = ["-c", _AS_IF_REMOTE] if remote else ["-m", "shardprep.run"]
+    return subprocess.Popen([sys.executable, *command, "--input", str(src), "--output", str(out),
                              "--num-shards", "2", *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -140,20 +146,32 @@ def test_an_interrupt_after_the_manifest_ends_the_run_committed(sig, tmp_path) -
 
 
 @pytest.mark.slow
-def test_sigterm_while_a_dask_worker_commits_never_names_removed_shards(tmp_path) -> None:
-    """The launcher is told to stop while the commit runs on a worker of its Dask cluster."""
+@pytest.mark.parametrize("graph", [True, False])
+def test_sigterm_during_a_dask_runs_commit_never_names_removed_shards(graph, tmp_path) -> None:
+    """The launcher is told to stop while the commit runs: on a worker of the Dask cluster (Beam's
+    graph on the cluster), where the launcher waits for it, or in the launcher (the steps on the
+    workers), where it is withdrawn. Either way the folder is sound."""
+    from distributed import LocalCluster
+
     src = write_csv(tmp_path / "in.csv", sample_rows(300))
     out = tmp_path / "ds"
-    proc = _launch(src, out, "commit.checked=4", "--runner", "dask", "--dask-workers", "1")
-    deadline = time.monotonic() + 180
-    while not list(out.glob(f"run-*/{naming.OUTCOME}")):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the commit never claimed the run"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=180)
-    assert proc.returncode == 0, stderr  # the launcher waited for the commit under way
-    assert "interrupted after run" in stderr and verify.verify(str(out))[0] == []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
+        proc = _launch(src, out, "commit.checked=4", "--runner", "dask", "--dask-address", cluster.scheduler_address,
+                       remote=graph)
+        deadline = time.monotonic() + 180
+        while not list(out.glob(f"run-*/{naming.OUTCOME}")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the commit never claimed the run"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=180)
+    if graph:
+        assert proc.returncode == 0, stderr  # the launcher waited for the commit under way
+        assert "interrupted after run" in stderr and verify.verify(str(out))[0] == []
+    else:
+        assert proc.returncode == 130, stderr
+        assert stderr.splitlines()[-1] == "shardprep.run: interrupted", stderr
+        assert not (out / naming.MANIFEST).exists() and not list(out.glob("run-*")), list(out.iterdir())
 
 
 def _processes_tagged(tag: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""Beam's side of the steps' work: ``InLine`` runs it in the Beam worker, ``Pooled`` on the local pool.
+"""Beam's side of the steps' work: ``InLine`` runs it in the Beam worker, ``Pooled`` on a pool
+(the local one, or a Dask cluster's workers: ``graph.pool``).
 
 The work of every step (``graph.parse``, ``graph.ranges``, ``graph.stages``, ``graph.units``) is
 plain Python that never imports Beam (``graph.pool`` gives the contract), so that the pool's
@@ -108,14 +109,13 @@ class Pooled(beam.DoFn):
         except BrokenProcessPool as e:  # a process killed (OOM): the run fails, never waits for its task
             raise pool.PoolDied() from e
 
-    def _run_pooled(self, running: tuple[Any, int], elements: list, side: tuple) -> Iterator[Any]:
+    def _run_pooled(self, running: pool.Running, elements: list, side: tuple) -> Iterator[Any]:
         results: Any = pool.take(self._token, self._key, elements, side)
         if results is not None:  # started before Beam ran this step (graph.prefetch)
             results = _each_once(results)
         else:
-            workers, processes = running
-            results = workers.map(pool.run_task, [(self._key, self._blob, task, side)
-                                                  for task in tasks_of(elements, processes)])
+            results = running.executor.map(running.task, [(self._key, self._blob, task, side)
+                                                          for task in tasks_of(elements, running.processes)])
         tally: collections.Counter = collections.Counter()
         for outputs, counted, records in results:
             tally.update(counted)

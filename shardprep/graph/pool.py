@@ -19,6 +19,11 @@ the first steps run while the launcher imports Beam and builds the graph (``pref
 **Prefetch** (``graph.prefetch``): ``local_pool(prefetch=...)`` starts a chain of steps on the
 pool at once, and ``take`` hands their results to Beam's steps that run the same work.
 
+**Another engine's workers** (``executor_pool``): the same steps, prefetch and ``Pooled`` run on
+any ``concurrent.futures.Executor`` whose processes import this module, e.g. a Dask cluster's
+(``pipelines.dask_cluster``: ``Client.get_executor``), started in the background while the launcher
+imports Beam; such a process runs one task at a time (``remote_task``), whatever its threads.
+
 The pool is a ``ProcessPoolExecutor``: if one of its processes dies (the OOM killer), every task
 not yet answered fails (``BrokenProcessPool``; ``Pooled`` turns it into ``PoolDied``) and so does
 the run, where ``multiprocessing.Pool`` would replace the process, lose its task and wait forever.
@@ -34,6 +39,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import hashlib
 import importlib
 import logging
@@ -42,27 +48,31 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Any, NamedTuple
 
 from shardprep import lease, malloc
 from shardprep.graph.elements import Tagged
 from shardprep.graph.prefetch import Ahead, Prefetch
 
-__all__ = ["Counter", "PoolDied", "Work", "blob_of", "local_pool", "pool_of", "run_each", "run_task", "split_output",
-           "stop", "take"]
+__all__ = ["Counter", "PoolDied", "Running", "Work", "blob_of", "executor_pool", "local_pool", "pool_of", "remote_each",
+           "remote_task", "run_each", "run_task", "split_output", "stop", "take"]
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
-_POOLS: dict[str, tuple[ProcessPoolExecutor, int, Prefetch]] = {}  # in the launcher: the running pools, by token
+_POOLS: dict[str, Future] = {}  # in the launcher: the pools (each a future of its ``Running``), by token
+_STARTING = threading.Lock()  # a pool registered once started, or dropped if stopped meanwhile
 _tally: collections.Counter | None = None  # in a pool process, during a task: what its Counters counted
 _works: dict[bytes, Work] = {}  # in a pool process: the work of the step it runs, set up once
 _records: list[logging.LogRecord] = []  # in a pool process, during a task: its log records, for the launcher
+_one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of this pool run one at a time (``remote_task``)
+_joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set (``_join``)
 
 log = logging.getLogger("shardprep")
 
@@ -73,6 +83,16 @@ class PoolDied(RuntimeError):
     def __init__(self) -> None:
         super().__init__("a worker process of the local pool died (killed: out of memory? see `dmesg`); rerun "
                          "with fewer --local-workers or a smaller --unit-mb")
+
+
+class Running(NamedTuple):
+    """A started pool (in the launcher): its executor, how many tasks it runs at once, its prefetch,
+    and what its processes run for a task of ``Pooled`` (``run_task``) and of the prefetch (``run_each``)."""
+
+    executor: Executor
+    processes: int
+    prefetch: Prefetch
+    task: Callable[[tuple[bytes, bytes, list, tuple]], Any]
 
 
 class Counter:
@@ -121,40 +141,91 @@ def local_pool(processes: int, prefetch: Sequence[Ahead] = (), elements: Sequenc
                                    initargs=(log.getEffectiveLevel(), os.getpid()))
     executor.submit(os.getpid)  # forks every process now, from this thread (not the prefetch's, later)
     token = uuid.uuid4().hex
-    ahead = Prefetch(executor, processes, [(*blob_of(step.work), step) for step in prefetch], list(elements), run_each)
-    _POOLS[token] = executor, processes, ahead
+    ahead = Prefetch(executor, processes, _chain(prefetch), list(elements), run_each, early=processes - 1)
+    _POOLS[token] = started = Future()
+    started.set_result(Running(executor, processes, ahead, run_task))
     try:
         yield token
     finally:
         stop(token)
 
 
+@contextlib.contextmanager
+def executor_pool(start: Callable[[], tuple[Executor, int]], prefetch: Sequence[Ahead] = (),
+                  elements: Sequence[Any] = (), *, spare: int = 0) -> Iterator[str]:
+    """A pool on the processes of another engine (``graph.pool``); yields its token at once.
+
+    ``start`` runs in a thread, now: it gives the executor (whose processes import this module)
+    and how many processes it has, once they are up (``pool_of`` waits for that, and raises what
+    ``start`` raised). The prefetch then begins, at most ``processes - spare`` tasks at a time
+    until Beam asks for a step (``spare``: cores the launcher needs meanwhile). The caller owns
+    what ``start`` started; when the block ends, no more tasks are submitted and those not yet
+    started are cancelled.
+    """
+    token = uuid.uuid4().hex
+    _POOLS[token] = started = Future()
+    task = functools.partial(remote_task, log.getEffectiveLevel())
+    each = functools.partial(remote_each, log.getEffectiveLevel())
+
+    def begin() -> None:
+        try:
+            executor, processes = start()
+        except BaseException as e:  # noqa: BLE001 - raised where the pool is asked for (pool_of)
+            started.set_exception(e)
+            return
+        with _STARTING:
+            if _POOLS.get(token) is not started:  # stopped while it started
+                executor.shutdown(wait=False)
+                started.cancel()
+                return
+            ahead = Prefetch(executor, processes, _chain(prefetch), list(elements), each, early=processes - spare)
+            started.set_result(Running(executor, processes, ahead, task))
+
+    thread = threading.Thread(target=begin, name="shardprep-pool-start", daemon=True)
+    thread.start()
+    try:
+        yield token
+    finally:
+        stop(token)
+        thread.join()
+
+
+def _chain(prefetch: Sequence[Ahead]) -> list[tuple[bytes, bytes, Ahead]]:
+    return [(*blob_of(step.work), step) for step in prefetch]
+
+
 def stop(token: str) -> None:
-    """Ends the pool ``token`` now (its processes terminated); nothing if it has ended."""
-    entry = _POOLS.pop(token, None)
-    if entry is not None:
-        executor, _, ahead = entry
-        ahead.cancel(wait=False)
-        processes = list((getattr(executor, "_processes", None) or {}).values())  # no public way before 3.14
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join()
-        executor.shutdown(wait=True, cancel_futures=True)
+    """Ends the pool ``token`` now: a local pool's processes terminated, another engine's tasks not
+    yet started cancelled; nothing if it has ended."""
+    with _STARTING:
+        started = _POOLS.pop(token, None)
+    if started is None or not started.done() or started.cancelled() or started.exception() is not None:
+        return
+    executor, _, ahead, _ = started.result()
+    ahead.cancel(wait=False)
+    if not isinstance(executor, ProcessPoolExecutor):
+        executor.shutdown(wait=False)
+        return
+    processes = list((getattr(executor, "_processes", None) or {}).values())  # no public way before 3.14
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join()
+    executor.shutdown(wait=True, cancel_futures=True)
 
 
-def pool_of(token: str) -> tuple[ProcessPoolExecutor, int] | None:
-    """The running pool ``token`` and its size, or None (another process: a remote worker)."""
-    entry = _POOLS.get(token)
-    return (entry[0], entry[1]) if entry is not None else None
+def pool_of(token: str) -> Running | None:
+    """The pool ``token``, once started, or None (another process: a remote worker)."""
+    started = _POOLS.get(token)
+    return started.result() if started is not None else None
 
 
 def take(token: str, key: bytes, elements: list, side: tuple) -> list[tuple[Future, int]] | None:
     """The prefetched results of the work ``key`` for ``elements`` with ``side`` (each: its task,
     and its place in the task's list of ``TaskResult``), or None: then no prefetched task of the
     pool runs any more, and the caller computes them."""
-    entry = _POOLS.get(token)
-    return entry[2].take(key, elements, side) if entry is not None else None
+    running = pool_of(token)
+    return running.prefetch.take(key, elements, side) if running is not None else None
 
 
 def split_output(out: Any) -> tuple[str | None, Any]:
@@ -191,6 +262,35 @@ def _start_process(level: int, launcher: int) -> None:
     logger.handlers[:] = [_Collect()]
     logger.setLevel(level)
     logger.propagate = False
+
+
+def _join(level: int) -> None:
+    """In another engine's worker, before its first task of a pool: log records go back to the
+    launcher at its ``level`` (as a pool process's do), and malloc keeps what the steps free."""
+    global _joined_level
+    if _joined_level != level:
+        malloc.keep_freed_memory()
+        logger = logging.getLogger("shardprep")
+        logger.handlers[:] = [_Collect()]
+        logger.setLevel(level)
+        logger.propagate = False
+        _joined_level = level
+
+
+def remote_task(level: int, task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
+    """``run_task`` in another engine's worker (``executor_pool``), one task at a time in the process
+    (the steps' counters, log records and set-up copies are the process's; a worker of several threads
+    runs them in turn)."""
+    with _one_at_a_time:
+        _join(level)
+        return run_task(task)
+
+
+def remote_each(level: int, task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:
+    """``run_each`` in another engine's worker (see ``remote_task``)."""
+    with _one_at_a_time:
+        _join(level)
+        return run_each(task)
 
 
 def run_each(task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:

@@ -18,7 +18,7 @@ import pickle
 import threading
 from collections.abc import Callable, Iterable
 from concurrent import futures
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any, NamedTuple
 
 __all__ = ["TASKS_PER_PROCESS", "Ahead", "Prefetch", "as_side_input", "by_key", "group_values", "outputs_before", "tasks_of"]
@@ -95,20 +95,21 @@ class Prefetch:
     (``Ahead``), and so on; it stops at a failed task (Beam's own step then raises that error) or
     when cancelled. A task is a few elements, as ``Pooled`` cuts a bundle (the side input is sent
     once per task), and gives each element's result apart. Until Beam asks for a step (``take``),
-    at most ``processes - 1`` tasks run at once: one core stays with the launcher, which is
+    at most ``early`` tasks run at once: a local pool leaves one core to the launcher, which is
     importing Beam and building the graph meanwhile.
     """
 
-    def __init__(self, pool: ProcessPoolExecutor, processes: int, steps: list[tuple[bytes, bytes, Ahead]],
-                 elements: list, run: Callable[[tuple[bytes, bytes, list, tuple]], list]) -> None:
+    def __init__(self, pool: Executor, processes: int, steps: list[tuple[bytes, bytes, Ahead]],
+                 elements: list, run: Callable[[tuple[bytes, bytes, list, tuple]], list], *, early: int) -> None:
         """``steps``: (work key, pickled work, step); ``run``: what a pool process runs for a task of
-        a step's elements (``pool.run_each``: a result per element)."""
+        a step's elements (``pool.run_each``: a result per element); ``early``: the tasks that may
+        run at once before Beam asks (at least one)."""
         self._pool, self._processes, self._steps, self._elements, self._run_task = pool, processes, steps, elements, run
         self._keys = {key for key, _, _ in steps}
         # by work key, by (element, side) digest: (the task, the element's place in it)
         self._results: dict[bytes, dict[bytes, tuple[Future, int]]] = {}
         self._changed = threading.Condition()
-        self._early = max(1, processes - 1)  # tasks that may run at once before Beam asks
+        self._early = max(1, early)
         self._asked = False  # Beam asked for a step: every task may run
         self._running = 0  # tasks started and not ended, for ``cancel``
         self._cancelled = False

@@ -16,9 +16,9 @@ by unit, de-duplicated and cross-checked at commit) and a keyed bijection, so th
 only on the input and the seed. ``Parse`` takes ``CountRanges`` as a side input: the quote and
 newline counts of each nominal byte range of a large CSV / JSON Lines file (``graph.ranges``),
 from which it finds those units' cuts and line numbers. Every branch ends in ``Commit``: runners
-that evaluate only the last step (Beam's Dask runner) still run all of them. On the direct
-runner, CountRanges, Parse, Assign and WriteShards run on a pool of local processes
-(``graph.pool``), which may have begun them before this graph was built (``graph.work``). Each
+that evaluate only the last step (Beam's Dask runner) still run all of them. Where Beam runs in
+the launcher, CountRanges, Parse, Assign and WriteShards run on a pool (``graph.pool``: local
+processes, or a Dask cluster's workers), which may have begun them before this graph was built (``graph.work``). Each
 step's work is Beam-free (``graph.parse`` ... ``graph.units``); ``graph.dofns`` makes it a DoFn.
 
 The graph's size does not grow with the input: the work units and the input list are staged in
@@ -54,7 +54,7 @@ class Reshard(beam.PTransform):
         super().__init__()
         self._config = config
         self._units = units
-        self._pool = pool  # a ``graph.pool.local_pool`` token: the working steps run on its processes
+        self._pool = pool  # a ``graph.pool`` token: the working steps run on its processes
         # Beam's in-process runner: no Distribute, which only spreads the units over a distributed
         # runner's workers (~0.15 s of Beam's graph work a run, for five steps)
         self._in_process = in_process
