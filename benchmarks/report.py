@@ -403,7 +403,9 @@ def section_scaling(results: dict, img: str | None) -> list[str]:
             "Dask cluster the run starts); CPU s per GB sizes a bigger machine or cluster. Its CPU's ceiling: the "
             "speed-up the run's CPU s would allow if each of its workers' cores were busy from start to end (one "
             "process's wall time x workers / CPU s, per round, median); a run whose ceiling is under its goal needs "
-            "less CPU, not more overlap.", "",
+            "less CPU, not more overlap. Two one-process runs at once (each into its own folder; its ratio counts both "
+            "copies' work): what this machine's two cores give to two copies of the work that share nothing, the most "
+            "any 2-worker run could reach here.", "",
             *scaling.table(cf), "",
             f"pyarrow's CSV parse alone (one thread, a fresh process): {cf['mb'] / pa['first_pass']:.0f} MB per CPU s on "
             f"its first pass, {cf['mb'] / pa['second_pass']:.0f} on a second; one process re-sharding: "

@@ -1,7 +1,9 @@
 """``python -m benchmarks.scaling --rows N``: worker scaling and formats, side by side in one run.
 
 Runs, alternated (``harness.alternate``), the re-shard of one CSV set with one process
-(``--local-workers 1``), the default (every core), and Dask with 2 workers; then the same rows as
+(``--local-workers 1``), the default (every core), and Dask with 2 workers; two one-process runs at
+once, each into its own folder (what two cores give to two independent copies of the work: the
+ceiling the machine puts on any 2-worker speed-up, whatever the engine); then the same rows as
 Parquet and JSON Lines (one process, against CSV one process). Reports wall and CPU seconds (each
 run's process tree, Dask's workers included), MB/s per worker, CPU s per GB, the peak size of the
 output folder over the final data set, pyarrow's single-thread CSV parse alone, whether every
@@ -14,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import sys
@@ -106,14 +109,34 @@ def _other_formats(folder: str) -> tuple[str, str]:
     return os.path.join(pq_dir, "*.parquet"), os.path.join(js_dir, "*.jsonl")
 
 
+class _Folders:
+    """The output folders of copies run at once (``COPIES``): prepared and checked like one
+    ``_Folder`` each; the copies must write the same shards."""
+
+    def __init__(self, path: str, copies: int) -> None:
+        self.folders = [_Folder(os.path.join(path, f"copy-{i}")) for i in range(copies)]
+
+    def prepare(self) -> None:
+        for folder in self.folders:
+            folder.prepare()
+
+    def check(self, run: harness.Run) -> dict:
+        checks = [folder.check(run) for folder in self.folders]
+        if len({c["shards_digest"] for c in checks}) != 1:
+            raise RuntimeError(f"copies run at once wrote different shards: {checks}")
+        return {**checks[0], "peak_over_final": max(c["peak_over_final"] for c in checks)}
+
+
 CONTENDERS = {  # name: (input set, extra flags); "one_process" is the baseline of every ratio
     "one_process": ("csv", "--local-workers", "1"),
     "all_cores": ("csv",),
     "dask_2_workers": ("csv", "--runner", "dask", "--dask-workers", "2"),
+    "two_at_once": ("csv", "--local-workers", "1"),
     "parquet_one_process": ("parquet", "--local-workers", "1"),
     "jsonl_one_process": ("jsonl", "--local-workers", "1"),
 }
-WORKERS = {"one_process": 1, "all_cores": len(os.sched_getaffinity(0)), "dask_2_workers": 2}
+WORKERS = {"one_process": 1, "all_cores": len(os.sched_getaffinity(0)), "dask_2_workers": 2, "two_at_once": 2}
+COPIES = {"two_at_once": 2}  # contenders that run this many copies at once (a ratio counts each copy's work)
 
 
 def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tuple(CONTENDERS),
@@ -134,12 +157,18 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
     contenders = [harness.Contender("pyarrow_parse", [sys.executable, "-c", _PARSE, *files], check=_parse_times)]
     for name in ["one_process", *(n for n in names if n != "one_process")]:
         kind, *extra = CONTENDERS[name]
-        out = _Folder(os.path.join(WORK, name))
-        contenders.append(harness.Contender(
-            name, [sys.executable, "-m", "shardprep.run", "--input", inputs[kind], "--output", out.path,
-                   "--num-shards", str(shards), "--statistics", "off",  # auto depends on the input's bytes, which
-                   *(("--unit-mb", unit_mb) if unit_mb else ()), *extra],  # differ by format
-            prepare=out.prepare, check=out.check))
+        out = _Folders(os.path.join(WORK, name), COPIES[name]) if name in COPIES else _Folder(os.path.join(WORK, name))
+
+        def command(folder: str, kind: str = kind, extra: list = extra) -> list[str]:
+            return [sys.executable, "-m", "shardprep.run", "--input", inputs[kind], "--output", folder,
+                    "--num-shards", str(shards), "--statistics", "off",  # auto depends on the input's bytes, which
+                    *(("--unit-mb", unit_mb) if unit_mb else ()), *extra]  # differ by format
+
+        if isinstance(out, _Folders):  # the copies at once, each into its own folder
+            cmd = ["sh", "-c", " & ".join(shlex.join(command(f.path)) for f in out.folders) + "; wait"]
+        else:
+            cmd = command(out.path)
+        contenders.append(harness.Contender(name, cmd, prepare=out.prepare, check=out.check))
     harness.warm([*files, *(os.path.join(os.path.dirname(g), f) for g in (pq_glob, js_glob)
                             for f in os.listdir(os.path.dirname(g)))])
     runs = harness.alternate(contenders, repeats, log=log)
@@ -149,13 +178,15 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
     summary = {}
     for name, rs in runs.items():
         s = harness.summarize(rs)
-        workers = WORKERS.get(name, 1)
-        summary[name] = {**s, "workers": workers, "mb_per_s": round(mb / s["wall_s"], 1),
-                         "mb_per_s_per_worker": round(mb / s["wall_s"] / workers, 1),
-                         "cpu_s_per_gb": round(s["cpu_s"] / (mb / 1000), 1),
-                         "speedup": harness.paired_ratio(base, rs),
+        workers, copies = WORKERS.get(name, 1), COPIES.get(name, 1)
+        done = mb * copies  # the MB it re-sharded
+        summary[name] = {**s, "workers": workers, "mb_per_s": round(done / s["wall_s"], 1),
+                         "mb_per_s_per_worker": round(done / s["wall_s"] / workers, 1),
+                         "cpu_s_per_gb": round(s["cpu_s"] / (done / 1000), 1),
+                         "speedup": round(copies * harness.paired_ratio(base, rs), 3),  # throughput, per round
                          # the speed-up its CPU s allow with every worker's core busy all the run (per round)
-                         "cpu_ceiling": round(statistics.median(b.wall_s * workers / r.cpu_s for b, r in zip(base, rs)), 2),
+                         "cpu_ceiling": round(statistics.median(copies * b.wall_s * workers / r.cpu_s
+                                                                for b, r in zip(base, rs)), 2),
                          "peak_over_final": max(r.extra["peak_over_final"] for r in rs),
                          "same_shards": all(r.extra["shards_digest"] == base[0].extra["shards_digest"] for r in rs)}
     cold, warm = min(c for c, _ in parse), min(w for _, w in parse)
@@ -205,7 +236,8 @@ def table(result: dict) -> list[str]:
 
 
 LABELS = {"one_process": "CSV, one process (`--local-workers 1`)", "all_cores": "CSV, every core (the default)",
-          "dask_2_workers": "CSV, Dask, 2 workers (`--runner dask`)", "parquet_one_process": "Parquet, one process",
+          "dask_2_workers": "CSV, Dask, 2 workers (`--runner dask`)",
+          "two_at_once": "CSV, two one-process runs at once (the machine's ceiling)", "parquet_one_process": "Parquet, one process",
           "jsonl_one_process": "JSON Lines, one process"}
 
 

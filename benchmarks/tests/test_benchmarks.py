@@ -66,9 +66,15 @@ def test_alternate_times_unpolled_rounds_and_measures_memory_in_one_more(tmp_pat
 def test_scaling_compare_runs_every_format_and_compares_their_shards() -> None:
     # issue 12's comparison (make bench): the same rows as CSV, Parquet and JSON Lines, for real;
     # every contender must write the shards of the one-process CSV run (crc32c)
-    result = scaling.compare(3000, 4, 1, names=["parquet_one_process", "jsonl_one_process"], log=lambda _: None)
+    # and two one-process runs at once, each into its own folder (the machine's ceiling)
+    result = scaling.compare(3000, 4, 1, names=["two_at_once", "parquet_one_process", "jsonl_one_process"],
+                             log=lambda _: None)
     summary = result["summary"]
-    assert list(summary) == ["one_process", "parquet_one_process", "jsonl_one_process"]
+    assert list(summary) == ["one_process", "two_at_once", "parquet_one_process", "jsonl_one_process"]
+    pair = summary["two_at_once"]  # its throughput counts both copies' work
+    one = summary["one_process"]
+    assert pair["mb_per_s"] * pair["wall_s"] == pytest.approx(2 * one["mb_per_s"] * one["wall_s"], rel=0.05), pair
+    assert not os.path.exists(scaling.WORK)  # both copies' folders removed with the rest
     assert all(v["same_shards"] and v["n"] == 1 and v["peak_over_final"] >= 1.0 for v in summary.values()), summary
     assert summary["one_process"]["speedup"] == 1.0
     goals = {g["goal"]: g for g in result["goals"]}
@@ -76,7 +82,7 @@ def test_scaling_compare_runs_every_format_and_compares_their_shards() -> None:
     assert {"Parquet time / CSV time (one process)", "JSON Lines time / CSV time (one process)"} <= set(goals)
     assert not any("Dask" in name for name in goals)  # only the goals of the contenders that ran
     assert 0 < result["share_of_pyarrow_first_pass"] < 10
-    assert len(scaling.table(result)) == 2 + 3
+    assert len(scaling.table(result)) == 2 + 4
 
 
 def test_report_renders_from_results(tmp_path, monkeypatch) -> None:
