@@ -138,7 +138,7 @@ def pool(config: ReshardConfig, units: Sequence[WorkUnit], *, address: str | Non
     client is made in the background, and the prefetch (``graph.work.ahead``) starts as soon as it is
     up, while this process imports Beam (one core left to it). Yields the pool's token; the client
     (and a cluster started here) is closed when the block ends."""
-    from shardprep.graph.pool import executor_pool
+    from shardprep.graph.pool import IDLE_WAIT_S, executor_pool, remote_idle
     from shardprep.graph.work import ahead as chain
 
     clients: list[Any] = []
@@ -155,11 +155,17 @@ def pool(config: ReshardConfig, units: Sequence[WorkUnit], *, address: str | Non
             count = len(client.scheduler_info()["workers"])
         return client.get_executor(pure=False), count
 
+    def drain() -> None:  # the pool stopped: its tasks cancelled, and those a worker began waited for
+        for client in clients:
+            if not all(client.run(remote_idle, on_error="ignore").values()):
+                log.warning("a Dask worker still runs a task of run %s after %.0f s: it may leave files in %s",
+                            config.run_id, IDLE_WAIT_S, config.output)
+
     with contextlib.ExitStack() as stack:
         scheduler = stack.enter_context(ahead(workers, graph=False)) if address is None else (lambda: address)
         stack.callback(lambda: [client.close() for client in clients])  # before the cluster goes
         yield stack.enter_context(executor_pool(functools.partial(start, scheduler), chain(config), list(units),
-                                                spare=1))
+                                                spare=1, drain=drain))
 
 
 def _stop_fork_server() -> None:

@@ -261,6 +261,40 @@ def test_dask_cluster_of_separate_processes_gives_direct_runners_bytes(raw_with_
     assert not list(out.glob("run-*/spill")), "spill left after commit"
 
 
+def test_an_interrupt_waits_for_the_tasks_a_standing_clusters_workers_began(separate_cluster, tmp_path):
+    """A task a worker has begun runs on after its future is cancelled (a thread cannot be stopped):
+    the launcher waits for it (``graph.pool.remote_idle``) before it removes the run's folder, which
+    a Parse under way wrote its spill into after the removal."""
+    import signal
+
+    from distributed import Client
+
+    raw = tmp_path / "raw"
+    for i in range(4):  # a unit each
+        write_csv(raw / f"part-{i}.csv", sample_rows(300, start=300 * i))
+    out = tmp_path / "ds"
+    with Client(separate_cluster, timeout=60) as client:  # each of the workers' tasks sleeps first (lease.pause)
+        client.run(eval, "__import__('os').environ.__setitem__('SHARDPREP_TEST_DELAYS', 'pool.task=2')")
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", f"{raw}/*.csv", "--output",
+                                     str(out), "--num-shards", "2", "--runner", "dask", "--dask-address",
+                                     separate_cluster], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 120
+            while not list(out.glob("run-*/spill/parsed-*")):  # a unit parsed: the next ones are under way
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "Parse never wrote its spill"
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+            time.sleep(3)  # longer than a task's delay: what a task under way writes, it has written
+        finally:
+            client.run(eval, "__import__('os').environ.pop('SHARDPREP_TEST_DELAYS', None)")
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "shardprep.run: interrupted", err
+    assert not list(out.glob("run-*")), sorted(str(p) for p in out.rglob("*"))
+
+
 def test_too_many_bad_records_commit_nothing_on_dask(raw_with_bad, cluster, tmp_path, capsys):
     out = tmp_path / "ds"
     assert reshard(raw_with_bad, out, "--num-shards", 2, "--unit-mb", 0.05, "--runner", "dask",

@@ -22,7 +22,9 @@ pool at once, and ``take`` hands their results to Beam's steps that run the same
 **Another engine's workers** (``executor_pool``): the same steps, prefetch and ``Pooled`` run on
 any ``concurrent.futures.Executor`` whose processes import this module, e.g. a Dask cluster's
 (``pipelines.dask_cluster``: ``Client.get_executor``), started in the background while the launcher
-imports Beam; such a process runs one task at a time (``remote_task``), whatever its threads.
+imports Beam; such a process runs one task at a time (``remote_task``), whatever its threads. A
+task it has begun runs on when its future is cancelled, so a stopped pool waits for it
+(``remote_idle``) before the run's files are removed.
 
 The pool is a ``ProcessPoolExecutor``: if one of its processes dies (the OOM killer), every task
 not yet answered fails (``BrokenProcessPool``; ``Pooled`` turns it into ``PoolDied``) and so does
@@ -36,6 +38,7 @@ which a pool process tallies and ``Pooled`` adds to the step's Beam counters.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import ctypes
@@ -49,6 +52,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -58,12 +62,13 @@ from shardprep import lease, malloc
 from shardprep.graph.elements import Tagged
 from shardprep.graph.prefetch import Ahead, Prefetch
 
-__all__ = ["Counter", "PoolDied", "Running", "Work", "blob_of", "executor_pool", "local_pool", "pool_of", "remote_each",
-           "remote_task", "run_each", "run_task", "split_output", "stop", "take"]
+__all__ = ["IDLE_WAIT_S", "Counter", "PoolDied", "Running", "Work", "blob_of", "executor_pool", "local_pool", "pool_of",
+           "remote_each", "remote_idle", "remote_task", "run_each", "run_task", "split_output", "stop", "take"]
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.graph.parse", "shardprep.graph.stages"]  # the steps' work, imported before the processes start
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
 Work = Any  # a step's work: process(element, *side) -> outputs; optional setup() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
 _POOLS: dict[str, Future] = {}  # in the launcher: the pools (each a future of its ``Running``), by token
@@ -85,14 +90,20 @@ class PoolDied(RuntimeError):
                          "with fewer --local-workers or a smaller --unit-mb")
 
 
+def _nothing() -> None:
+    pass
+
+
 class Running(NamedTuple):
     """A started pool (in the launcher): its executor, how many tasks it runs at once, its prefetch,
-    and what its processes run for a task of ``Pooled`` (``run_task``) and of the prefetch (``run_each``)."""
+    what its processes run for a task of ``Pooled`` (``run_task``) and of the prefetch (``run_each``),
+    and what waits, once it is stopped, until none of them runs a task any more."""
 
     executor: Executor
     processes: int
     prefetch: Prefetch
     task: Callable[[tuple[bytes, bytes, list, tuple]], Any]
+    drain: Callable[[], None] = _nothing
 
 
 class Counter:
@@ -152,15 +163,16 @@ def local_pool(processes: int, prefetch: Sequence[Ahead] = (), elements: Sequenc
 
 @contextlib.contextmanager
 def executor_pool(start: Callable[[], tuple[Executor, int]], prefetch: Sequence[Ahead] = (),
-                  elements: Sequence[Any] = (), *, spare: int = 0) -> Iterator[str]:
+                  elements: Sequence[Any] = (), *, spare: int = 0, drain: Callable[[], None] = _nothing) -> Iterator[str]:
     """A pool on the processes of another engine (``graph.pool``); yields its token at once.
 
     ``start`` runs in a thread, now: it gives the executor (whose processes import this module)
     and how many processes it has, once they are up (``pool_of`` waits for that, and raises what
     ``start`` raised). The prefetch then begins, at most ``processes - spare`` tasks at a time
     until Beam asks for a step (``spare``: cores the launcher needs meanwhile). The caller owns
-    what ``start`` started; when the block ends, no more tasks are submitted and those not yet
-    started are cancelled.
+    what ``start`` started; when the pool is stopped (``stop``: at the latest when the block ends),
+    no more tasks are submitted, those not yet started are cancelled, and ``drain`` returns once
+    no process runs one any more (``remote_idle`` on each).
     """
     token = uuid.uuid4().hex
     _POOLS[token] = started = Future()
@@ -179,7 +191,7 @@ def executor_pool(start: Callable[[], tuple[Executor, int]], prefetch: Sequence[
                 started.cancel()
                 return
             ahead = Prefetch(executor, processes, _chain(prefetch), list(elements), each, early=processes - spare)
-            started.set_result(Running(executor, processes, ahead, task))
+            started.set_result(Running(executor, processes, ahead, task, drain))
 
     thread = threading.Thread(target=begin, name="shardprep-pool-start", daemon=True)
     thread.start()
@@ -195,16 +207,18 @@ def _chain(prefetch: Sequence[Ahead]) -> list[tuple[bytes, bytes, Ahead]]:
 
 
 def stop(token: str) -> None:
-    """Ends the pool ``token`` now: a local pool's processes terminated, another engine's tasks not
-    yet started cancelled; nothing if it has ended."""
+    """Ends the pool ``token`` now: a local pool's processes terminated; another engine's tasks not
+    yet started cancelled, and those begun waited for; nothing if it has ended. None of its
+    processes writes for the run after this."""
     with _STARTING:
         started = _POOLS.pop(token, None)
     if started is None or not started.done() or started.cancelled() or started.exception() is not None:
         return
-    executor, _, ahead, _ = started.result()
+    executor, _, ahead, _, drain = started.result()
     ahead.cancel(wait=False)
     if not isinstance(executor, ProcessPoolExecutor):
         executor.shutdown(wait=False)
+        drain()
         return
     processes = list((getattr(executor, "_processes", None) or {}).values())  # no public way before 3.14
     for process in processes:
@@ -291,6 +305,24 @@ def remote_each(level: int, task: tuple[bytes, bytes, list, tuple]) -> list[Task
     with _one_at_a_time:
         _join(level)
         return run_each(task)
+
+
+async def remote_idle(settle_s: float = 0.1) -> bool:
+    """In another engine's worker, on its event loop (Dask's ``Client.run``), once the launcher has
+    cancelled a pool's tasks: returns once no task of a pool has run in this process for
+    ``settle_s`` (a task queued before the cancel arrived may still start), or after
+    ``IDLE_WAIT_S``; whether it is idle. A task begun runs on after its future is cancelled (a
+    thread cannot be stopped), and would write into a run folder being removed."""
+    deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, None
+    while time.monotonic() < deadline:
+        if _one_at_a_time.locked():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= settle_s:
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 
 def run_each(task: tuple[bytes, bytes, list, tuple]) -> list[TaskResult]:
