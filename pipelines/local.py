@@ -58,11 +58,13 @@ class Workers(NamedTuple):
 def worker_pool(config: ReshardConfig, units: Sequence[WorkUnit], *, runner: str, local_workers: int | None,
                 dask_address: str | None = None, dask_workers: int | None = None) -> Iterator[Workers]:
     """The run's worker processes: a local pool sized by ``plan_workers`` and started now, its first
-    steps begun (``graph.pool``: prefetch); for ``--runner dask`` without an address, a local Dask
-    cluster of ``dask_workers`` (default: one per core) started now (``pipelines.dask_cluster``); or none.
+    steps begun (``graph.pool``: prefetch); for ``--runner dask``, the cluster's workers as that pool
+    (``beam_in_process``), or, for Beam's graph on the cluster, a local Dask cluster without an address;
+    the local cluster of ``dask_workers`` (default: one per core) started now (``pipelines.dask_cluster``);
+    or none.
 
     Beam need not be imported yet, and had better not be: the pool's processes then never load it,
-    and the Dask workers import it while this process does.
+    and a Dask cluster starts while this process imports it.
     """
     if runner == "dask":
         from pipelines import dask_cluster

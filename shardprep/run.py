@@ -275,8 +275,8 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
-            # the local workers first: the pool's processes never import Beam and start the work, a Dask
-            # cluster's import it, while this one does
+            # the workers first: the pool's processes (the local ones, a Dask cluster's) never import Beam and
+            # start the work while this one imports it
             with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers,
                                    dask_address=args.dask_address, dask_workers=args.dask_workers) as workers:
                 # not needed before this point; for Beam in this process, its in-process runner only
