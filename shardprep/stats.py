@@ -11,6 +11,7 @@ count, then by value, so ties are broken the same way everywhere.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
@@ -25,7 +26,7 @@ __all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "FeatureStats", "batch_stats", "merg
 
 DEFAULT_TOP_K = 1000  # string values listed per feature and split (--stats-top-k)
 MAX_DISTINCT = 100_000  # exact counts kept up to this many distinct strings per feature and split
-_F_SCALE, _F_SCALE2 = 2.0**149, 2.0**298  # make float32 values (and squares) exact integers in float64
+_F_SHIFT = 149  # float32 values times 2**149 (their squares times 2**298) are integers
 
 
 @dataclasses.dataclass
@@ -50,15 +51,40 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> None:
         lo, hi = (min(values), max(values)) if values else (None, None)
         s.total += sum(values)
         s.squares += sum(v * v for v in values)
+        s.values += len(values)
     else:  # NaN and infinities (--allow-non-finite) are left out of every number
         x = np.asarray(values, np.float32).astype(np.float64)
         x = x[np.isfinite(x)]
-        values = x.tolist()
-        lo, hi = (min(values), max(values)) if values else (None, None)
-        s.total += sum(map(int, (x * _F_SCALE).tolist()))
-        s.squares += sum(map(int, (x * x * _F_SCALE2).tolist()))
-    s.values += len(values)
+        lo, hi = (float(x.min()), float(x.max())) if x.size else (None, None)
+        s.total += _scaled_total(x, _F_SHIFT, 24)  # a float32 has 24 significant bits
+        s.squares += _scaled_total(x * x, 2 * _F_SHIFT, 48)  # its square is exact in float64
+        s.values += x.size
     s.minimum, s.maximum = _lesser(s.minimum, lo, min), _lesser(s.maximum, hi, max)
+
+
+def _scaled_total(x: np.ndarray, shift: int, bits: int) -> int:
+    """``sum(int(v * 2**shift) for v in x)``, exact, for float64 values of at most ``bits``
+    significant bits, each an integer once scaled (``_F_SHIFT``), without a Python int per value (4x
+    faster for 400k values): the values' integer significands are summed per binary exponent in
+    pieces of 24 bits (float64 sums of them stay exact up to 2**29 values), and the few sums shifted
+    into place as Python ints."""
+    if not x.size:
+        return 0
+    mantissa, exponent = np.frexp(x)
+    significand = (mantissa * float(1 << bits)).astype(np.int64)  # exact: at most ``bits`` bits
+    lowest = int(exponent.min())
+    group = (exponent - lowest).astype(np.intp)
+    sums = [0] * (int(group.max()) + 1)
+    for low in range(0, bits, 24):  # a signed significand (bits <= 24) in one piece; squares are >= 0
+        piece = significand >> low if low + 24 >= bits else (significand >> low) & 0xFFFFFF
+        for k, total in enumerate(np.bincount(group, weights=piece).tolist()):
+            if total:
+                sums[k] += int(total) << low
+    total = 0
+    for k, part in enumerate(sums):  # each part is a multiple of 2**-scale where scale < 0: a sum of integers
+        scale = k + lowest - bits + shift
+        total += part << scale if scale >= 0 else part >> -scale
+    return total
 
 
 def _add_strings(s: FeatureStats, values: list) -> None:
@@ -93,6 +119,22 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
         else:
             _add_numbers(s, spec.dtype, columns[name])
     return out
+
+
+def _rank(item: tuple[bytes, int]) -> tuple[int, bytes]:
+    return -item[1], item[0]
+
+
+def _top(counts: Counter, k: int) -> list[tuple[bytes, int]]:
+    """The ``k`` most frequent values and their counts, by count then by value: the ``k``-th count
+    first, then only the values at it sorted (a sort of every value by a key tuple cost 0.1 s for
+    50,000 distinct strings)."""
+    if len(counts) > k > 0:
+        floor = heapq.nlargest(k, counts.values())[-1]
+        above = [item for item in counts.items() if item[1] > floor]
+        at = heapq.nsmallest(k - len(above), (v for v, c in counts.items() if c == floor))
+        return sorted(above, key=_rank) + [(v, floor) for v in at]
+    return sorted(counts.items(), key=_rank)[:k]
 
 
 def _lesser(a: Any, b: Any, pick: Any) -> Any:
@@ -137,12 +179,11 @@ def to_json(stats: Mapping[str, FeatureStats], features: Mapping[str, FeatureSpe
             if s.counts is None:
                 doc.update(distinct=s.distinct_seen, distinct_capped=True)
             else:
-                ranked = sorted(s.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
-                doc.update(distinct=len(s.counts), top=[[_text(v), c] for v, c in ranked])
+                doc.update(distinct=len(s.counts), top=[[_text(v), c] for v, c in _top(s.counts, top_k)])
         elif s.values:
-            scale, scale2 = (1, 1) if spec is not None and spec.dtype == "int64" else (_F_SCALE, _F_SCALE2)
-            mean = Fraction(s.total) / (int(scale) * s.values) if scale != 1 else Fraction(s.total, s.values)
-            square = Fraction(s.squares) / (int(scale2) * s.values) if scale2 != 1 else Fraction(s.squares, s.values)
+            shift = 0 if spec is not None and spec.dtype == "int64" else _F_SHIFT
+            mean = Fraction(s.total, s.values << shift)
+            square = Fraction(s.squares, s.values << (2 * shift))
             variance = max(square - mean * mean, Fraction(0))
             doc.update(min=s.minimum, max=s.maximum, mean=float(mean), std=float(variance) ** 0.5)
         out[name] = doc

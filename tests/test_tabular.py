@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,25 @@ def test_missing_numbers_train_and_a_label_with_gaps_is_refused_naming_required(
     assert manifest.load(str(tmp_path / "ds3")).accounting.rejected == 23
     run_cli("trainer.train", "--data", tmp_path / "ds3", "--model", "mlp", "--label", "y", "--per-replica-batch", 16,
             "--epochs", 1, "--model-dir", tmp_path / "m3", check=True)
+
+
+def test_float_sums_are_the_exact_integers_of_every_value():
+    """``stats._scaled_total`` (vectorised) against a Python int per value: float32 values times 2**149
+    and their squares times 2**298, from subnormals to the largest float32, both signs."""
+    rng = np.random.default_rng(3)
+    f32 = np.finfo(np.float32)
+    cases = [rng.uniform(-1e4, 1e4, 20_000), rng.standard_normal(2000) * 1e-40,
+             rng.standard_normal(20_000) * 10.0 ** rng.integers(-45, 38, 20_000), np.full(5000, 3.3e38),
+             [f32.max, -f32.max, f32.tiny, 1.4e-45, -1.4e-45, 0.0, -0.0, 1.0, -1.0], []]
+    for values in cases:
+        x = np.asarray(values, np.float32).astype(np.float64)
+        x = x[np.isfinite(x)]
+        assert stats._scaled_total(x, 149, 24) == sum(int(v * 2.0**149) for v in x.tolist())
+        assert stats._scaled_total(x * x, 298, 48) == sum(int(v * v * 2.0**298) for v in x.tolist())
+
+
+def test_top_values_are_those_of_a_full_sort():
+    rng = random.Random(5)
+    for distinct, k in ((50, 10), (3000, 1000), (10, 20), (500, 0), (2000, 1)):
+        counts = Counter({f"v{rng.randrange(10**6)}".encode(): rng.choice([1, 1, 1, 2, 3, 7]) for _ in range(distinct)})
+        assert stats._top(counts, k) == sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
