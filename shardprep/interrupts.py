@@ -20,7 +20,7 @@ from typing import Any
 
 from shardprep import retention
 
-__all__ = ["SWALLOWED_AFTER_S", "discarding_on_failure"]
+__all__ = ["SWALLOWED_AFTER_S", "committed_anyway", "discarding_on_failure"]
 
 SWALLOWED_AFTER_S = 1.0  # a signal this long after the first raises again (``discarding_on_failure``)
 log = logging.getLogger("shardprep")
@@ -59,8 +59,7 @@ def discarding_on_failure(root: str, run_id: str) -> Iterator[None]:
         cleaning.set()
         interrupted = bool(signals) or isinstance(e, KeyboardInterrupt)  # whatever error the runner made of it
         if retention.discard_run(root, run_id, whole=True):
-            log.warning("%s after run %s was committed: %s holds its complete data set",
-                        "interrupted" if interrupted else f"failed ({e})", run_id, root)
+            _say_committed("interrupted" if interrupted else f"failed ({e})", root, run_id)
             return
         if interrupted:
             raise KeyboardInterrupt from None
@@ -70,3 +69,21 @@ def discarding_on_failure(root: str, run_id: str) -> Iterator[None]:
             signal.signal(sig, old)
         if previous:
             sys.unraisablehook = hook
+
+
+def committed_anyway(root: str, run_id: str) -> bool:
+    """For an interrupt whose handler ran once ``discarding_on_failure`` had ended (Python runs it
+    when the main thread next runs Python code, e.g. once a wait on a Dask worker's commit
+    returns): whether the run is committed, and then says so; the command ends committed (exit 0),
+    not interrupted."""
+    try:
+        committed = run_id in retention.current_runs(root)
+    except OSError:  # the folder cannot be read now: the interrupt stands
+        return False
+    if committed:
+        _say_committed("interrupted", root, run_id)
+    return committed
+
+
+def _say_committed(what: str, root: str, run_id: str) -> None:
+    log.warning("%s after run %s was committed: %s holds its complete data set", what, run_id, root)

@@ -272,6 +272,17 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
 
+    try:
+        return _run(args, cfg, units, beam_args, local_workers, lean)
+    except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
+        if interrupts.committed_anyway(cfg.output, cfg.run_id):
+            return 0
+        raise
+
+
+def _run(args: argparse.Namespace, cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit],
+         beam_args: Sequence[str], local_workers: int | None, lean: bool) -> int:
+    """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run)."""
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
@@ -295,6 +306,7 @@ def _finish(cfg: config.ReshardConfig) -> int:
     """Reads back what the commit step wrote: the manifest of this run, or its report (RunError)."""
     import json
 
+    lease.pause("run.finish")  # test hook (an interrupt once the run has ended)
     report_url = naming.join(cfg.output, naming.report_path(cfg.run_id))
     if fs.exists(report_url):
         report = json.loads(fs.read_bytes(report_url))

@@ -146,6 +146,23 @@ def test_an_interrupt_after_the_manifest_ends_the_run_committed(sig, tmp_path) -
 
 
 @pytest.mark.slow
+def test_an_interrupt_handled_once_the_run_has_ended_leaves_it_committed(tmp_path) -> None:
+    """Python runs a signal's handler when the main thread next runs Python code, which can be after
+    the run's own handling has ended (a wait on a Dask worker's commit returned first): the command
+    then ends committed, as for any interrupt after the manifest, not interrupted (exit 130)."""
+    src = write_csv(tmp_path / "in.csv", sample_rows(300))
+    out = tmp_path / "ds"
+    proc = _launch(src, out, "run.finish=4")
+    _wait_for(out / naming.MANIFEST, proc)
+    time.sleep(1.5)  # the run has ended: the command reads its manifest back (delayed 4 s)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "interrupted after run" in stderr and "Traceback" not in stderr, stderr
+    assert verify.verify(str(out))[0] == []
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("graph", [True, False])
 def test_sigterm_during_a_dask_runs_commit_never_names_removed_shards(graph, tmp_path) -> None:
     """The launcher is told to stop while the commit runs: on a worker of the Dask cluster (Beam's
@@ -155,8 +172,10 @@ def test_sigterm_during_a_dask_runs_commit_never_names_removed_shards(graph, tmp
 
     src = write_csv(tmp_path / "in.csv", sample_rows(300))
     out = tmp_path / "ds"
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
-        proc = _launch(src, out, "commit.checked=4", "--runner", "dask", "--dask-address", cluster.scheduler_address,
+    delays = "commit.checked=4"  # where the commit runs: on the worker (its own environment), or in the launcher
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      env={"SHARDPREP_TEST_DELAYS": delays}) as cluster:
+        proc = _launch(src, out, delays, "--runner", "dask", "--dask-address", cluster.scheduler_address,
                        remote=graph)
         deadline = time.monotonic() + 180
         while not list(out.glob(f"run-*/{naming.OUTCOME}")):
