@@ -7,7 +7,7 @@ An interrupt exits 130. ``shardprep.cli.main`` is the only place that maps error
 """
 from __future__ import annotations
 
-__all__ = ["InputError", "ManifestError", "PlanError", "RunError", "SchemaError", "ShardprepError", "UsageError"]
+__all__ = ["DamagedInput", "InputError", "ManifestError", "PlanError", "RunError", "SchemaError", "ShardprepError", "UsageError"]
 
 
 class ShardprepError(Exception):
@@ -20,6 +20,11 @@ class UsageError(ShardprepError, ValueError):
 
 class InputError(UsageError):
     """Input files that cannot be found, told apart or read as the format says."""
+
+
+class DamagedInput(InputError):
+    """An input file whose own integrity data (a page CRC, a gzip trailer) shows damage: never
+    committed, and never taken for a file merely too short to sample."""
 
 
 class SchemaError(UsageError):

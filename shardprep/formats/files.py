@@ -14,6 +14,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 
 from shardprep import fs, naming
+from shardprep.errors import DamagedInput
 from shardprep.formats.base import (
     FORMATS,
     MAX_RECORD_BYTES,
@@ -247,6 +248,8 @@ def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: 
                     quota -= 1
                 if quota <= 0 or seen >= 10 * max_rows:
                     break
+        except DamagedInput:
+            raise
         except InputError:  # a CSV record that runs past the head's end: the rows before it are the sample
             pass
         finally:

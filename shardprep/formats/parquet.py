@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shardprep import fs
+from shardprep.errors import DamagedInput
 from shardprep.example import columnar
 from shardprep.formats.base import Format, InputError, InputFile, Record, Unsupported, WorkUnit, open_input
 
@@ -61,7 +62,7 @@ def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
                 source: Any = pa.BufferReader(stream.read())
         else:
             source = stack.enter_context(fs.open_file(file.url, "rb"))
-        return pq.ParquetFile(source)
+        return pq.ParquetFile(source, page_checksum_verification=True)  # page CRCs, where the writer stored them
     except (pa.ArrowException, OSError, EOFError, ValueError, zlib.error) as e:
         raise InputError(f"{file.url!r} is not a readable Parquet file: {e}") from None
 
@@ -154,7 +155,7 @@ def _batches(pf: Any, unit: WorkUnit, batch_rows: int, columns: list[str] | None
     left = unit.end - unit.start
     if not groups:
         return
-    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=columns):
+    for batch in _checked(pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=columns), unit.file.url):
         if skip >= batch.num_rows:
             skip -= batch.num_rows
             continue
@@ -166,6 +167,22 @@ def _batches(pf: Any, unit: WorkUnit, batch_rows: int, columns: list[str] | None
         left -= batch.num_rows
         if left <= 0:
             return
+
+
+def _checked(batches: Iterator[Any], url: str) -> Iterator[Any]:
+    """``batches`` as they come; damage pyarrow finds in them (a page whose CRC does not match, a
+    page it cannot decode) refuses the file, naming it: its rows are never committed."""
+    import pyarrow as pa
+
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as e:
+            raise DamagedInput(f"{url!r} is a damaged Parquet file: {e}; restore it from its source (or leave it out "
+                             f"of --input)") from None
+        yield batch
 
 
 def read_parquet(unit: WorkUnit, batch_rows: int = 4096) -> Iterator[Record]:
