@@ -150,6 +150,23 @@ def test_a_file_name_that_is_not_utf8_is_a_dead_letter_with_its_bytes(tmp_path):
     assert len(records(str(out))) == 6
 
 
+def test_loops_second_links_and_dangling_links_in_the_tree_are_skipped_with_a_line(tmp_path, capsys):
+    root = tmp_path / "raw"
+    write_images(str(root), per_class=2, formats=("png",))
+    (root / "circle" / "loop").symlink_to(root)  # back up the tree: a loop 40 levels deep without the check
+    (root / "again").symlink_to(root / "circle")  # the same folder twice: its images would count twice
+    (root / "circle" / "gone.png").symlink_to(tmp_path / "nothing.png")
+    (root / "square" / "deep").mkdir()
+    (root / "square" / "deep" / "up").symlink_to(root / "square")
+    out = tmp_path / "ds"
+    assert run.main(["--input", str(root), "--format", "images", "--output", str(out), "--num-shards", "1"]) == 0
+    skipped = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[shardprep] skipped ")]
+    assert len(skipped) == 4, skipped
+    assert any("gone.png: a link to nothing" in line for line in skipped), skipped
+    got = records(str(out))
+    assert len(got) == 2 * len(CLASSES) and not dead_letters(str(out))  # every image once, nothing lost
+
+
 def test_decode_check_catches_damage_the_header_misses(tmp_path):
     root = tmp_path / "raw"
     write_images(str(root), per_class=3, formats=("png",))

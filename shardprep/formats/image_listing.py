@@ -14,6 +14,7 @@ import csv
 import dataclasses
 import io
 import json
+import logging
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +23,8 @@ from shardprep import fs
 from shardprep.errors import InputError
 
 __all__ = ["ImageEntries", "ImageOptions", "Listing", "list_images", "resolve"]
+
+log = logging.getLogger("shardprep")
 
 LISTING_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")
 CHECKS = ("header", "decode")
@@ -105,17 +108,40 @@ def list_images(patterns: Sequence[str], options: ImageOptions, normal: Callable
     raise InputError(f"--input {url!r} does not exist: expected a folder ROOT/<class>/<image> or a listing file")
 
 
-def _walk_local(folder: str, prefix: str = "") -> Iterator[tuple[str, int]]:
-    """(relative path, size) of the files below a local folder, skipping names starting with . or _."""
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            name = entry.name
-            if name[0] in "._":
-                continue
+def _walk_local(folder: str, prefix: str = "", seen: set[tuple[int, int]] | None = None) -> Iterator[tuple[str, int]]:
+    """(relative path, size) of the files below a local folder, skipping names starting with . or _.
+
+    Symbolic links are followed, each real folder walked once (entries in name order, links after
+    the rest): a link back up the tree (a loop) or a second way to a folder already walked is skipped with a log line, and so is an entry that
+    cannot be read (a dangling link, a folder that refuses a listing); neither stops the run."""
+    seen = set() if seen is None else seen
+    try:
+        info = os.stat(folder)
+        if (info.st_dev, info.st_ino) in seen:
+            log.warning("skipped %s: a link to a folder already walked (a loop in the tree?)", folder)
+            return
+        seen.add((info.st_dev, info.st_ino))
+        with os.scandir(folder) as listing:  # in name order, folders before links to folders: the same tree
+            entries = sorted(listing, key=lambda e: (e.is_symlink(), e.name))  # walks the same way every time
+    except OSError as e:
+        log.warning("skipped %s: %s", folder, e.strerror or e)
+        return
+    for entry in entries:
+        name = entry.name
+        if name[0] in "._":
+            continue
+        try:
             if entry.is_file():
                 yield prefix + name, entry.stat().st_size
-            elif entry.is_dir():
-                yield from _walk_local(entry.path, f"{prefix}{name}/")
+                continue
+            is_dir = entry.is_dir()
+        except OSError as e:
+            log.warning("skipped %s: %s", entry.path, e.strerror or e)
+            continue
+        if is_dir:
+            yield from _walk_local(entry.path, f"{prefix}{name}/", seen)
+        elif entry.is_symlink():
+            log.warning("skipped %s: a link to nothing", entry.path)
 
 
 def _folder(url: str, filesystem, path: str) -> Listing:
