@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
     tab = p.add_argument_group("CSV dialect and missing values")
     tab.add_argument("--delimiter", metavar="C", help="CSV field delimiter: one character, or tab, space, comma, "
                      "semicolon, pipe (default: sniffed per file among , ; tab |, and logged)")
-    tab.add_argument("--no-header", action="store_true", help="line 1 of each CSV file is data (give --column-names)")
+    tab.add_argument("--no-header", action="store_true", help="line 1 of each CSV file is data; the columns are named c0, c1, ... unless --column-names names them")
     tab.add_argument("--column-names", metavar="A,B,C", help="CSV column names (replace the header's, if any)")
     tab.add_argument("--null-values", metavar="V,...", help="CSV values that mean missing, comma-separated, an empty "
                      "item for the empty field (default: the empty field, " + ", ".join(DEFAULT_NULL_VALUES[1:]) + ")")
@@ -185,8 +185,6 @@ def _names(text: str | None, flag: str) -> tuple[str, ...]:
 def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[formats.InputFile]:
     """The CSV files with their dialect: the flags, and the delimiter sniffed where not given."""
     names = _names(args.column_names, "--column-names")
-    if args.no_header and not names:
-        raise UsageError("--no-header needs --column-names a,b,c: the columns have no names otherwise")
     try:
         delimiter = dialect.parse_delimiter(args.delimiter) if args.delimiter is not None else None
     except ValueError as e:

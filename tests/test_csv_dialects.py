@@ -68,6 +68,17 @@ def test_semicolons_no_header_and_column_names(tmp_path):
     assert sorted((e["id"][0], e["word"][0]) for e in _examples(tmp_path)) == [(1, b"x"), (2, b"y"), (3, b"z")]
 
 
+def test_no_header_alone_names_the_columns_and_a_numeric_header_is_told_of_it(tmp_path, capsys):
+    _write(tmp_path, "a.csv", "1,0.5,x\n2,1.5,y\n3,2.5,z\n")
+    assert _reshard(tmp_path, "--no-header") == 0
+    assert sorted((e["c0"][0], e["c2"][0]) for e in _examples(tmp_path)) == [(1, b"x"), (2, b"y"), (3, b"z")]
+    assert "named c0, c1" in capsys.readouterr().err
+    _write(tmp_path, "a.csv", "1,0.5\n2,1.5\n3,2.5\n")
+    assert _reshard(tmp_path) == 0  # a numeric first line is taken as the header, with a warning
+    err = capsys.readouterr().err
+    assert "looks like data" in err and "--no-header" in err
+
+
 def test_given_delimiter_space_and_custom_null_values(tmp_path):
     _write(tmp_path, "a.csv", "a b\n1 -\n2 7\n")
     assert _reshard(tmp_path, "--delimiter", "space", "--null-values", "-") == 0
@@ -88,7 +99,7 @@ def test_required_and_on_missing_reject_make_dead_letters(tmp_path, capsys):
 
 @pytest.mark.parametrize("text, args, message", [
     ("a,b\n1,2,3\n4,5,6\n", (), "the CSV header has 2 names but the rows have 3 fields"),
-    ("1,2\n", ("--no-header",), "--no-header needs --column-names"),
+    ("1,1\n1,2\n", (), "pass --no-header"),
     ("1,2\n", ("--no-header", "--column-names", "a,b,c"), "--column-names has 3 names but the rows have 2 fields"),
     ("a,b\n1,2\n", ("--delimiter", "ab"), "--delimiter 'ab': expected one character"),
 ])

@@ -113,17 +113,24 @@ def read_header(file: InputFile) -> tuple[str, ...]:
             rows.append(row)
     if not rows:
         return ()
-    names = list(dialect.column_names) or rows[0]
+    names = list(dialect.column_names) or (rows[0] if dialect.header else [f"c{i}" for i in range(len(rows[0]))])
     data = rows[1:] if dialect.header else rows
     where = "--column-names" if dialect.column_names else "the CSV header"
+    data_first = dialect.header and not dialect.column_names and _looks_like_data(names, data)
+    hint = " (line 1 looks like data: if it is, pass --no-header, which names the columns c0, c1, ...)"
     empty = [str(i + 1) for i, name in enumerate(names) if not name.strip()]
     if empty:
         raise InputError(f"{file.url!r}: {where} {names!r} has no name for column(s) "
-                         f"{', '.join(empty)}: every column needs a name (the first line is the header)")
+                         f"{', '.join(empty)}: every column needs a name (the first line is the header)"
+                         f"{hint if data_first else ''}")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise InputError(f"{file.url!r}: {where} repeats column name(s) {', '.join(map(repr, repeated))}: "
-                         "every column needs its own name; rename them")
+        raise InputError(f"{file.url!r}: {where} repeats column name(s) {', '.join(map(repr, repeated[:10]))}"
+                         f"{' ...' if len(repeated) > 10 else ''}: every column needs its own name; "
+                         f"{'pass --no-header' + hint[hint.index(','):-1] if data_first else 'rename them'}")
+    if data_first:
+        log.warning("%s: the header %s looks like data (numbers, as the rows below it): if line 1 is data, "
+                    "rerun with --no-header", file.url, ",".join(names[:5]) + (",..." if len(names) > 5 else ""))
     counts = {len(row) for row in data}
     if len(counts) == 1 and (fields := counts.pop()) != len(names):
         raise InputError(
@@ -131,6 +138,18 @@ def read_header(file: InputFile) -> tuple[str, ...]:
             f"({dialect.describe()}): fix the header, give --column-names with {fields} names"
             f"{'' if dialect.column_names else ' and --no-header if line 1 is data'}, or set --delimiter")
     return tuple(names)
+
+
+def _looks_like_data(names: Sequence[str], data: Sequence[Sequence[str]]) -> bool:
+    """Whether a header line reads as a row of data: every name a number, as the first row's fields are."""
+    def numeric(text: str) -> bool:
+        try:
+            float(text)
+        except ValueError:
+            return False
+        return True
+
+    return bool(names) and all(map(numeric, names)) and bool(data) and all(numeric(v) for v in data[0] if v.strip())
 
 
 def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None, header: bool = True,
@@ -153,6 +172,8 @@ def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None
         (d1, u1), (d2, u2) = list(chosen.items())[:2]
         raise InputError(f"the CSV files disagree on the delimiter: {u1!r} uses {d1!r}, {u2!r} uses {d2!r}; "
                          "convert them to one dialect or read them in separate runs (or force one with --delimiter)")
+    if not header and not column_names:
+        log.info("--no-header: the CSV columns are named c0, c1, ... (--column-names names them)")
     if chosen and not delimiter:
         log.info("CSV delimiter %r (sniffed from the first lines; --delimiter sets it)", next(iter(chosen)))
     return out

@@ -10,7 +10,8 @@ yielded, so dead letters keep their exact line numbers, reasons and wording. It 
 - anything pyarrow refuses or could read differently: a wrong column count, a number it cannot
   parse, an empty number, an int64 that is not plain decimal digits (pyarrow reads ``0x10``,
   Python's ``int()`` does not), a float that is not finite in float32, invalid UTF-8 anywhere in
-  the unit, a lone ``\\r`` (pyarrow takes it for a line end, the csv module refuses it), a BOM
+  the unit, a lone ``\\r`` (pyarrow takes it for a line end, the csv module refuses it), a NUL
+  byte (pyarrow's block splitting can join the lines after one into its field), a BOM
   where pyarrow starts reading (it drops it, the csv module keeps it but in a file's first line),
   a gzip stream that breaks off, a header line that is not one whole record to the csv module (a
   quoted name holding a newline, a quote it refuses);
@@ -52,7 +53,7 @@ class _Checked(io.RawIOBase):
     """A unit's bytes for pyarrow (from ``start``, ``limit`` bytes at most), then the marker line.
 
     ``clean`` turns False on the first byte pyarrow would read differently from the csv module
-    (a lone ``\\r``, invalid UTF-8) and when the stream fails; everything read until then is clean.
+    (a lone ``\\r``, a NUL, invalid UTF-8) and when the stream fails; everything read until then is clean.
     """
 
     def __init__(self, stream: IO[bytes], limit: int | None, marker: bytes) -> None:
@@ -113,7 +114,7 @@ class _Checked(io.RawIOBase):
         if self._first and data.startswith(BOM):
             self.clean = False
         self._first = False
-        if (self._cr and data[:1] != b"\n") or (b"\r" in data  # memchr: the counts only where there is a \r
+        if b"\0" in data or (self._cr and data[:1] != b"\n") or (b"\r" in data  # memchr: the counts only where there is a \r
                                                  and data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r")):
             self.clean = False
         self._cr = data.endswith(b"\r")

@@ -23,7 +23,8 @@ SNIFF_BYTES = 1 << 16
 
 @dataclasses.dataclass(frozen=True)
 class CsvDialect:
-    """How one CSV file is read. ``column_names`` replace the header's (``()``: the header's names)."""
+    """How one CSV file is read. ``column_names`` replace the header's (``()``: the header's names;
+    without a header, ``c0``, ``c1``, ... as many as line 1 has fields: ``formats.csv.read_header``)."""
 
     delimiter: str = ","
     header: bool = True
@@ -33,8 +34,6 @@ class CsvDialect:
     def __post_init__(self) -> None:
         if len(self.delimiter) != 1 or self.delimiter in '"\r\n':
             raise ValueError(f"delimiter {self.delimiter!r}: expected one character other than a quote or newline")
-        if not self.header and not self.column_names:
-            raise ValueError("a CSV without a header needs column names")
 
     def describe(self) -> str:
         return f"delimiter {self.delimiter!r}, {'a header line' if self.header else 'no header'}"
