@@ -115,10 +115,10 @@ def make_inputs(root: Path) -> dict[str, str]:
     return {fmt: str(root / fmt / f"*.{fmt}") for fmt in FORMATS}
 
 
-def run_format(code_root: Path, pattern: str, out: Path) -> subprocess.Popen:
+def run_format(code_root: Path, pattern: str, out: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     """Starts ``python -m shardprep.run`` of ``code_root``'s tree on ``pattern`` into ``out``."""
     env = {**os.environ, "PYTHONPATH": str(code_root)}
-    cmd = [sys.executable, "-m", "shardprep.run", "--input", pattern, "--output", str(out), *FLAGS]
+    cmd = [sys.executable, "-m", "shardprep.run", "--input", pattern, "--output", str(out), *FLAGS, *extra]
     return subprocess.Popen(cmd, cwd=code_root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -144,12 +144,13 @@ def digests(out: Path, inputs: Path) -> dict[str, str]:
     return found
 
 
-def identity(code_root: Path, formats: tuple[str, ...] = FORMATS) -> dict[str, dict[str, str]]:
-    """Generates the inputs, re-shards each format with ``code_root``'s tree, returns the digests."""
+def identity(code_root: Path, formats: tuple[str, ...] = FORMATS, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Generates the inputs, re-shards each format with ``code_root``'s tree (``extra``: more flags,
+    e.g. another runner), returns the digests."""
     with tempfile.TemporaryDirectory(prefix="identity-") as tmp:
         inputs = Path(tmp) / "in"
         patterns = make_inputs(inputs)
-        runs = {fmt: run_format(code_root, patterns[fmt], Path(tmp) / f"out-{fmt}") for fmt in formats}  # at once
+        runs = {fmt: run_format(code_root, patterns[fmt], Path(tmp) / f"out-{fmt}", extra) for fmt in formats}  # at once
         for proc in runs.values():
             _wait(proc)
         return {fmt: digests(Path(tmp) / f"out-{fmt}", inputs) for fmt in formats}

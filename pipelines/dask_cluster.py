@@ -1,45 +1,32 @@
-"""A ``--runner dask`` run's workers: the steps on a Dask cluster's workers (``pool``), and the
-local cluster of a run without ``--dask-address`` (``ahead``), started before Beam's import.
+"""A Dask cluster's workers for the Dask engine (``pipelines.dask_engine``): the cluster at
+``--dask-address``, or a ``LocalCluster`` started for the run (``ahead``), as a pool of the
+job's heavy stages (``graph.pool.executor_pool`` over ``Client.get_executor``).
 
-Where the spill stays in place (a cluster of this machine: ``pipelines.local.beam_in_process``)
-the launcher runs Beam's graph in process, as the direct runner does, and the cluster's workers
-are its pool (``graph.pool.executor_pool`` over ``Client.get_executor``): they run CountRanges,
-Parse, Assign and WriteShards, started as soon as the cluster is up, while the launcher imports
-Beam and builds the graph (``graph.prefetch``), and never import Beam. Beam's graph on the
-cluster (``pipelines.dask_runner``) cost a fresh start of every step's work on the workers once
-the graph existed, its translation, and Beam in every worker.
-
-A ``LocalCluster`` worker was a fresh interpreter that imported distributed and the steps (and
-Beam, for its graph) again in every worker. Its workers now come from a fork server
-(``start_fork_server``: the command starts it once its inputs are listed) that imports them once
-while the launcher plans the run; each worker is forked from it with all that imported. ``ahead``
-starts the cluster as soon as the run is planned, from a thread of the launcher. Nothing here
-imports Beam.
+A ``LocalCluster`` worker was a fresh interpreter that imported distributed and the steps again in
+every worker. Its workers now come from a fork server (``start_fork_server``: the command starts it
+once its inputs are listed) that imports them once while the launcher plans the run; each worker is
+forked from it with all that imported. Nothing here imports Beam, and no worker does.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import ipaddress
 import logging
 import os
 import signal
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardprep.config import ReshardConfig
-from shardprep.formats import WorkUnit
+from shardprep.graph import pool
 
-__all__ = ["GRAPH_PRELOAD", "PRELOAD", "QUIET", "ahead", "on_this_machine", "pool", "start_fork_server"]
+__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine", "start_fork_server", "workers"]
 
 log = logging.getLogger("shardprep")
 
-# What a worker imports before it joins: the steps' work; for Beam's graph on the cluster
-# (``pipelines.local.beam_in_process``: not), also Beam without its connectors and its Dask runner
-PRELOAD = ["pipelines.dask_worker"]
-GRAPH_PRELOAD = [*PRELOAD, "pipelines.dask_graph_worker"]
+PRELOAD = ["pipelines.dask_worker"]  # what a worker imports before it joins: the stages' work
 
 STOP_WAIT_S = 10.0  # the most the command waits for the fork server to end (``_stop_fork_server``)
 
@@ -56,14 +43,14 @@ QUIET = {
 }
 
 
-def start_fork_server(*, graph: bool) -> None:
-    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` (with
-    ``graph``: ``GRAPH_PRELOAD``) now, in the background: the local cluster's workers are forked from
-    it (``ahead``) with all that imported, instead of each importing it in a fresh interpreter."""
+def start_fork_server() -> None:
+    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` now, in
+    the background: the local cluster's workers are forked from it (``ahead``) with all that
+    imported, instead of each importing it in a fresh interpreter."""
     import multiprocessing
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *(GRAPH_PRELOAD if graph else PRELOAD)])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
     if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to set
         forkserver.ensure_running()
         return
@@ -82,7 +69,7 @@ def start_fork_server(*, graph: bool) -> None:
 
 
 @contextlib.contextmanager
-def ahead(workers: int, *, graph: bool) -> Iterator[Callable[[], str]]:
+def ahead(workers: int) -> Iterator[Callable[[], str]]:
     """Starts a ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback now,
     in a thread, forked from the fork server, with ``QUIET`` housekeeping (the scheduler and the
     nannies run in this process);
@@ -100,13 +87,13 @@ def ahead(workers: int, *, graph: bool) -> Iterator[Callable[[], str]]:
         try:
             started["cluster"] = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                preload=GRAPH_PRELOAD if graph else PRELOAD, silence_logs=quiet)
+                preload=PRELOAD, silence_logs=quiet)
         except BaseException as e:  # noqa: BLE001 - handed to the caller, in its thread
             started["error"] = e
 
     log.info("starting a Dask LocalCluster with %d worker processes", workers)
     thread = threading.Thread(target=start, name="shardprep-dask-cluster", daemon=True)
-    start_fork_server(graph=graph)  # if the command has not (a test, a caller of its own)
+    start_fork_server()  # if the command has not (a test, a caller of its own)
     with dask.config.set({**QUIET, "distributed.worker.multiprocessing-method": "forkserver"}):
         thread.start()
 
@@ -132,40 +119,28 @@ def ahead(workers: int, *, graph: bool) -> Iterator[Callable[[], str]]:
 
 
 @contextlib.contextmanager
-def pool(config: ReshardConfig, units: Sequence[WorkUnit], *, address: str | None, workers: int) -> Iterator[str]:
-    """The run's steps on the workers of a Dask cluster of this machine (``graph.pool.executor_pool``):
-    the cluster at ``address``, or a ``LocalCluster`` of ``workers`` started now (``ahead``); its
-    client is made in the background, and the prefetch (``graph.work.ahead``) starts as soon as it is
-    up, while this process imports Beam (one core left to it). Yields the pool's token; the client
-    (and a cluster started here) is closed when the block ends."""
-    from shardprep.graph.pool import IDLE_WAIT_S, executor_pool, remote_idle
-    from shardprep.graph.work import ahead as chain
+def workers(config: ReshardConfig, *, address: str | None, workers: int) -> Iterator[pool.Workers]:
+    """The workers of the Dask cluster at ``address``, or of a ``LocalCluster`` of ``workers``
+    processes started now (``ahead``), as the run's pool; the client (and a cluster started here)
+    is closed when the block ends, once no worker runs a task of the run any more."""
+    import distributed
 
-    clients: list[Any] = []
-
-    def start(scheduler: Callable[[], str]) -> tuple[Any, int]:
-        import distributed
-
+    with contextlib.ExitStack() as stack:
+        scheduler = stack.enter_context(ahead(workers)) if address is None else (lambda: address)
         client = distributed.Client(scheduler(), set_as_default=False)
-        clients.append(client)
+        stack.callback(client.close)  # before the cluster goes
         count = len(client.scheduler_info()["workers"])
         if not count:
             log.info("Dask scheduler %s has no workers yet: waiting for one", client.scheduler.address)
             client.wait_for_workers(1)
             count = len(client.scheduler_info()["workers"])
-        return client.get_executor(pure=False), count
 
-    def drain() -> None:  # the pool stopped: its tasks cancelled, and those a worker began waited for
-        for client in clients:
-            if not all(client.run(remote_idle, on_error="ignore").values()):
+        def drain() -> None:  # the pool stopped: its tasks cancelled, and those a worker began waited for
+            if not all(client.run(pool.remote_idle, on_error="ignore").values()):
                 log.warning("a Dask worker still runs a task of run %s after %.0f s: it may leave files in %s",
-                            config.run_id, IDLE_WAIT_S, config.output)
+                            config.run_id, pool.IDLE_WAIT_S, config.output)
 
-    with contextlib.ExitStack() as stack:
-        scheduler = stack.enter_context(ahead(workers, graph=False)) if address is None else (lambda: address)
-        stack.callback(lambda: [client.close() for client in clients])  # before the cluster goes
-        yield stack.enter_context(executor_pool(functools.partial(start, scheduler), chain(config), list(units),
-                                                spare=1, drain=drain))
+        yield stack.enter_context(pool.executor_pool(client.get_executor(pure=False), count, drain))
 
 
 def _stop_fork_server() -> None:

@@ -12,12 +12,11 @@ if __name__ == "__main__":  # a signal during the imports below (~0.2 s): one li
 
 import argparse
 import contextlib
-import functools
 import logging
 import os
 from collections.abc import Sequence
 
-from pipelines import dask_cluster, local, startup
+from pipelines import engines, local
 from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import csv as csv_format
@@ -118,10 +117,7 @@ def parser() -> argparse.ArgumentParser:
     img.add_argument("--image-label-column", default="label", metavar="NAME",
                      help="listing column of class names (default: %(default)s)")
     run = p.add_argument_group("execution")
-    run.add_argument("--runner", default="direct", choices=startup.RUNNERS,
-                     help="direct: in this process; dask: a local Dask cluster (or --dask-address); "
-                     "dataflow: Google Cloud Dataflow; flink|spark|portable: Beam's portable runners "
-                     "(default: %(default)s)")
+    run.add_argument("--runner", default="direct", choices=engines.RUNNERS, help=engines.HELP + " (default: %(default)s)")
     run.add_argument("--dask-address", metavar="HOST:PORT", help="join this Dask scheduler instead of starting one")
     run.add_argument("--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (default: one per core)")
     run.add_argument("--local-workers", type=int, metavar="N",
@@ -194,14 +190,12 @@ def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[
                                        column_names=names, null_values=nulls)
 
 
-def _spill_in_place(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> bool:
+def _spill_in_place(on_this_machine: bool, files: Sequence[formats.InputFile]) -> bool:
     """Whether WriteShards may read the spill in place (``graph.spill``): only processes of this
-    machine, whose page cache holds the spill (the direct runner's, a Dask cluster's started for the
-    run or listening on loopback), and only while it takes at most half the free memory; workers of
-    other machines (a Dask cluster's, a portable runner's) would each read all of it."""
-    here = args.runner == "direct" or (args.runner == "dask" and (
-        args.dask_address is None or dask_cluster.on_this_machine(args.dask_address)))
-    if not here:
+    machine, whose page cache holds the spill (the engine says: ``Engine.on_this_machine``), and
+    only while it takes at most half the free memory; workers of other machines (a Dask cluster's,
+    a portable runner's) would each read all of it."""
+    if not on_this_machine:
         return False
     size, memory = spill.spill_bytes(files), local.available_memory()
     if spill.fits_in_memory(size, memory):
@@ -212,15 +206,12 @@ def _spill_in_place(args: argparse.Namespace, files: Sequence[formats.InputFile]
     return False
 
 
-def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     args, beam_args = parser().parse_known_args(argv)
     cli.configure_logging(args.verbose)
-    local_workers = args.local_workers
-    if args.runner == "direct":  # Beam's --direct_* flags: this pool's process count, not Beam's to read
-        local_workers, beam_args = local.direct_flags(beam_args, local_workers)
-    if beam_args:  # Beam knows them: its first import (pipelines.startup)
-        startup.import_beam(args.runner, lean=lean)
-    run_checks.refuse_unknown_args(beam_args)  # everything about the command line before any input is read
+    engine = engines.engine(args.runner)
+    options = engine.checked(engines.RunOptions(args.runner, args.local_workers, args.dask_address, args.dask_workers,
+                                                tuple(beam_args)))  # the command line, before any input is read
     run_checks.check_flags(args)
     run_checks.check_output(args.output)
     splits = planning.parse_splits(args.split or "train")
@@ -233,9 +224,8 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
         files, splits = tfds_input.splits_of(files, args.split)
     _refuse_output_in_input(args.output, files)
     files = _dialects(args, files)
-    in_place = _spill_in_place(args, files)
-    if args.runner == "dask" and args.dask_address is None:  # the local cluster's workers import while this plans
-        dask_cluster.start_fork_server(graph=not in_place)  # Beam too, for its graph on the cluster
+    in_place = _spill_in_place(engine.on_this_machine(options), files)
+    engine.prepare(options)  # e.g. a local Dask cluster's workers import while this plans
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     units = formats.plan_units(files, unit_bytes=unit_bytes,
@@ -271,29 +261,19 @@ def _main(argv: Sequence[str] | None, lean: bool = False) -> int:
              len(files), len(units), len(features), cfg.run_id, cfg.output)
 
     try:
-        return _run(args, cfg, units, beam_args, local_workers, lean)
+        return _run(cfg, units, options)
     except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
         if interrupts.committed_anyway(cfg.output, cfg.run_id):
             return 0
         raise
 
 
-def _run(args: argparse.Namespace, cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit],
-         beam_args: Sequence[str], local_workers: int | None, lean: bool) -> int:
+def _run(cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit], options: engines.RunOptions) -> int:
     """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run)."""
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
-            # the workers first: the pool's processes (the local ones, a Dask cluster's) never import Beam and
-            # start the work while this one imports it
-            with local.worker_pool(cfg, units, runner=args.runner, local_workers=local_workers,
-                                   dask_address=args.dask_address, dask_workers=args.dask_workers) as workers:
-                # not needed before this point; for Beam in this process, its in-process runner only
-                startup.import_beam("direct" if local.beam_in_process(args.runner, cfg) else args.runner, lean=lean)
-                from pipelines import reshard
-
-                ran = reshard.run(cfg, units, runner=args.runner, beam_args=beam_args,
-                                  dask_address=args.dask_address, dask_workers=args.dask_workers, workers=workers)
+            ran = engines.run(cfg, units, options)
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
             return 0
@@ -333,10 +313,9 @@ def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
     return on
 
 
-def main(argv: Sequence[str] | None = None, *, lean: bool = False) -> int:
-    """The command; ``lean``: this process is the command alone (``pipelines.startup``)."""
-    return cli.main("shardprep.run", functools.partial(_main, lean=lean), argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main("shardprep.run", _main, argv)
 
 
 if __name__ == "__main__":
-    cli.exit_now(main(lean=True))
+    cli.exit_now(main())

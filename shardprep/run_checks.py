@@ -20,19 +20,10 @@ __all__ = ["check_flags", "check_output", "refuse_unknown_args"]
 
 
 def _beam_unknown(args: Sequence[str]) -> list[str]:
-    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them).
-
-    The Dask runner's options register when it is imported (~0.5 s): only when the others leave some."""
+    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them)."""
     from apache_beam.options import pipeline_options as po
 
-    unknown = _unknown_to(po, args)
-    if unknown:
-        try:
-            import apache_beam.runners.dask.dask_runner  # noqa: F401
-        except ImportError:  # pragma: no cover - dask is optional
-            return unknown
-        unknown = _unknown_to(po, args)
-    return unknown
+    return _unknown_to(po, args)
 
 
 def _unknown_to(po: ModuleType, args: Sequence[str]) -> list[str]:
@@ -43,16 +34,19 @@ def _unknown_to(po: ModuleType, args: Sequence[str]) -> list[str]:
     return unknown
 
 
-def refuse_unknown_args(beam_args: Sequence[str]) -> None:
-    """Refuses any argument that neither shardprep nor Beam knows: Beam would drop it with a warning."""
-    unknown = _beam_unknown(beam_args) if beam_args else []
+def refuse_unknown_args(beam_args: Sequence[str], *, beam: bool = True) -> None:
+    """Refuses any argument that neither shardprep nor Beam knows: Beam would drop it with a warning.
+    Without ``beam`` (an engine that is not Beam's), every argument left is refused."""
+    unknown = (_beam_unknown(beam_args) if beam else list(beam_args)) if beam_args else []
     flags = [a for a in unknown if a.startswith("-")]
     bare = [a for a in unknown if not a.startswith("-")]
     if flags:
         flag = flags[0].split("=")[0]
         hint = (f" (did you mean --{flag[2:].replace('_', '-')}?)" if "_" in flag else
                 " (Beam flags use underscores, e.g. --direct_num_workers)" if "-" in flag[2:] else "")
-        raise UsageError(f"unknown argument {flags[0]!r}: neither shardprep nor Apache Beam knows it{hint}; see --help")
+        knows = "neither shardprep nor Apache Beam knows it" if beam else (
+            "shardprep does not know it (Beam's own flags apply with --runner beam, dataflow, flink, spark or portable)")
+        raise UsageError(f"unknown argument {flags[0]!r}: {knows}{hint}; see --help")
     if bare:
         raise UsageError(f"unexpected argument {bare[0]!r}: a flag's value missing, or an unquoted --input glob that "
                          "the shell expanded into several paths; quote the glob (--input 'data/*.csv') or repeat --input")

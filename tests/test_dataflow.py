@@ -20,7 +20,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 
 from conftest import ROOT, sample_rows, write_csv
 from gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
-from pipelines import dataflow, reshard
+from pipelines import beam_graph, dataflow, engines
 from shardprep import config, formats, naming, planning
 from shardprep.cli import UsageError
 
@@ -96,9 +96,9 @@ def test_dry_run_builds_the_job_graph_with_our_labels_and_submits_nothing(job_in
     cfg, units = job_input
     args = [*CLOUD, *DRY, "--job_name=shardprep-dry-run"]
     with loopback_only() as blocked:
-        assert reshard.run(cfg, units, runner="dataflow", beam_args=args) is False
-        pipeline = beam.Pipeline(options=reshard._options("dataflow", args, None, len(units)))
-        reshard.build(pipeline, cfg, units)
+        assert engines.run(cfg, units, engines.RunOptions("dataflow", beam_args=tuple(args))) is False
+        pipeline = beam.Pipeline(options=engines.engine("dataflow").options(args))
+        beam_graph.build(pipeline, cfg, len(units))
         result = pipeline.run()
     assert blocked == []
     job = result.job
@@ -112,12 +112,12 @@ def test_dry_run_builds_the_job_graph_with_our_labels_and_submits_nothing(job_in
 
 def test_staged_sdist_installs_and_imports_without_tensorflow(job_input, tmp_path):
     cfg, units = job_input
-    pipeline = beam.Pipeline(options=reshard._options("dataflow", [*CLOUD, *DRY], None, len(units)))
-    reshard.build(pipeline, cfg, units)
+    pipeline = beam.Pipeline(options=engines.engine("dataflow").options([*CLOUD, *DRY]))
+    beam_graph.build(pipeline, cfg, len(units))
     sdist = Path(_dependencies(pipeline.run().job)["workflow.tar.gz"])
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
-    assert {"shardprep/graph/reshard.py", "pipelines/reshard.py", "pipelines/dask_runner.py", "setup.py"} <= members
+    assert {"shardprep/job.py", "pipelines/beam_graph.py", "pipelines/dask_engine.py", "setup.py"} <= members
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
@@ -129,8 +129,8 @@ def test_staged_sdist_installs_and_imports_without_tensorflow(job_input, tmp_pat
     # Import the installed copy, with TensorFlow made unimportable, from outside the repository.
     code = (
         "import sys; sys.modules['tensorflow'] = None; sys.path.insert(0, sys.argv[1]);"
-        "import shardprep, shardprep.graph, shardprep.verify, pipelines.reshard, pipelines.dataflow, "
-        "pipelines.dask_runner; assert shardprep.__file__.startswith(sys.argv[1]), shardprep.__file__;"
+        "import shardprep, shardprep.graph, shardprep.verify, pipelines.beam_graph, pipelines.dataflow, "
+        "pipelines.dask_engine; assert shardprep.__file__.startswith(sys.argv[1]), shardprep.__file__;"
         "assert 'tensorflow' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]; print('ok')"
     )
     proc = subprocess.run([sys.executable, "-I", "-c", code, str(target)], capture_output=True, text=True,
@@ -186,10 +186,11 @@ def test_the_loopback_guard_refuses_other_hosts():
 def test_portable_runner_names_map_to_beam_runners(runner, beam_runner, flag):
     from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
 
-    options = reshard._options(runner, [flag, "--environment_type=LOOPBACK"], None, 1)
+    chosen = engines.engine(runner)
+    options = chosen.options([flag, "--environment_type=LOOPBACK"])
     assert options.view_as(StandardOptions).runner == beam_runner
     assert options.view_as(PortableOptions).environment_type == "LOOPBACK"
-    assert runner in reshard.RUNNERS
+    assert runner in engines.RUNNERS and not chosen.on_this_machine(engines.RunOptions(runner))
 
 
 class _ServiceJob:
@@ -214,21 +215,14 @@ class _ServiceJob:
 def test_an_interrupted_launch_cancels_the_service_job(cancel_fails):
     """Ctrl-C while the launcher waits: the job is cancelled (or the user told to cancel it), and the
     interrupt goes on to the clean-up (``shardprep.interrupts``)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     job = _ServiceJob(cancel_fails)
-
-    class Pipeline:
-        def run(self) -> _ServiceJob:
-            return job
-
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # the CLI's logging set-up, if a test made it, stops propagation
     logging.getLogger("shardprep").addHandler(handler)
     try:
-        with pytest.raises(KeyboardInterrupt), contextlib.ExitStack() as stack:
-            reshard._run_and_wait(Pipeline(), "dataflow", PipelineOptions([]), stack)
+        with pytest.raises(KeyboardInterrupt):
+            beam_graph._wait(job, cancel=True)
     finally:
         logging.getLogger("shardprep").removeHandler(handler)
     assert job.cancelled is not cancel_fails

@@ -234,17 +234,20 @@ def test_beam_flags_still_reach_beam(tmp_path):
     src = tmp_path / "a.csv"
     src.write_text("id\n1\n")
     run_cli(RUN, "--input", src, "--output", tmp_path / "out", "--num-shards", 1, "--direct_num_workers", 1,
+            check=True)  # the local engine's process count
+    run_cli(RUN, "--input", src, "--output", tmp_path / "out2", "--num-shards", 1, "--runner", "beam",
             "--temp_location", tmp_path, check=True)
 
 
-def test_dask_runner_flags_are_known_only_once_needed():
-    """The Dask runner's options register on its import (~0.5 s): loaded only for a flag the others do not know."""
+def test_beam_flags_are_checked_by_beam_and_refused_by_the_other_engines():
     from shardprep import run_checks
     from shardprep.errors import UsageError
 
-    run_checks.refuse_unknown_args(["--direct_num_workers=1", "--dask_npartitions=2"])
-    with pytest.raises(UsageError, match="--dask_npartition=2"):
-        run_checks.refuse_unknown_args(["--dask_npartition=2"])
+    run_checks.refuse_unknown_args(["--direct_num_workers=1", "--temp_location=/tmp"])
+    with pytest.raises(UsageError, match="--temp_locaton=/tmp"):
+        run_checks.refuse_unknown_args(["--temp_locaton=/tmp"])
+    with pytest.raises(UsageError, match="Beam's own flags apply with --runner beam"):
+        run_checks.refuse_unknown_args(["--temp_location=/tmp"], beam=False)
 
 
 @pytest.mark.parametrize("output", ["afile", "afile/sub", "missing/../out"])
@@ -404,7 +407,7 @@ def test_a_failing_pipeline_is_one_line_without_beams_traceback(tmp_path, monkey
     monkeypatch.setattr(JsonLinesFormat, "read", broken)
     monkeypatch.setattr(JsonLinesFormat, "column_wise", lambda self, *a: False)
     code = run.main(["--input", str(src), "--output", str(tmp_path / "out"), "--num-shards", "1", "--schema", str(schema),
-                     "--direct_running_mode=in_memory"])  # in this process, where the fault is injected
+                     "--local-workers", "1"])  # in this process, where the fault is injected
     err = capsys.readouterr().err
     assert code == 1, err
     assert "Traceback" not in err and "ERROR" not in err, err

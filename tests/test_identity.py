@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_each_format_gives_the_baseline_bytes():
+@pytest.mark.parametrize("runner", ["direct", pytest.param("beam", marks=pytest.mark.slow)])
+def test_each_format_gives_the_baseline_bytes(runner):
+    """On the local engine, and as the Beam graph on Beam's own runner (what Dataflow runs)."""
     baseline = json.loads((ROOT / "benchmarks" / "identity_baseline.json").read_text())
-    now = identity.identity(ROOT)
+    now = identity.identity(ROOT, extra=("--runner", runner))
     assert set(now) == set(identity.FORMATS) and all(len(shards) >= 16 for shards in now.values()), now
     assert identity.compare(baseline, now) == []
 

@@ -17,10 +17,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from fsspec.spec import AbstractFileSystem
 
-from pipelines import reshard
+from pipelines import beam_graph
 from shardprep import config, formats, naming, planning
 from shardprep.graph import units as staged
-from shardprep.graph.dofns import InLine
 
 FILES = 100_000
 TOTAL_BYTES = 10 * 10**12
@@ -108,7 +107,9 @@ def test_dataflow_graph_of_100k_files_and_10_tb_stays_under_1_mb(planned, tmp_pa
     assert len(pickle.dumps(cfg)) > 5 * MB  # the full config, which no step carries any more
 
     pipeline = beam.Pipeline(options=PipelineOptions(["--runner=DataflowRunner", *CLOUD, *DRY]))
-    reshard.build(pipeline, cfg, units)
+    beam_graph.build(pipeline, cfg, len(units))  # builds and writes nothing
+    assert not (tmp_path / "ds").exists()
+    staged.stage(cfg, units)  # what the engine does before it runs the pipeline
     job = pipeline.run().job
     graph = job.proto_pipeline.SerializeToString()  # what Dataflow receives (runner v2), 57 kB here
     assert len(graph) < 1 * MB, len(graph)
@@ -130,7 +131,7 @@ def test_staged_units_round_trip_in_order_and_chunks(tmp_path):
     assert url == naming.join(cfg.output, naming.units_path(cfg.run_id)) and n == len(units)
     assert [u for i in range(n) for u in staged.read_chunk(url, i)] == units
     with beam.Pipeline() as p:  # the real DoFn in a real pipeline
-        out = p | beam.Create(list(range(n))) | beam.ParDo(InLine(staged.ExpandUnits(url))) | beam.Map(lambda u: u.key)
+        out = p | beam.Create(list(range(n))) | beam.ParDo(beam_graph.StageFn(staged.ExpandUnits(url))) | beam.Map(lambda u: u.key)
         assert_that(out, equal_to([u.key for u in units]))
     slim = staged.slim(cfg)
     assert slim.sources == () and slim.versions == () and staged.with_sources(slim, url) == cfg

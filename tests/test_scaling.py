@@ -2,7 +2,6 @@
 processes, one copy of the data in spill, and no spill left after a full disk or an interrupt."""
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, sample_rows, uneven_csvs, write_csv
-from pipelines import local
+from pipelines import engines, local
 from shardprep import config, formats, manifest, run
 from shardprep.errors import UsageError
 from shardprep.graph import spill
@@ -163,15 +162,16 @@ def test_spill_estimate_counts_the_largest_copy_and_gzip():
 def test_the_spill_is_read_in_place_only_by_processes_of_this_machine():
     files = [formats.InputFile(0, "a.csv", 1000, "csv", False)]
 
-    def args(runner: str, address: str | None = None) -> argparse.Namespace:
-        return argparse.Namespace(runner=runner, dask_address=address)
+    def here(runner: str, address: str | None = None) -> bool:
+        return run._spill_in_place(engines.engine(runner).on_this_machine(engines.RunOptions(runner, dask_address=address)),
+                                   files)
 
-    assert run._spill_in_place(args("direct"), files) and run._spill_in_place(args("dask"), files)  # a local cluster
-    assert not run._spill_in_place(args("dask", "10.0.0.1:8786"), files)  # workers of other machines
-    assert not run._spill_in_place(args("dask", "tcp://scheduler.internal:8786"), files)
-    for here in ("127.0.0.1:8786", "tcp://127.0.0.1:41234", "tcp://localhost:8786", "tcp://[::1]:8786"):
-        assert run._spill_in_place(args("dask", here), files), here  # a scheduler on loopback: its workers are here
-    assert not run._spill_in_place(args("flink"), files)
+    assert here("direct") and here("dask") and here("beam")  # the local engine, a local cluster, Beam in process
+    assert not here("dask", "10.0.0.1:8786")  # workers of other machines
+    assert not here("dask", "tcp://scheduler.internal:8786")
+    for address in ("127.0.0.1:8786", "tcp://127.0.0.1:41234", "tcp://localhost:8786", "tcp://[::1]:8786"):
+        assert here("dask", address), address  # a scheduler on loopback: its workers are here
+    assert not here("flink") and not here("dataflow")
 
 
 def test_free_memory_is_bounded_by_the_cgroup_limit(tmp_path):

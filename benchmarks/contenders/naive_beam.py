@@ -48,9 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner", *beam_args])) as pipeline:
             _graph(pipeline, args)
         return 0
+    from apache_beam.runners.dask.dask_runner import DaskRunner  # Beam's own, as a user would run it
     from distributed import LocalCluster
-
-    from pipelines.dask_runner import DaskRunner
 
     with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster:

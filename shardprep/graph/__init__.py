@@ -1,6 +1,6 @@
-"""The re-shard as a Beam graph: ``Reshard`` (``reshard``), its element types (``elements``), the
-Parse step (``parse``), the later steps (``stages``), the spill files between them (``spill``), and
-where their work runs (``dofns``: Beam's side; ``pool``: the local processes).
+"""The re-shard's stages, Beam-free: their element types (``elements``), the Parse step (``parse``),
+the later steps (``stages``), the spill files between them (``spill``), the staged units
+(``units``), and the worker processes that run them (``pool``). ``shardprep.job`` wires them into
+the job every engine runs (``pipelines.engines``).
 
-The package imports none of them: the steps' work modules never import Beam, and the pool's
-processes load only those (``graph.pool``)."""
+The package imports none of them, and none imports Beam."""

@@ -26,7 +26,7 @@ REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Ass
 
 class Tagged(NamedTuple):
     """An output of a step's work for the side output ``tag`` (Beam's ``TaggedOutput``, without Beam:
-    the work runs in pool processes that never import Beam; ``graph.dofns`` hands it to Beam)."""
+    the work runs in pool processes that never import Beam; ``pipelines.beam_graph`` hands it to Beam)."""
 
     tag: str
     value: object

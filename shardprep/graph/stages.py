@@ -179,7 +179,7 @@ class WriteShard:
     def teardown(self) -> None:
         self._writer.close()
 
-    def __getstate__(self) -> dict:  # the work is compared as pickles (graph.work): without the cache
+    def __getstate__(self) -> dict:  # pickled for the workers (graph.pool): without the cache
         return {**self.__dict__, "_listings": {}, "_writer": None}
 
     def __setstate__(self, state: dict) -> None:

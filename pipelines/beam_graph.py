@@ -1,0 +1,219 @@
+"""The Beam engine: the job (``shardprep.job``) as a Beam graph, for Dataflow and the portable
+runners, and on Beam's in-process runner for checking it (``--runner beam``).
+
+Each stage becomes one step under the stage's name, a ``ParDo`` of ``StageFn`` over its input with
+its side inputs as ``AsList`` and its side outputs tagged; a stage over several outputs reads their
+``Flatten``; a grouped stage reads a ``GroupByKey`` (or a ``CombinePerKey`` where its work
+merges), under the labels the job gives, so a Dataflow job shows the steps it always has::
+
+    Units -> ExpandUnits -> Distribute -> CountRanges, Parse -> Count, Assign -> GroupByShard -> WriteShards
+          Parse.rejected -> KeyRejected -> GroupRejected -> WriteRejected;  Parse.stats -> MergeStats -> Stats
+          facts -> AllFacts -> KeyFacts -> Gather -> Commit
+
+``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers; the in-process
+runner has none to spread them over. The graph's size does not grow with the input: the units are
+staged in the run folder before the pipeline runs (``graph.units``; not for a dry run), the graph
+holding only chunk numbers. Building the graph writes nothing.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+from apache_beam.pvalue import TaggedOutput
+from apache_beam.runners.runner import PipelineResult
+from apache_beam.typehints.decorators import no_annotations
+
+from pipelines.engines import RunOptions
+from pipelines.local import summarize
+from shardprep import malloc, retention, run_checks
+from shardprep.config import ReshardConfig
+from shardprep.formats import WorkUnit
+from shardprep.graph import pool, units
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, reshard_job
+
+__all__ = ["BeamEngine", "Reshard", "StageFn", "in_process_runner"]
+
+log = logging.getLogger("shardprep")
+
+
+@beam.typehints.with_output_types(Any)  # declared: Beam would otherwise infer it from process's bytecode
+class StageFn(beam.DoFn):
+    """A stage's work as a DoFn, element by element; a grouped stage's values in ``group_values`` order."""
+
+    def __init__(self, work: Any, grouped: bool = False) -> None:
+        self._work = work
+        self._grouped = grouped
+
+    def default_label(self) -> str:
+        return type(self._work).__name__
+
+    def setup(self) -> None:
+        malloc.keep_freed_memory()  # this process runs the steps (the launcher, a Dataflow worker)
+        getattr(self._work, "setup", lambda: None)()
+
+    @no_annotations  # Beam would read ``*side: Any`` as a type hint on the side inputs
+    def process(self, element: Any, *side: Any) -> Iterator[Any]:
+        if self._grouped:
+            element = (element[0], group_values(element[1]))
+        side = tuple(list(s) for s in side)
+        for out in self._work.process(element, *side) or ():
+            tag, value = pool.split_output(out)
+            yield value if tag is None else TaggedOutput(tag, value)
+
+    def finish_bundle(self) -> None:  # what the work left to finish in the background (WriteShard's last shard)
+        getattr(self._work, "flush", lambda: None)()
+
+    def teardown(self) -> None:
+        getattr(self._work, "teardown", lambda: None)()
+
+
+class _Merge(beam.CombineFn):
+    """A merged stage's values combined as they come (``merge``), then its ``finish``."""
+
+    def __init__(self, work: Any) -> None:
+        self._work = work
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, accumulator: dict, value: Any) -> dict:
+        return self._work.merge(accumulator, value)
+
+    def merge_accumulators(self, accumulators: Any) -> dict:
+        return functools.reduce(self._work.merge, accumulators, {})
+
+    def extract_output(self, accumulator: dict) -> dict:
+        return accumulator
+
+
+class Reshard(beam.PTransform):
+    """The job's stages as Beam steps; its output: the result stage's (the manifest's or report's URL)."""
+
+    def __init__(self, job: Job, distribute: bool = True) -> None:
+        super().__init__()
+        self._job = job
+        self._distribute = distribute
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        outputs: dict[str, beam.PCollection] = {"": pbegin | "Units" >> beam.Create(list(self._job.inputs))}
+        for stage in self._job.stages:
+            result = self._step(stage, outputs)
+            if self._distribute and stage.over == ("",):
+                result = result | "Distribute" >> beam.Reshuffle()
+            outputs[stage.name] = result if not stage.tags else result.main
+            for tag in stage.tags:
+                outputs[f"{stage.name}.{tag}"] = result[tag]
+        return outputs[self._job.result]
+
+    @staticmethod
+    def _step(stage: Stage, outputs: dict[str, beam.PCollection]) -> Any:
+        labels = iter(stage.labels)
+        inputs = [outputs[name] for name in stage.over]
+        pcoll = inputs[0] if len(inputs) == 1 else tuple(inputs) | next(labels) >> beam.Flatten()
+        if stage.group == ONE_GROUP:
+            pcoll = pcoll | next(labels) >> beam.Map(lambda value: (0, value))
+        if stage.group is not None and hasattr(stage.work, "merge"):
+            merged = pcoll | next(labels) >> beam.CombinePerKey(_Merge(stage.work))
+            return merged | stage.name >> beam.MapTuple(stage.work.finish)
+        if stage.group in (BY_KEY, ONE_GROUP):
+            pcoll = pcoll | next(labels) >> beam.GroupByKey()
+        side = [beam.pvalue.AsList(outputs[name]) for name in stage.side]
+        step = beam.ParDo(StageFn(stage.work, grouped=stage.group is not None), *side)
+        return pcoll | stage.name >> (step.with_outputs(*stage.tags, main="main") if stage.tags else step)
+
+
+def build(pipeline: beam.Pipeline, config: ReshardConfig, num_units: int, *, distribute: bool = True) -> beam.PCollection:
+    """Adds the re-shard of ``config`` to ``pipeline`` (tests pass a TestPipeline). Writes nothing:
+    its units are staged when it runs (``BeamEngine.run``)."""
+    return pipeline | "Reshard" >> Reshard(reshard_job(config, num_units), distribute)
+
+
+class BeamEngine:
+    """The graph on Beam's runner ``runner`` (``pipelines.engines.Engine``); ``in_process``: on
+    Beam's in-process runner, in this process; ``dataflow``: with Dataflow's flags and checks."""
+
+    def __init__(self, runner: str, *, in_process: bool = False, dataflow: bool = False) -> None:
+        self._runner, self._in_process, self._dataflow = runner, in_process, dataflow
+
+    def checked(self, options: RunOptions) -> RunOptions:
+        run_checks.refuse_unknown_args(options.beam_args)
+        return options
+
+    def on_this_machine(self, options: RunOptions) -> bool:
+        return self._in_process
+
+    def prepare(self, options: RunOptions) -> None:
+        pass
+
+    def options(self, beam_args: Sequence[str]) -> PipelineOptions:
+        if self._dataflow:
+            from pipelines.dataflow_flags import dataflow_args
+
+            beam_args = dataflow_args(beam_args)
+        return PipelineOptions([f"--runner={self._runner}", *beam_args])
+
+    def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions) -> bool:
+        beam_options = self.options(options.beam_args)
+        here = self._in_process
+        if self._dataflow:
+            from pipelines.dataflow_flags import check_locations
+
+            check_locations(config.output, sorted({unit.file.url for unit in units_}))
+        pipeline = beam.Pipeline(runner=in_process_runner(beam_options) if here else None, options=beam_options)
+        build(pipeline, config, len(units_), distribute=not here)
+        dry = beam_options.view_as(TestOptions).dry_run
+        if not dry:
+            units.stage(config, units_)
+        started = time.monotonic()
+        result = pipeline.run()
+        if dry:
+            retention.discard_run(config.output, config.run_id, whole=True)
+            log.info("dry run: the Dataflow job graph of run %s was built and not submitted", config.run_id)
+            return False
+        _wait(result, cancel=not here)
+        if here:
+            counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+            summarize(counters, workers=1, seconds=time.monotonic() - started)
+        return True
+
+
+def _wait(result: PipelineResult, *, cancel: bool) -> None:
+    try:
+        result.wait_until_finish()
+    except KeyboardInterrupt:  # a job of a service runs on without this process: stop it
+        if cancel:
+            _cancel(result)
+        raise
+
+
+def _cancel(result: PipelineResult) -> None:
+    job = getattr(result, "job_id", lambda: "")()
+    try:
+        result.cancel()
+        log.warning("cancelled job %s: the run was interrupted", job)
+    except Exception as e:  # noqa: BLE001 - the interrupt stands; the user is told what to do
+        log.warning("could not cancel job %s (%s): cancel it in its runner's console; it commits nothing, "
+                    "since this run's folder is claimed for removal", job, e)
+
+
+def in_process_runner(options: PipelineOptions) -> Any:
+    """Beam's FnApiRunner, the engine its DirectRunner picks for a batch job like this one, chosen here.
+
+    The DirectRunner first tries its Prism runner, a binary it downloads from GitHub into the
+    user's cache: on a machine without network that try costs ~0.3 s a run (a DNS failure, or a
+    connection timeout behind a firewall), and on one with network the run would move to an engine
+    this product is not built or tested on. The provision info is what the DirectRunner gives it.
+    """
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))

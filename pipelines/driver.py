@@ -1,0 +1,78 @@
+"""Runs a job (``shardprep.job``) stage by stage: the heavy stages' elements on worker processes
+(``graph.pool.Workers``: this machine's, or a Dask cluster's), the others in this process.
+
+A stage starts once every stage it reads has ended, and its outputs are kept, in element order,
+until the last stage that reads them has run. Grouped input is formed here as Beam's GroupByKey
+would (``job.groups``: each key once, values in one order), so a stage sees the same elements on
+every engine, worker count and rerun. Nothing here imports Beam.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from shardprep import malloc
+from shardprep.graph import pool
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups
+
+__all__ = ["run_job"]
+
+log = logging.getLogger("shardprep")
+
+
+def run_job(job: Job, workers: pool.Workers | None) -> tuple[list, dict[str, int]]:
+    """Runs every stage of ``job``; returns the outputs of its result stage (the re-shard's: the URL
+    of its manifest or report) and what the stages counted. ``workers``: where the heavy stages run (None: in this process, as everything else)."""
+    malloc.keep_freed_memory()  # this process runs stages too (``shardprep.malloc``)
+    last_read = {name: i for i, stage in enumerate(job.stages) for name in (*stage.over, *stage.side)}
+    outputs: dict[str, list] = {"": list(job.inputs)}
+    counted: collections.Counter = collections.Counter()
+    for i, stage in enumerate(job.stages):
+        elements = _input(stage, outputs)
+        side = tuple(outputs[name] for name in stage.side)
+        for name in [n for n in outputs if last_read.get(n, -1) <= i]:  # read by no later stage: let go
+            del outputs[name]
+        for name in (stage.name, *(f"{stage.name}.{tag}" for tag in stage.tags)):
+            outputs[name] = []
+        for tag, value in _run_stage(stage, elements, side, workers, counted):
+            outputs[stage.name if tag is None else f"{stage.name}.{tag}"].append(value)
+    return outputs[job.result], dict(counted)
+
+
+def _input(stage: Stage, outputs: dict[str, list]) -> list:
+    elements = [value for name in stage.over for value in outputs[name]]
+    if stage.group == BY_KEY:
+        return groups(elements)
+    if stage.group == ONE_GROUP:
+        return [(0, group_values(elements))] if elements else []  # an empty input makes no group, as in Beam
+    return elements
+
+
+def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers | None,
+               counted: collections.Counter) -> Iterator[tuple[str | None, Any]]:
+    if not elements:
+        return
+    if workers is None or not stage.heavy:
+        outputs, tally = pool.run_inline(stage.work, elements, side)
+        counted.update(tally)
+        yield from outputs
+        return
+    key, blob = pool.blob_of(stage.work)
+    # submitted, not mapped: an interrupt leaves them to the pool's end (``Executor.map`` would cancel
+    # them, and a local pool that then finds its processes terminated fails cancelled futures:
+    # ``InvalidStateError`` from its thread, Python 3.11)
+    tasks = [workers.executor.submit(workers.task, (key, blob, chunk, side))
+             for chunk in pool.tasks_of(elements, workers.processes)]
+    tasks.reverse()
+    try:
+        while tasks:  # each task's results let go once read
+            outputs, tally, records = tasks.pop().result()
+            counted.update(tally)
+            for record in records:
+                logging.getLogger(record.name).handle(record)
+            yield from outputs
+    except BrokenProcessPool as e:  # a process killed (OOM): the run fails, never waits for its task
+        raise pool.PoolDied() from e

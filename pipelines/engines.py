@@ -1,0 +1,107 @@
+"""The engines that run the re-shard job (``shardprep.job``), chosen once by ``--runner``: the one
+place runner names are known.
+
+- ``direct`` (the default): this machine's processes (``pipelines.local``), no Beam;
+- ``dask``: the job's stages as tasks on a Dask cluster's workers (``pipelines.dask_engine``), no Beam;
+- ``beam``: the Beam graph built from the same job on Beam's own in-process runner, for checking
+  the graph that ``dataflow`` (Google Cloud Dataflow) and ``flink`` / ``spark`` / ``portable``
+  (Beam's portable runners) run (``pipelines.beam_graph``).
+
+An engine's module is imported only when chosen: a local run never imports Beam or Dask.
+"""
+from __future__ import annotations
+
+import errno
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+from shardprep.config import ReshardConfig
+from shardprep.errors import InputError, RunError
+from shardprep.formats import WorkUnit
+from shardprep.graph import spill
+
+__all__ = ["RUNNERS", "Engine", "RunOptions", "engine", "run"]
+
+log = logging.getLogger("shardprep")
+
+_BEAM = "pipelines.beam_graph", "BeamEngine"
+_ENGINES = {  # runner name -> (module, class, its arguments)
+    "direct": ("pipelines.local", "LocalEngine", {}),
+    "dask": ("pipelines.dask_engine", "DaskEngine", {}),
+    "beam": (*_BEAM, {"runner": "DirectRunner", "in_process": True}),
+    "dataflow": (*_BEAM, {"runner": "DataflowRunner", "dataflow": True}),
+    "flink": (*_BEAM, {"runner": "FlinkRunner"}),
+    "spark": (*_BEAM, {"runner": "SparkRunner"}),
+    "portable": (*_BEAM, {"runner": "PortableRunner"}),
+}
+RUNNERS = tuple(_ENGINES)
+HELP = ("direct: this machine's cores, no Beam; dask: a Dask cluster (a local one, or --dask-address); beam: the "
+        "Beam graph on Beam's own in-process runner (to check it); dataflow: Google Cloud Dataflow; "
+        "flink|spark|portable: Beam's portable runners (--flink_master, --spark_master_url, --job_endpoint)")
+
+
+class RunOptions(NamedTuple):
+    """How the run is executed: the engine's name and the flags any engine reads."""
+
+    runner: str = "direct"
+    local_workers: int | None = None
+    dask_address: str | None = None
+    dask_workers: int | None = None
+    beam_args: tuple[str, ...] = ()  # arguments shardprep does not know, for Beam's PipelineOptions
+
+
+class Engine(Protocol):
+    def checked(self, options: RunOptions) -> RunOptions:
+        """``options`` with the engine's flags read from ``beam_args`` and the rest refused (UsageError), before
+        any input is read."""
+
+    def on_this_machine(self, options: RunOptions) -> bool:
+        """Whether every worker runs on this machine (the spill may then be read in place: ``graph.spill``)."""
+
+    def prepare(self, options: RunOptions) -> None:
+        """Begins what the engine may start while the run is planned (a Dask cluster's fork server)."""
+
+    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
+        """Runs the job to its commit; False when nothing ran (a Dataflow ``--dry_run=True``)."""
+
+
+def engine(runner: str) -> Engine:
+    module, name, kwargs = _ENGINES[runner]
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
+    """Runs the re-shard on ``options.runner``'s engine; a full disk is one line that says how much room it needs."""
+    try:
+        return engine(options.runner).run(config, units, options)
+    except BaseException as e:  # the caller removes the run's folder (shardprep.interrupts)
+        if not _out_of_space(e):
+            raise
+        input_bytes = sum(size for _, size in config.sources)
+        raise RunError(
+            f"no space left on the device of {config.output}: this run needs about "
+            f"{_space_needed(units) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
+            f"{input_bytes / 1e6:,.1f} MB of input); its files were removed; free space or choose another "
+            f"--output and rerun") from e
+
+
+def _space_needed(units: Sequence[WorkUnit]) -> int:
+    files = list({unit.file.index: unit.file for unit in units}.values())
+    try:
+        return spill.run_space(files)
+    except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
+        return spill.RUN_SPACE_FACTOR * sum(f.size for f in files)
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` is, or wraps, a full disk (a worker's error reaches here as text)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if f"[Errno {errno.ENOSPC}]" in str(seen) or "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

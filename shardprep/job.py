@@ -1,0 +1,125 @@
+"""The re-shard, defined once: its stages, what each one reads, and how its input is grouped.
+
+Every engine runs this one description (``pipelines.engines``): the local engine and the Dask
+engine stage by stage on worker processes (``pipelines.driver``), the Beam engine as a graph it
+builds from it (``pipelines.beam_graph``: Dataflow, the portable runners, Beam's DirectRunner)::
+
+    chunks -> ExpandUnits -> CountRanges ------------------.(side input)
+                   '-> Parse --records--> Count ----------------.(side input)
+                         |       '-------> Assign --pieces--> [by key] WriteShards ------------+
+                         |--rejected--> [all] WriteRejected -------------------------------+
+                         |--stats--> [by key, merged] Stats --------------------------------+
+                         '--facts (and Assign's) --------------------------------------------+-> [all] Commit
+
+A stage's work is plain Python over the named element types (``graph.elements``), Beam-free:
+``process(element, *side)`` gives its outputs, ``graph.elements.Tagged`` for a side output, with
+optional ``setup`` / ``flush`` / ``teardown``. A grouped stage gets ``(key, values)``, the values
+in one order whatever the engine (``group_values``); a merged stage (``merge``) is a grouped one
+whose values an engine may combine as they come (Beam's combiner lifting). Where the outputs go,
+and what runs where, is the engines' business; what the output bytes are depends only on this.
+"""
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from shardprep.config import ReshardConfig
+from shardprep.graph.elements import FACTS, REJECTED, STATS
+from shardprep.graph.parse import Parse
+from shardprep.graph.ranges import CountRanges
+from shardprep.graph.spill import count
+from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
+from shardprep.graph.stats import MergeStats
+from shardprep.graph.units import ExpandUnits, num_chunks, slim, units_url
+
+__all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Stage", "group_values", "reshard_job"]
+
+BY_KEY, ONE_GROUP = "key", "all"  # a stage's grouping: (key, value) outputs by key; every output in one group
+
+
+class Map:
+    """A stage's work that applies ``fn`` to each element (one output each)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self._fn = fn
+        self.__name__ = fn.__name__
+
+    def process(self, element: Any) -> Iterable[Any]:
+        return (self._fn(element),)
+
+
+class Stage(NamedTuple):
+    """One step of the job.
+
+    ``over``: the outputs it takes, each ``"Stage"`` (its main output) or ``"Stage.tag"`` (a side
+    output), several flattened into one input; ``side``: stages whose main outputs it takes whole,
+    as lists (Beam's ``AsList``); ``group``: None (element by element), ``BY_KEY`` or ``ONE_GROUP``;
+    ``tags``: its side outputs; ``heavy``: the work that reads or writes the data (run on the
+    engine's workers; the others are a few elements, run where the engine finds it cheapest);
+    ``labels``: the names of the Beam steps that group its input (``pipelines.beam_graph``), so
+    the Beam graph keeps the step names a Dataflow job has always shown.
+    """
+
+    name: str
+    work: Any
+    over: tuple[str, ...]
+    side: tuple[str, ...] = ()
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    heavy: bool = False
+    labels: tuple[str, ...] = ()
+
+
+class Job(NamedTuple):
+    """A run's stages in an order that puts each after everything it reads; ``inputs`` are the
+    first stage's elements (chunk numbers of the staged units: ``graph.units``), ``staged`` the
+    file they index, which the engine writes before the first stage runs (``graph.units.stage``)."""
+
+    stages: tuple[Stage, ...]
+    inputs: tuple[int, ...]
+    staged: str
+    result: str  # the stage whose one output is the URL of the manifest or of the failure report
+
+
+def reshard_job(config: ReshardConfig, num_units: int) -> Job:
+    """The re-shard of ``config``'s work units (``num_units`` of them, staged in chunks)."""
+    staged = units_url(config)
+    cfg = slim(config)  # every stage carries the config without the input list
+    facts = ("Parse." + FACTS, "Assign." + FACTS, "WriteShards", "WriteRejected")
+    stages = [
+        Stage("ExpandUnits", ExpandUnits(staged), over=("",)),
+        # nominal units' quote and newline counts: their cuts and first lines (formats.cuts)
+        Stage("CountRanges", CountRanges(), over=("ExpandUnits",), heavy=True),
+        Stage("Parse", Parse(cfg), over=("ExpandUnits",), side=("CountRanges",), tags=(REJECTED, FACTS, STATS),
+              heavy=True),
+        Stage("Count", Map(count), over=("Parse",)),
+        Stage("Assign", Assign(cfg), over=("Parse",), side=("Count",), tags=(FACTS,), heavy=True),
+        Stage("WriteShards", WriteShard(cfg), over=("Assign",), group=BY_KEY, heavy=True, labels=("GroupByShard",)),
+        Stage("WriteRejected", WriteRejected(cfg), over=("Parse." + REJECTED,), group=ONE_GROUP,
+              labels=("KeyRejected", "GroupRejected")),
+    ]
+    if cfg.statistics:  # Parse emits partial statistics only then
+        stages.append(Stage("Stats", MergeStats(cfg), over=("Parse." + STATS,), group=BY_KEY, labels=("MergeStats",)))
+        facts += ("Stats",)
+    stages.append(Stage("Commit", Commit(cfg, staged), over=facts, group=ONE_GROUP,
+                        labels=("AllFacts", "KeyFacts", "Gather")))
+    return Job(tuple(stages), tuple(range(num_chunks(num_units))), staged, "Commit")
+
+
+def group_values(values: Iterable[Any]) -> list:
+    """A group's values in one order whatever the engine's: sorted by their pickles."""
+    return [value for _, value in sorted(((_pickled(v), v) for v in values), key=lambda pair: pair[0])]
+
+
+def groups(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, list]]:
+    """``(key, value)`` pairs as a group-by-key gives them: each key once, in the order of their
+    pickles, its values in ``group_values`` order."""
+    by_key: dict[bytes, tuple[Any, list]] = {}
+    for key, value in pairs:
+        by_key.setdefault(_pickled(key), (key, []))[1].append(value)
+    return [(key, group_values(values)) for _, (key, values) in sorted(by_key.items(), key=lambda item: item[0])]
+
+
+def _pickled(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
