@@ -76,7 +76,7 @@ def _shardprep(root: str, out: str, *extra: str) -> list[str]:
 
 
 def _cores() -> int:
-    from pipelines.local import machine_cores
+    from shardprep.capacity import machine_cores
 
     return machine_cores()
 

@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("parse: loop", ("Parse.process",)),
     ("assign: permutation, reorder", ("Assign",)),
     ("write: write + fsync shard", ("write_shard", "write_atomic")),
-    ("write: gather + sort pieces", ("_WriteShard",)),
+    ("write: gather + sort pieces", ("_WriteShards",)),
     ("commit: manifest", ("_Commit", "commit (shardprep")),
     ("Beam: coders, shuffle, bundles", ("apache_beam",)),
 )

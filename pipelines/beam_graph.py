@@ -66,7 +66,7 @@ class StageFn(beam.DoFn):
             tag, value = pool.split_output(out)
             yield value if tag is None else TaggedOutput(tag, value)
 
-    def finish_bundle(self) -> None:  # what the work left to finish in the background (WriteShard's last shard)
+    def finish_bundle(self) -> None:  # what the work left to finish in the background (WriteShards's last shard)
         getattr(self._work, "flush", lambda: None)()
 
     def teardown(self) -> None:

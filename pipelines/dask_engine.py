@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pipelines import dask_cluster
 from pipelines.driver import run_job
 from pipelines.engines import RunOptions
-from pipelines.local import machine_cores, summarize
+from pipelines.local import summarize
 from shardprep import run_checks
+from shardprep.capacity import machine_cores
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph import units

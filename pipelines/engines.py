@@ -17,10 +17,10 @@ import logging
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+from shardprep import capacity
 from shardprep.config import ReshardConfig
 from shardprep.errors import InputError, RunError
 from shardprep.formats import WorkUnit
-from shardprep.graph import spill
 
 __all__ = ["RUNNERS", "Engine", "RunOptions", "engine", "run"]
 
@@ -90,9 +90,9 @@ def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -
 def _space_needed(units: Sequence[WorkUnit]) -> int:
     files = list({unit.file.index: unit.file for unit in units}.values())
     try:
-        return spill.run_space(files)
+        return capacity.run_space(files)
     except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
-        return spill.RUN_SPACE_FACTOR * sum(f.size for f in files)
+        return capacity.RUN_SPACE_FACTOR * sum(f.size for f in files)
 
 
 def _out_of_space(error: BaseException) -> bool:

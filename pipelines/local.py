@@ -11,27 +11,26 @@ processes a few at a time, so a run balances when it has several work units per 
 
 Beam's ``--direct_num_workers=N`` (with or without ``--direct_running_mode``) means ``--local-workers
 N`` here (``direct_flags``): the flags users of Beam's DirectRunner know keep working. This module
-also says how much memory the run's page cache may take (``available_memory``) and prints the
-run's one-line summary (``summarize``).
+also prints the run's one-line summary (``summarize``).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Sequence
 
 from pipelines.driver import run_job
 from pipelines.engines import RunOptions
 from shardprep import run_checks
+from shardprep.capacity import machine_cores
 from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
 from shardprep.formats import WorkUnit
 from shardprep.graph import pool, units
 from shardprep.job import reshard_job
 
-__all__ = ["TINY_BYTES", "LocalEngine", "available_memory", "direct_flags", "machine_cores", "plan_workers", "summarize"]
+__all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers", "summarize"]
 
 # Below this, one process: the work is all start-up, and the pool adds ~0.3 CPU s for no wall time (3 files of 100
 # rows: 1.72 s median either way). Above it the pool parses while Beam is imported: 2.5 MB of CSV in 3 files
@@ -71,50 +70,6 @@ class LocalEngine:
             _, counters = run_job(job, workers)
         summarize(counters, workers=count, seconds=time.monotonic() - started)
         return True
-
-
-def machine_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def available_memory() -> int | None:
-    """Bytes this process's page cache may grow by: the kernel's ``MemAvailable``, or less under the
-    memory limit of its cgroup or of one above it (a container's page cache counts against its
-    limit; reclaimable file pages count as free). None where unknown (not Linux)."""
-    try:
-        with open("/proc/meminfo") as f:
-            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-        with open("/proc/self/cgroup") as f:
-            groups = [line.rstrip("\n").split(":", 2) for line in f]
-    except (OSError, StopIteration, ValueError):
-        return None
-    for _, controllers, path in groups:
-        if controllers == "memory":  # cgroup v1
-            free = min(free, _cgroup_room("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes",
-                                          "memory.usage_in_bytes", "total_inactive_file"))
-        elif controllers == "":  # cgroup v2
-            free = min(free, _cgroup_room("/sys/fs/cgroup", path, "memory.max", "memory.current", "inactive_file"))
-    return free
-
-
-def _cgroup_room(root: str, path: str, limit: str, usage: str, inactive: str) -> int:
-    """The room left under the tightest memory limit of cgroup ``path`` and the groups above it, in
-    the hierarchy mounted at ``root`` (no limit, or no such group: unbounded)."""
-    room, parts = 1 << 62, [p for p in path.split("/") if p]
-    for depth in range(len(parts), -1, -1):
-        folder = "/".join([root, *parts[:depth]])
-        try:
-            with open(f"{folder}/{limit}") as a, open(f"{folder}/{usage}") as b, open(f"{folder}/memory.stat") as c:
-                cap, used = int(a.read()), int(b.read())  # "max" (cgroup v2, no limit): ValueError
-                stat = dict(line.split() for line in c)
-        except (OSError, ValueError):
-            continue
-        room = min(room, max(0, cap - used + int(stat.get(inactive, 0))))
-    return room
 
 
 def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cores: int) -> int:

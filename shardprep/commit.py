@@ -193,7 +193,7 @@ def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     lease.pause("commit.assembled")
     if changed := changed_inputs(config):  # the shards may hold a mix of old and new content: never commit them
         result, errors = None, changed + errors
-    fs.remove(naming.join(config.output, f"{config.run_id}/spill"), recursive=True)  # batches between stages
+    fs.remove(naming.join(config.output, naming.spill_folder(config.run_id)), recursive=True)  # batches between stages
     try:
         with lease.hold(config.output, config.run_id):
             return _commit_leased(config, result, errors, report)

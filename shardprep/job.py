@@ -29,8 +29,7 @@ from shardprep.graph.elements import FACTS, REJECTED, STATS
 from shardprep.graph.parse import Parse
 from shardprep.graph.ranges import CountRanges
 from shardprep.graph.spill import count
-from shardprep.graph.stages import Assign, Commit, WriteRejected, WriteShard
-from shardprep.graph.stats import MergeStats
+from shardprep.graph.stages import Assign, Commit, MergeStats, WriteRejected, WriteShards
 from shardprep.graph.units import ExpandUnits, num_chunks, slim, units_url
 
 __all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Stage", "group_values", "reshard_job"]
@@ -95,7 +94,7 @@ def reshard_job(config: ReshardConfig, num_units: int) -> Job:
               heavy=True),
         Stage("Count", Map(count), over=("Parse",)),
         Stage("Assign", Assign(cfg), over=("Parse",), side=("Count",), tags=(FACTS,), heavy=True),
-        Stage("WriteShards", WriteShard(cfg), over=("Assign",), group=BY_KEY, heavy=True, labels=("GroupByShard",)),
+        Stage("WriteShards", WriteShards(cfg), over=("Assign",), group=BY_KEY, heavy=True, labels=("GroupByShard",)),
         Stage("WriteRejected", WriteRejected(cfg), over=("Parse." + REJECTED,), group=ONE_GROUP,
               labels=("KeyRejected", "GroupRejected")),
     ]

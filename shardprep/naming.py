@@ -9,6 +9,11 @@ Layout (docs/design.md, "Output layout and commit protocol")::
     DIR/<run-id>/report.json              (only when a run refused to commit)
     DIR/<run-id>/units.bin                (the run's work units and input list, staged by the launcher)
     DIR/<run-id>/_outcome                 ("commit" or "discard": who claimed the run's fate first)
+    DIR/<run-id>/spill/parsed-<split>-<file>-<unit>-<part>.bin, sorted-..., batches-<split>.bin
+                                          (records between stages, removed at commit: graph.spill)
+
+A name with fields is a ``Template``: formatted and parsed from one pattern, as TFDS's
+``ShardedFileTemplate`` does, so the two cannot drift apart.
 """
 from __future__ import annotations
 
@@ -28,7 +33,9 @@ __all__ = [
     "TFDS_FEATURES",
     "TFDS_INFO",
     "TFDS_LABELS_SUFFIX",
+    "SPILL_FILES",
     "ShardName",
+    "Template",
     "is_run_id",
     "join",
     "new_run_id",
@@ -37,6 +44,8 @@ __all__ = [
     "rejected_path",
     "report_path",
     "shard_path",
+    "spill_folder",
+    "spill_path",
     "split_of",
     "tfds_shard_template",
     "units_path",
@@ -55,9 +64,34 @@ TFDS_FEATURES = "features.json"
 TFDS_LABELS_SUFFIX = ".labels.txt"  # a ClassLabel's names: DIR/<feature file name>.labels.txt
 _SPLIT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _RUN_RE = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
-_SHARD_RE = re.compile(
-    r"^(?P<prefix>[a-z][a-z0-9_]*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})\.(?P<ext>tfrecord|jsonl)(?P<gz>\.gz)?$"
-)
+
+
+class Template:
+    """A file name pattern in ``str.format`` syntax whose every field has a regular expression:
+    ``format`` fills it, ``parse`` reads the fields back (as strings) from a name it made, or None."""
+
+    def __init__(self, pattern: str, **fields: str) -> None:
+        self.pattern = pattern
+        parts = re.split(r"\{(\w+)(?::[^}]*)?\}", pattern)  # literal, field, literal, field, ...
+        self._regex = re.compile("^" + "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>{fields[part]})"
+                                               for i, part in enumerate(parts)) + "$")
+
+    def format(self, **values: object) -> str:
+        return self.pattern.format(**values)
+
+    def parse(self, name: str) -> dict[str, str] | None:
+        m = self._regex.match(name)
+        return m.groupdict() if m else None
+
+
+_SHARD = Template("{prefix}-{index:05d}-of-{count:05d}.{ext}{gz}", prefix=r"[a-z][a-z0-9_]*", index=r"\d{5,}",
+                  count=r"\d{5,}", ext="tfrecord|jsonl", gz=r"(?:\.gz)?")
+_NUMBER = r"\d+"
+SPILL_FILES = {  # the spill's files (``graph.spill``), by kind
+    "parsed": Template("parsed-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
+    "sorted": Template("sorted-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
+    "batches": Template("batches-{split}.bin", split=_NUMBER),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +128,7 @@ def is_run_id(name: str) -> bool:
 def _file_name(prefix: str, index: int, count: int, ext: str, gzip: bool) -> str:
     if not 0 <= index < count:
         raise ValueError(f"shard index {index} is outside [0, {count})")
-    return f"{prefix}-{index:05d}-of-{count:05d}.{ext}" + (".gz" if gzip else "")
+    return _SHARD.format(prefix=prefix, index=index, count=count, ext=ext, gz=".gz" if gzip else "")
 
 
 def shard_path(run_id: str, split: str, index: int, count: int, *, gzip: bool = False) -> str:
@@ -125,11 +159,20 @@ def units_path(run_id: str) -> str:
     return f"{run_id}/{UNITS}"
 
 
+def spill_folder(run_id: str) -> str:
+    return f"{run_id}/spill"
+
+
+def spill_path(run_id: str, kind: str, **fields: int) -> str:
+    """Path of a spill file (``SPILL_FILES[kind]``) relative to the data set folder."""
+    return f"{spill_folder(run_id)}/{SPILL_FILES[kind].format(**fields)}"
+
+
 def parse_shard_name(path: str) -> ShardName:
     """Parses the last component of a shard or dead-letter path; ValueError if it is not one."""
     base = path.rstrip("/").rsplit("/", 1)[-1]
-    m = _SHARD_RE.match(base)
-    if not m:
+    m = _SHARD.parse(base)
+    if m is None:
         raise ValueError(f"{path!r} is not a shard file name (expected e.g. train-00000-of-00064.tfrecord)")
     index, count = int(m["index"]), int(m["count"])
     if index >= count:

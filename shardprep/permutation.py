@@ -4,7 +4,7 @@ A balanced Feistel network on the smallest even bit width that covers n, with cy
 back into [0, n). Every index maps to a distinct position, the result depends only on (n, seed),
 and a batch of indices is permuted in compiled code without materialising the whole permutation.
 ``inverse`` walks the same cycles backwards: a shard's writer finds the records of its positions
-from the positions alone (``graph.stages.WriteShard``), so no per-record plan crosses the runner.
+from the positions alone (``graph.stages.WriteShards``), so no per-record plan crosses the runner.
 """
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def discard_run(root: str, run_id: str, *, whole: bool, wait_s: float = COMMIT_W
     if run_id in current_runs(root):
         return True
     with contextlib.suppress(OSError):  # no commit needs it, and on a full disk the claim needs its room
-        fs.remove(naming.join(root, f"{run_id}/spill"), recursive=True)
+        fs.remove(naming.join(root, naming.spill_folder(run_id)), recursive=True)
     if not whole:
         return False
     deadline, waiting = time.monotonic() + wait_s, False

@@ -16,15 +16,27 @@ import logging
 import os
 from collections.abc import Sequence
 
-from pipelines import engines, local
-from shardprep import cli, config, formats, fs, interrupts, lease, manifest, naming, planning, run_checks, schema
+from pipelines import engines
+from shardprep import (
+    capacity,
+    cli,
+    config,
+    formats,
+    fs,
+    interrupts,
+    lease,
+    manifest,
+    naming,
+    planning,
+    run_checks,
+    schema,
+)
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import csv as csv_format
 from shardprep.formats import dialect
 from shardprep.formats import tfds as tfds_input
 from shardprep.formats.dialect import DEFAULT_NULL_VALUES
 from shardprep.formats.images import ImageOptions, ImageSource, image_schema
-from shardprep.graph import spill
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
@@ -197,8 +209,8 @@ def _spill_in_place(on_this_machine: bool, files: Sequence[formats.InputFile]) -
     a portable runner's) would each read all of it."""
     if not on_this_machine:
         return False
-    size, memory = spill.spill_bytes(files), local.available_memory()
-    if spill.fits_in_memory(size, memory):
+    size, memory = capacity.spill_bytes(files), capacity.available_memory()
+    if capacity.fits_in_memory(size, memory):
         return True
     log.info("the spill (up to %.0f MB) may not stay in the page cache (%.0f MB of free memory): each batch is "
              "reordered by shard in spill (one more write), so that WriteShards reads a shard's records in one piece",

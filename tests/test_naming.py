@@ -22,3 +22,15 @@ def test_parse_refuses(bad):
 def test_run_ids():
     rid = naming.new_run_id()
     assert naming.is_run_id(rid) and not naming.is_run_id("train")
+
+
+def test_every_template_parses_what_it_formats():
+    for kind, template in naming.SPILL_FILES.items():
+        fields = {name: 7 * i + 3 for i, name in enumerate(("split", "file", "unit", "part")) if "{" + name in template.pattern}
+        name = template.format(**fields)
+        assert template.parse(name) == {k: str(v) for k, v in fields.items()}, kind
+        assert naming.spill_path("run-x", kind, **fields) == f"{naming.spill_folder('run-x')}/{name}"
+        assert template.parse("x" + name) is None
+    for gzip in (False, True):
+        path = naming.shard_path("run-20261204T000000Z-00000000", "train", 3, 100_000, gzip=gzip)
+        assert naming.parse_shard_name(path) == naming.ShardName("train", 3, 100_000, "tfrecord", gzip)

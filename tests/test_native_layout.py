@@ -165,8 +165,8 @@ def test_read_scattered_reads_records_in_place(tmp_path):
     assert bytes(got) == records[4] + records[1] + records[5]
     config = ReshardConfig(output=str(tmp_path), run_id="run-x", features={"x": {"dtype": "int64"}}, sources=(),
                            num_shards=1)
-    assert spill.scattered(config, str(path)) and not spill.scattered(config, "gs://bucket/run/spill/parsed-0.bin")
-    assert not spill.scattered(dataclasses.replace(config, spill_in_place=False), str(path))  # too large for memory
+    assert spill.in_place(config, str(path)) and not spill.in_place(config, "gs://bucket/run/spill/parsed-0.bin")
+    assert not spill.in_place(dataclasses.replace(config, spill_in_place=False), str(path))  # too large for memory
 
 
 def test_columnar_encoder_is_the_same_with_the_python_twins(monkeypatch):

@@ -138,7 +138,7 @@ def test_neither_the_launcher_nor_a_pool_process_imports_beam_and_each_unit_is_p
     assert len(list(marks.iterdir())) >= 1 and lines
     assert {beam for beam, _, _ in lines} == {"False"}, lines
     assert sum(int(n) for _, work, n in lines if work == "Parse") == 4, lines  # the 4 units, each parsed once
-    assert sum(int(n) for _, work, n in lines if work == "WriteShard") == 2, lines  # each shard written once
+    assert sum(int(n) for _, work, n in lines if work == "WriteShards") == 2, lines  # each shard written once
     assert sum(int(n) for _, work, n in lines if work == "Assign") == 4, lines  # a batch per unit (500 rows each)
 
 

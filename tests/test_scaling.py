@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, sample_rows, uneven_csvs, write_csv
 from pipelines import engines, local
-from shardprep import config, formats, manifest, run
+from shardprep import capacity, config, formats, manifest, run
 from shardprep.errors import UsageError
 from shardprep.graph import spill
 
@@ -44,7 +44,7 @@ def test_plan_workers_refuses_zero():
     (["--direct_num_workers", "2", "--direct_running_mode", "multi_threading"], None, (2, [])),
     (["--direct_num_workers=2"], 2, (2, [])),                     # both flags, one count
     (["--direct_running_mode=multi_processing"], None, (None, [])),  # no count: the default, one per core
-    (["--direct_num_workers=0"], None, (local.machine_cores(), [])),  # Beam's 0: one per core
+    (["--direct_num_workers=0"], None, (capacity.machine_cores(), [])),  # Beam's 0: one per core
     (["--project=p"], 4, (4, ["--project=p"])),
 ])
 def test_beams_direct_flags_size_the_pool_and_never_reach_beam(args, local_workers, expected):
@@ -138,7 +138,7 @@ def test_a_spill_too_large_for_memory_is_reordered_into_the_same_shards(tmp_path
             "--max-bad-records", "2"]
     assert run.main([*args, "--output", str(tmp_path / "in-place")]) == 0
     assert "may not stay" not in capsys.readouterr().err
-    monkeypatch.setattr(local, "available_memory", lambda: 0)  # a machine with no memory to spare
+    monkeypatch.setattr(capacity, "available_memory", lambda: 0)  # a machine with no memory to spare
     for workers in ("1", "2"):
         out = tmp_path / f"reordered-{workers}"
         assert run.main([*args, "--output", str(out), "--local-workers", workers]) == 0
@@ -152,11 +152,11 @@ def test_spill_estimate_counts_the_largest_copy_and_gzip():
     def file(name: str, size: int, fmt: str) -> formats.InputFile:
         return formats.InputFile(0, name, size, fmt, name.endswith(".gz"))
 
-    tabular = spill.RUN_SPACE_FACTOR // 2  # a tf.train.Example of short fields takes up to ~3x the CSV
-    assert spill.spill_bytes([file("a.csv", 100, "csv"), file("b.tfrecord", 50, "tfrecord")]) == 100 * tabular + 50
-    assert spill.spill_bytes([file("a.jsonl.gz", 100, "jsonl")]) == 400 * tabular
-    assert spill.spill_bytes([file("a.tfrecord.gz", 100, "tfrecord")]) == 400
-    assert spill.fits_in_memory(100, 200) and not spill.fits_in_memory(101, 200) and spill.fits_in_memory(1 << 40, None)
+    tabular = capacity.RUN_SPACE_FACTOR // 2  # a tf.train.Example of short fields takes up to ~3x the CSV
+    assert capacity.spill_bytes([file("a.csv", 100, "csv"), file("b.tfrecord", 50, "tfrecord")]) == 100 * tabular + 50
+    assert capacity.spill_bytes([file("a.jsonl.gz", 100, "jsonl")]) == 400 * tabular
+    assert capacity.spill_bytes([file("a.tfrecord.gz", 100, "tfrecord")]) == 400
+    assert capacity.fits_in_memory(100, 200) and not capacity.fits_in_memory(101, 200) and capacity.fits_in_memory(1 << 40, None)
 
 
 def test_the_spill_is_read_in_place_only_by_processes_of_this_machine():
@@ -185,7 +185,7 @@ def test_free_memory_is_bounded_by_the_cgroup_limit(tmp_path):
     except (AttributeError, OSError):
         pytest.skip("no cgroup v1 memory controller to create a group in here")
     try:
-        probe = "from pipelines import local; print(local.available_memory())"
+        probe = "from shardprep import capacity; print(capacity.available_memory())"
         enter = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c '{probe}'"
         inside = subprocess.run(["sh", "-c", enter], capture_output=True, text=True, cwd=ROOT)
         if inside.returncode and "cgroup.procs" in inside.stderr:

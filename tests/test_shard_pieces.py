@@ -1,5 +1,5 @@
 """Shard pieces name batches, not records (``graph.elements``): Assign emits one piece per shard in
-place (the listing of the split's batches) and a piece per shard a reordered batch reaches, and WriteShard finds each shard's records from the plan by the permutation's inverse,
+place (the listing of the split's batches) and a piece per shard a reordered batch reaches, and WriteShards finds each shard's records from the plan by the permutation's inverse,
 in place or from the reordered spill, exactly as ``planning.shard_of`` deals the positions."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from shardprep.config import ReshardConfig
 from shardprep.graph import spill
 from shardprep.graph.elements import FACTS, ShardBatches, ShardPiece, SpilledBatch, Tagged
 from shardprep.graph.spill import count
-from shardprep.graph.stages import Assign, WriteShard
+from shardprep.graph.stages import Assign, WriteShards
 from shardprep.permutation import Permutation
 
 
@@ -39,7 +39,7 @@ def _spilled(cfg: ReshardConfig, sizes: list[int]) -> tuple[list[SpilledBatch], 
 
 def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> dict[int, list[bytes]]:
     """Assign over the batches (in ``order``), the pieces grouped by shard (each group reversed, as a
-    runner may give them), WriteShard per shard; the shards' records."""
+    runner may give them), WriteShards per shard; the shards' records."""
     counts = [count(b) for b in batches]
     assign, groups = Assign(cfg), {}
     for i in order:
@@ -48,7 +48,7 @@ def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> d
                 groups.setdefault(out[0], []).append(out[1])
             else:
                 assert out.tag == FACTS
-    write = WriteShard(cfg)
+    write = WriteShards(cfg)
     facts = {key: write.process((key, pieces[::-1])) for key, pieces in groups.items()}
     facts = {key: list(fact) for key, fact in facts.items()}  # each shard built; the last maybe still being stored
     write.flush()
@@ -119,7 +119,7 @@ def test_a_missing_piece_fails_the_shard(tmp_path):
     assign = Assign(cfg)
     pieces = [out for out in assign.process(batches[0], counts) if not isinstance(out, Tagged)]
     with pytest.raises(RuntimeError, match="sent no piece"):
-        list(WriteShard(cfg).process((pieces[0][0], [pieces[0][1]])))
+        list(WriteShards(cfg).process((pieces[0][0], [pieces[0][1]])))
 
 
 def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):

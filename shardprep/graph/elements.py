@@ -4,7 +4,7 @@ Record bytes never cross the runner: they wait in spill files (``graph.spill``),
 only a batch's url, size and record count, so the runner's coders and memory see a few small
 values per batch whatever the number of records. What is per record stays on disk beside the
 bytes (a batch's record ends) or is computed where it is needed (a shard's records, from the
-permutation's inverse: ``graph.stages.WriteShard``). Elements that carried per-record arrays took
+permutation's inverse: ``graph.stages.WriteShards``). Elements that carried per-record arrays took
 ~90 bytes a record of the launcher's memory across Beam's and the pool's copies: 1.19 GB peak at
 1 GB of 89-byte Examples.
 """
@@ -58,8 +58,8 @@ class ShardPiece(NamedTuple):
     """Assign -> GroupByShard -> WriteShards: one batch's records bound for one shard.
 
     The batch holds positions ``[first, first + num_records)`` of its split's ``total`` records;
-    which of them the shard takes, and in what order, follows from the plan (``WriteShard``). In
-    place (local spill, ``graph.spill.scattered``): the records lie where Parse wrote them, in
+    which of them the shard takes, and in what order, follows from the plan (``WriteShards``). In
+    place (local spill, ``graph.spill.in_place``): the records lie where Parse wrote them, in
     ``url`` (``end`` bytes; ``start`` 0), their ends beside it. Else bytes ``[start, end)`` of the
     reordered spill file ``url`` hold the shard's records of the batch, in order, after their
     lengths (``graph.spill.segment``).

@@ -5,13 +5,13 @@ Spill files live under the run's own folder (removed at commit, and on every fai
 The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin``, a batch's
 framed records back to back, then their ends (4 bytes a record below 4 GiB a batch: ``ends_dtype``),
 one file a batch (a run of many small files creates one file a unit, not two). On local (and NFS) spill that fits in memory, WriteShards gathers
-each shard's records straight from the parsed files, mapped into memory (``scattered``,
+each shard's records straight from the parsed files, mapped into memory (``in_place``,
 ``record_bounds``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere
 (GCS, where a read per record would cost a request, or a spill larger than the memory the page
-cache may hold: ``spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
+cache may hold: ``shardprep.capacity.spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
 (one segment per shard: the records' lengths, then the records; ``reorder``, ``segment``) and
 cuts the parsed one down to its ends. Either way the output folder peaks near twice the data set (spill + shards)
-and holds it once after commit (``RUN_SPACE_FACTOR``).
+and holds it once after commit (``shardprep.capacity.RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
@@ -25,20 +25,11 @@ import numpy as np
 
 from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
-from shardprep.formats import parquet
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["RUN_SPACE_FACTOR", "count", "ends_dtype", "fits_in_memory", "freeze_startup_objects", "gather",
-           "gather_from", "joined", "pack", "read_ends", "read_scattered", "record_bounds", "reorder", "run_space", "scattered", "segment",
-           "sorted_url", "spill", "spill_bytes", "spill_url"]
-
-# Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
-# encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
-# (tf.train.Example spends ~15 bytes of names and wrappers per feature) and more for compressed input.
-RUN_SPACE_FACTOR = 6
-_TABULAR = ("csv", "jsonl", "json", "parquet")  # formats whose records are encoded anew (spill_bytes)
-
+__all__ = ["count", "ends_dtype", "freeze_startup_objects", "gather", "gather_from", "in_place", "joined", "pack",
+           "read_ends", "read_scattered", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]
 
 # The cyclic garbage collector's full passes would walk every object the imports made (Beam's are
 # many), and in a pool process touch the pages it shares with the launcher: those are frozen, left
@@ -56,9 +47,9 @@ def freeze_startup_objects() -> None:
         gc.freeze()
 
 
-def spill_url(config: ReshardConfig, name: str) -> str:
-    """The URL of spill file ``name`` of this run."""
-    return naming.join(config.output, f"{config.run_id}/spill/{name}")
+def spill_url(config: ReshardConfig, kind: str, **fields: int) -> str:
+    """The URL of this run's spill file of ``kind`` (``naming.SPILL_FILES``)."""
+    return naming.join(config.output, naming.spill_path(config.run_id, kind, **fields))
 
 
 def spill(url: str, *parts: bytes | bytearray) -> None:
@@ -72,12 +63,12 @@ def spill(url: str, *parts: bytes | bytearray) -> None:
 
 def parsed_url(config: ReshardConfig, split: int, unit: tuple[int, int], part: int) -> str:
     """Where Parse spills batch (split, unit, part)."""
-    return spill_url(config, f"parsed-{split}-{unit[0]}-{unit[1]}-{part}.bin")
+    return spill_url(config, "parsed", split=split, file=unit[0], unit=unit[1], part=part)
 
 
 def listing_url(config: ReshardConfig, split: int) -> str:
     """The file that lists split ``split``'s batches for WriteShards in place (``write_listing``)."""
-    return spill_url(config, f"batches-{split}.bin")
+    return spill_url(config, "batches", split=split)
 
 
 def write_listing(url: str, batches: np.ndarray) -> None:
@@ -158,7 +149,7 @@ def _int64(values: Any) -> np.ndarray:
 
 def sorted_url(config: ReshardConfig, batch: SpilledBatch) -> str:
     """Where Assign puts ``batch`` reordered by (shard, place in shard)."""
-    return spill_url(config, f"sorted-{batch.split}-{batch.unit[0]}-{batch.unit[1]}-{batch.part}.bin")
+    return spill_url(config, "sorted", split=batch.split, file=batch.unit[0], unit=batch.unit[1], part=batch.part)
 
 
 def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Sequence[int]) -> list[tuple[int, int]]:
@@ -213,49 +204,10 @@ def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: n
     return out
 
 
-def scattered(config: ReshardConfig, url: str) -> bool:
+def in_place(config: ReshardConfig, url: str) -> bool:
     """Whether WriteShards reads ``url``'s records in place (a local file it can map, of a spill that
     fits in memory: ``config.spill_in_place``), rather than from a reordered copy."""
     return config.spill_in_place and fs.is_local(url)
-
-
-def spill_bytes(files: Sequence[Any]) -> int:
-    """The most the spill of these input files (``formats.InputFile``) may take: up to
-    ``RUN_SPACE_FACTOR / 2`` times the bytes of CSV and JSON Lines input (a ``tf.train.Example``
-    spends ~15 bytes of names and wrappers on a short field), what a Parquet file's footer says
-    (``formats.parquet.encoded_bytes``), about the bytes of TFRecord, TFDS and images (their
-    records pass through), 4x more where the file is gzip'd.
-
-    WriteShards reads local spill in place only when this fits in memory (``fits_in_memory``;
-    ``ReshardConfig.spill_in_place``): each shard's records lie a few KB apart in every parsed file,
-    so each shard touches most of its pages, and a spill the page cache cannot hold is read from
-    disk again for every shard. 298 MB of TFRecord to 64 shards under a 400 MB memory limit (a
-    cgroup) read 3.4 GB from disk and took 17 s in place, 0.91 GB and 7.5 s through the reordered
-    copy (same shards).
-    """
-    tabular = RUN_SPACE_FACTOR // 2
-
-    def size(f: Any) -> int:
-        if f.format == "parquet":  # its footer says (a columnar file's size does not)
-            return parquet.encoded_bytes(f)
-        return f.size * (tabular if f.format in _TABULAR else 1) * (4 if f.gzip else 1)
-
-    return sum(map(size, files))
-
-
-def run_space(files: Sequence[Any]) -> int:
-    """The free space a run of these input files needs on the output's device: its spill and its
-    shards (about the spill's size) at once, then the shards alone; and 1 MB for the small files
-    (manifest, dead letters, a block or page per spill file)."""
-    return 2 * spill_bytes(files) + (1 << 20)
-
-
-def fits_in_memory(spill_size: int, memory: int | None) -> bool:
-    """Whether a spill of ``spill_size`` bytes may stay in the page cache: at most half the
-    ``memory`` available when the run is planned (``pipelines.local.available_memory``; None:
-    unknown, taken as yes). The other half is for the input's pages, read at the same time, and the
-    run's processes, which grow after planning (Beam, the pool: ~200 MB)."""
-    return memory is None or 2 * spill_size <= memory
 
 
 def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:

@@ -1,14 +1,16 @@
-"""The steps after Parse: Assign (global positions -> shard pieces), WriteShards, WriteRejected, Commit."""
+"""The steps after Parse: Assign (global positions -> shard pieces), WriteShards, WriteRejected,
+MergeStats (the statistics per split), Commit."""
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
-from shardprep import fs, naming, planning, writer
-from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, commit
+from shardprep import fs, naming, planning, schema, stats, writer
+from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
 from shardprep.graph.elements import (
@@ -25,12 +27,12 @@ from shardprep.graph.elements import (
 from shardprep.graph.pool import Counter
 from shardprep.graph.spill import (
     gather_from,
+    in_place,
     listing_url,
     read_listing,
     read_scattered,
     record_bounds,
     reorder,
-    scattered,
     segment,
     sorted_url,
     write_listing,
@@ -38,7 +40,7 @@ from shardprep.graph.spill import (
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 
-__all__ = ["Assign", "Commit", "WriteRejected", "WriteShard", "permutation", "plan_splits"]
+__all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]
 
 log = logging.getLogger("shardprep")
 
@@ -66,7 +68,7 @@ def plan_splits(config: ReshardConfig, counts: Iterable[BatchCount]) -> dict[int
 
 def permutation(config: ReshardConfig, split: int, total: int) -> Permutation | None:
     """The shuffle of split ``split``'s ``total`` records (None: ``--no-shuffle``), the one Assign
-    deals positions by and WriteShard inverts."""
+    deals positions by and WriteShards inverts."""
     return Permutation(total, config.seed + split) if config.shuffle else None
 
 
@@ -77,7 +79,7 @@ class Assign:
     ``(shard_key, ShardBatches)`` once per shard in all (the split's batches listed in one file);
     else ``(shard_key, ShardPiece)`` per shard the batch's records go to, the batch reordered by
     (shard, place in shard) into one segment per shard. A piece names a batch, not its records:
-    WriteShard finds them from the plan.
+    WriteShards finds them from the plan.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -93,7 +95,7 @@ class Assign:
         if plan.error is not None:
             return
         num_shards, total = plan.num_shards, plan.fact.num_records
-        if scattered(self._config, batch.url):
+        if in_place(self._config, batch.url):
             # The records stay where Parse wrote them. Each shard gets one piece in all, from the
             # batch ``shard mod B`` of its split's B batches, naming the list of them that the
             # split's first batch writes here (WriteShards runs once every Assign has ended).
@@ -125,7 +127,7 @@ class Assign:
         return planning.shard_of(position, np.uint64(plan.num_shards))
 
 
-class WriteShard:
+class WriteShards:
     """One shard's pieces in; the shard file, its records in order, and a ShardFact out.
 
     The shard's records are those whose permuted positions it is dealt (``planning.positions_of``),
@@ -225,6 +227,28 @@ class WriteRejected:
         count = writer.write_rejected(self._config.output, path, lines)
         log.info("wrote %d dead letters to %s", count, path)
         yield RejectFact(path, count)
+
+
+class MergeStats:
+    """``(split index, partials)`` in; that split's ``StatsFact`` out. Parse's per-unit partial
+    statistics are exact (``shardprep.stats``), so the merged result is the same whatever grouping
+    and order the engine uses: ``merge`` adds two (an engine may merge them as they arrive, as
+    Beam's combiner lifting does), ``finish`` turns a split's merged result into its fact."""
+
+    def __init__(self, config: ReshardConfig) -> None:
+        self._config = config
+
+    @staticmethod
+    def merge(accumulator: dict, partial: dict) -> dict:
+        return stats.merge(accumulator, partial)
+
+    def finish(self, split: int, merged: dict) -> StatsFact:
+        cfg = self._config
+        return StatsFact(split, stats.to_json(merged, schema.schema_from_json(cfg.features), top_k=cfg.stats_top_k))
+
+    def process(self, item: tuple[int, Iterable[dict]]) -> Iterator[StatsFact]:
+        split, partials = item
+        yield self.finish(split, functools.reduce(stats.merge, partials, {}))
 
 
 class Commit:
