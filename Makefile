@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo demo-images bench bench-quick clean
+.PHONY: install test test-fast lint docs demo demo-images bench bench-quick clean
 
 $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -25,6 +25,9 @@ test-fast: install
 
 lint: install
 	$(PY) -m ruff check shardprep pipelines trainer tests
+
+docs: install
+	$(PY) docs/make_cli.py
 
 demo: install
 	$(PY) -m trainer.demo
