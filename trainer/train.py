@@ -61,6 +61,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
     p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval), every record once")
+    p.add_argument("--verify-records", action="store_true",
+                   help="read this worker's shards and check every record's CRC before the first step")
     p.add_argument("--debug-record-ids", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -96,6 +98,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         export=args.export,
         eval_split=args.eval_split,
         record_ids=args.debug_record_ids,
+        verify_records=args.verify_records,
         image_size=args.image_size,
     )
 
