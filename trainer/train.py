@@ -53,7 +53,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="mixed precision: float16 (with loss scaling), bfloat16, or auto (float16 on GPU, bfloat16 on CPU)",
     )
     p.add_argument("--steps-per-epoch", type=int, help="cap on steps per epoch (never more than the data gives)")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end only)")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: about every 60 s and at every epoch's end)")
     p.add_argument("--shuffle-buffer", type=int, default=1024,
                    help="records in the per-worker shuffle buffer, reshuffled every epoch (seed + epoch); 0: file order")
     p.add_argument("--seed", type=int, default=0)
