@@ -53,6 +53,7 @@ def test_killed_worker_is_restarted_and_the_job_ends_at_the_same_step(tmp_path) 
     assert out.count("[launch] restart 1 of 1: worker 1 killed by SIGKILL; restarting all 2 worker(s)") == 1, out[-3000:]
     start = int(re.search(r"\[worker 0\] .*resuming at step (\d+)", out)[1])
     assert SPE <= start <= KILL_AT + 1
+    print(f"killed worker 1 at step >= {KILL_AT}; restarted, resumed at step {start}, ended at {TOTAL}")
     for w in range(WORKERS):
         with open(summary_url(model_dir, w)) as f:
             summary = json.load(f)

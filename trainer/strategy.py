@@ -91,13 +91,12 @@ def make_strategy(*, cluster: ClusterInfo, communication: str, gpus: int) -> tf.
 # 10 s, after which the service declares it dead and stops the job). A worker that really died
 # (SIGKILL, out of memory) closes its connections and is seen at once, whatever these say.
 HEARTBEAT_TIMEOUT_S = 120
-SHUTDOWN_BARRIER_TIMEOUT_S = 30
 
 
 def configure_coordination(cluster_spec: tf.train.ClusterSpec) -> None:
-    """The coordination service MWMS would set up, with heartbeat and shutdown-barrier timeouts sized
-    for a loaded machine. MWMS keeps a service configured before it (TF 2.21: it configures one only
-    when ``context.coordination_service`` is None); there is no public API for these timeouts."""
+    """The coordination service MWMS would set up, with a heartbeat timeout sized for a loaded machine.
+    MWMS keeps a service configured before it (TF 2.21: it configures one only when
+    ``context.coordination_service`` is None); there is no public API for this timeout."""
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.distribute import multi_worker_util
     from tensorflow.python.eager import context
@@ -111,7 +110,6 @@ def configure_coordination(cluster_spec: tf.train.ClusterSpec) -> None:
         service_leader=multi_worker_util.coordination_leader(cluster_spec),
         coordinated_jobs=jobs,
         heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000,
-        shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_TIMEOUT_S * 1000,
     )
 
 
