@@ -7,6 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+import numpy as np
+
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.example import decode_example
 from shardprep.summary import human_bytes, split_stats, table
@@ -24,9 +26,43 @@ def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> l
         return [decode_example(r) for r in records]
 
 
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+          (b"RIFF", "RIFF"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"\x1f\x8b", "gzip"))
+
+
+class _Raw(str):
+    """A value already shown as text (``<PNG 1234 bytes>``): printed without JSON quotes."""
+
+
+def _show_bytes(v: bytes) -> str:
+    """Text as text; binary data (an image, anything not printable UTF-8) by its type and size."""
+    kind = next((name for magic, name in _MAGIC if v.startswith(magic)), None)
+    if kind is None:
+        try:
+            text = v.decode("utf-8")
+            if text.isprintable():
+                return text
+        except UnicodeDecodeError:
+            pass
+        kind = "binary"
+    return _Raw(f"<{kind} {len(v):,} bytes>")
+
+
+def _show_value(v: object) -> object:
+    if isinstance(v, bytes):
+        return _show_bytes(v)
+    if isinstance(v, float):  # stored as float32: its shortest round-tripping form (13.8, not 13.800000190734863)
+        return float(str(np.float32(v)))
+    return v
+
+
+def _json(v: object) -> str:
+    return str(v) if isinstance(v, _Raw) else json.dumps(v, ensure_ascii=False)
+
+
 def _show(value: list) -> str:
-    shown = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value[:8]]
-    text = json.dumps(shown if len(shown) != 1 else shown[0], ensure_ascii=False)
+    shown = [_show_value(v) for v in value[:8]]
+    text = _json(shown[0]) if len(shown) == 1 else "[" + ", ".join(map(_json, shown)) + "]"
     text = text if len(text) <= 60 else text[:57] + "..."
     return text + (f" (+{len(value) - 8})" if len(value) > 8 else "")
 

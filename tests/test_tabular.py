@@ -145,3 +145,12 @@ def test_top_values_are_those_of_a_full_sort():
     for distinct, k in ((50, 10), (3000, 1000), (10, 20), (500, 0), (2000, 1)):
         counts = Counter({f"v{rng.randrange(10**6)}".encode(): rng.choice([1, 1, 1, 2, 3, 7]) for _ in range(distinct)})
         assert stats._top(counts, k) == sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def test_inspect_shows_bytes_by_type_and_size_and_floats_as_float32() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(1226)
+    assert inspect._show([png]) == "<PNG 1,234 bytes>"
+    assert inspect._show([b"\xff\xfe\x00"]) == "<binary 3 bytes>"
+    assert inspect._show([b"cat"]) == '"cat"'
+    assert inspect._show([float(np.float32(13.8))]) == "13.8"
+    assert inspect._show([float(np.float32(0.1)), 2.5]) == "[0.1, 2.5]"

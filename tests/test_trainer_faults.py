@@ -20,7 +20,7 @@ from trainer.preflight import plan_input
 
 pytestmark = pytest.mark.slow
 
-LAUNCH = [sys.executable, "-m", "trainer.launch", "--workers", "2", "--"]
+LAUNCH = [sys.executable, "-m", "trainer.launch", "--workers", "2", "--restarts", "0", "--"]  # relaunched by hand
 WORKERS, BATCH, EPOCHS = 2, 16, 3
 CHECKPOINT_EVERY = 5  # no kill step below is a multiple: every kill loses steps that the relaunch redoes
 TRAIN_ROWS, EVAL_ROWS = 960, 240  # 3 train shards of 320: range mode, 480 records a worker, none dropped

@@ -42,6 +42,10 @@ def test_failed_worker_is_named_and_the_others_stopped() -> None:
     assert "[launch] error: worker 1 failed (exit code 3)" in out
     assert "Last lines of worker 1:\n    fake worker 1 up\n    fake worker 1: about to fail" in out
     assert all(line.startswith(("[worker ", "[launch]", "    ")) for line in out.splitlines())
+    # --restarts 1 (the default): the whole cluster started once more, then the same failure ends the launch
+    assert out.count("[launch] restart 1 of 1: worker 1 exit code 3; restarting all 3 worker(s), which resume "
+                     "from the last checkpoint") == 1
+    assert out.count("[launch] error: worker 1 failed (exit code 3)") == 2 and len(_pids(out)) == 6
     assert time.monotonic() - start < 30  # the sleeping workers were stopped, not waited for
     assert not any(_alive(pid) for pid in _pids(out))
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from shardprep import naming
 from trainer.errors import TrainerError
 
-__all__ = ["CheckpointError", "Checkpoints", "export_model"]
+__all__ = ["CheckpointError", "Checkpoints", "export_model", "gather_ints"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Checkpoints:
                 ) from None
             log.info("restored %s: resuming at step %d", latest, int(self.step))
         step = self.saved_step = int(self.step)
-        seen = _gather_ints(strategy, step)
+        seen = gather_ints(strategy, step)
         if len(set(seen)) != 1:
             raise CheckpointError(
                 f"workers restored different steps {seen}: every worker must read the chief's "
@@ -86,7 +86,7 @@ class Checkpoints:
             shutil.rmtree(self.write_dir, ignore_errors=True)
 
 
-def _gather_ints(strategy: tf.distribute.Strategy, value: int) -> list[int]:
+def gather_ints(strategy: tf.distribute.Strategy, value: int) -> list[int]:
     """``value`` from every replica of the cluster, in replica order (one all-gather)."""
 
     def replica_fn() -> tf.Tensor:

@@ -45,6 +45,7 @@ class TrainConfig:
     export: str = "keras"
     eval_split: str | None = None
     record_ids: bool = False  # --debug-record-ids (trainer.idlog)
+    verify_records: bool = False  # --verify-records (trainer.preflight.verify_records)
     image_size: int = 64  # --model image: decoded, resized and cropped to this square size
 
     def __post_init__(self) -> None:

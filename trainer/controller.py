@@ -8,15 +8,20 @@ each finished step through ``on_step``; the controller decides what happens betw
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from trainer import evaluate, labels
-from trainer.checkpoints import Checkpoints, export_model
+from trainer.checkpoints import Checkpoints, export_model, gather_ints
 from trainer.metrics import Meter, Progress
 from trainer.session import Session
 
 __all__ = ["Controller", "LoopSettings", "OnStep", "RunResult", "StepRunner"]
+
+log = logging.getLogger(__name__)
+_CALIBRATION_STEPS = 5  # steps timed to size the time-based checkpoint interval
 
 OnStep = Callable[[int, float], None]  # (global step just finished, 1-based; its loss)
 
@@ -36,7 +41,8 @@ class LoopSettings:
     start_step: int
     total_steps: int
     steps_per_epoch: int
-    checkpoint_every: int = 0
+    checkpoint_every: int = 0  # 0: about every ``checkpoint_secs`` seconds and at every epoch's end
+    checkpoint_secs: float = 60.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.start_step <= self.total_steps:
@@ -61,11 +67,30 @@ class Controller:
         self.session, self.settings, self.meter = session, settings, meter
         self.progress, self.checkpoints = progress, checkpoints
         self._epoch = 0
+        self._every = settings.checkpoint_every or None  # time-based: set once the step time is measured
+        self._clock: float | None = None
+
+    def _timed_every(self, step: int) -> int | None:
+        """Steps between time-based checkpoints, the same on every worker: from the slowest worker's
+        time for ``_CALIBRATION_STEPS`` steps (one all-gather, at the same step everywhere)."""
+        done = step - self.settings.start_step
+        if done == 1:  # after the first step's tracing
+            self._clock = time.monotonic()
+        elif done == 1 + _CALIBRATION_STEPS and self._clock is not None:
+            slowest_ms = max(gather_ints(self.session.strategy, int(1000 * (time.monotonic() - self._clock))))
+            per_step = max(slowest_ms, 1) / 1000 / _CALIBRATION_STEPS
+            self._every = max(1, int(self.settings.checkpoint_secs / per_step))
+            log.info("checkpoints every %d steps (about %.0f s at %.3f s a step) and at every epoch's end",
+                     self._every, self.settings.checkpoint_secs, per_step)
+        return self._every
 
     def _on_step(self, step: int, loss: float) -> None:
         s = self.settings
         self.progress.update(step=step, epoch=self._epoch, loss=loss, force=step % s.steps_per_epoch == 0)
-        if self.checkpoints is not None and s.checkpoint_every and step % s.checkpoint_every == 0:
+        if self.checkpoints is None:
+            return
+        every = s.checkpoint_every or self._timed_every(step)
+        if (every and step % every == 0) or (not s.checkpoint_every and step % s.steps_per_epoch == 0):
             self.checkpoints.save(step)
 
     def train(self, runner: StepRunner) -> int:

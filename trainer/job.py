@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest
@@ -111,6 +112,11 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
     gpus = strategy.local_gpus()
     plan, eval_plan, identity, run_id = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
     resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief, run_id=run_id, data=config.data)
+    if config.verify_records:  # before the strategy connects: a damaged shard stops this worker before step 1
+        started = time.monotonic()
+        read = preflight.verify_records(plan, cluster.worker_index)
+        log.info("--verify-records: %d records of this worker's shards read, CRCs sound (%.1f s)", read,
+                 time.monotonic() - started)
     ses = session.open_session(
         config, cluster=cluster, plan=plan, eval_plan=eval_plan, shards=[p.shard for p in plan.pieces(cluster.worker_index)],
         gpus=gpus,

@@ -2,14 +2,19 @@
 
 Picks free loopback ports, gives each worker its TF_CONFIG, prefixes every output line with the
 worker's index, forwards Ctrl-C, and when one worker fails, stops the others and exits non-zero
-naming the worker and showing its last lines. TF-free.
+naming the worker and showing its last lines; with ``--restarts N`` (default 1) it then restarts
+the whole local cluster, which resumes from the chief's last checkpoint, as Kubeflow's TFJob
+restarts a failed job's pods. On a machine without a GPU the workers' CUDA probing lines
+(``failed call to cuInit``) are left out of the output (kept in the tails shown on failure). TF-free.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import glob
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -28,6 +33,18 @@ __all__ = ["Launcher", "free_ports", "main"]
 
 PROG = "trainer.launch"
 _TAIL_LINES = 20
+# What TensorFlow prints while it probes for CUDA on a machine without a GPU (before its log level applies).
+_CPU_NOISE = re.compile(
+    r"cudart_stub\.cc|cuda_platform\.cc.*cuInit|cuda_(dnn|fft|blas)\.cc.*Unable to register|"
+    r"All log messages before absl::InitializeLog|computation_placer\.cc|TF-TRT Warning|"
+    r"oneDNN custom operations are on|This TensorFlow binary is optimized to use available CPU"
+)
+_USAGE_EXIT = 2  # a worker's input/usage error (one line): a restart would fail alike
+
+
+def has_gpu() -> bool:
+    """Whether an NVIDIA device node exists (decided without importing TensorFlow)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -68,6 +85,8 @@ class Launcher:
         self._lock = threading.Lock()
         self._readers: list[threading.Thread] = []
         self.interrupted = False
+        self.quiet_cuda = not has_gpu()
+        self.failure: tuple[int, int] | None = None  # (worker, exit code) of the first failure
 
     def _print(self, line: str) -> None:
         with self._lock:
@@ -78,6 +97,8 @@ class Launcher:
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
             self.tails[index].append(line)
+            if self.quiet_cuda and _CPU_NOISE.search(line):
+                continue
             if not self.interrupted:  # after Ctrl-C the workers' gRPC/TF shutdown noise stays in their tails
                 self._print(f"[worker {index}] {cli.safe(line)}")
 
@@ -134,6 +155,7 @@ class Launcher:
                 self._drain()
                 self._print("[launch] interrupted: all workers stopped")
                 return 130
+            self.failure = (index, code)
             self.stop_all()
             self._drain()
             tail = "\n".join(f"    {line}" for line in self.tails[index])
@@ -163,23 +185,37 @@ def _main(argv: Sequence[str] | None) -> int:
         own, rest = argv, []
     p = argparse.ArgumentParser(prog=PROG, usage=f"python -m {PROG} --workers W -- <trainer.train args>", description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, required=True, help="local worker processes")
+    p.add_argument("--restarts", type=int, default=1,
+                   help="after a worker dies, restart all workers from the last checkpoint up to this many times "
+                        "(default: %(default)s; 0: never)")
     p.add_argument("--module", default="trainer.train", help=argparse.SUPPRESS)
     args = p.parse_args(own)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: expected at least 1")
+    if args.restarts < 0:
+        raise UsageError(f"--restarts {args.restarts}: expected 0 or more")
     if not rest:
         raise UsageError("give the trainer's arguments after '--'")
-    launcher = Launcher(workers=args.workers, command=[sys.executable, "-m", args.module, *rest])
+    current: list[Launcher] = []
 
     def forward(signum: int, frame: object) -> None:
+        launcher = current[-1]
         launcher.interrupted = True
         launcher._print(f"[launch] {signal.Signals(signum).name}: forwarding to the workers")
         launcher.signal_all(signum)
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
-    launcher.start()
-    code = launcher.wait()
+    for attempt in range(args.restarts + 1):
+        launcher = Launcher(workers=args.workers, command=[sys.executable, "-m", args.module, *rest])
+        current.append(launcher)
+        launcher.start()
+        code = launcher.wait()
+        if code != 1 or launcher.failure is None or launcher.failure[1] == _USAGE_EXIT or attempt == args.restarts:
+            break
+        index, exit_code = launcher.failure
+        launcher._print(f"[launch] restart {attempt + 1} of {args.restarts}: worker {index} {_describe_exit(exit_code)}; "
+                        f"restarting all {args.workers} worker(s), which resume from the last checkpoint")
     model_dir = report.model_dir_of(rest)
     if code == 0 and args.module == "trainer.train" and model_dir:
         try:

@@ -23,6 +23,7 @@ __all__ = ["Meter", "Progress", "summary_url", "write_summary"]
 
 log = logging.getLogger(__name__)
 ALLREDUCE_WARN_FRACTION = 0.2
+ALLREDUCE_WARN_MIN_STEPS = 100  # timed steps before the communication-bound warning means something
 
 
 @dataclasses.dataclass
@@ -129,7 +130,8 @@ class Meter:
             out["accuracy"] = _round(self.accuracy)
         elif self.scored:
             out["accuracy"] = _round(self.correct / self.scored)
-        if fraction is not None and fraction > ALLREDUCE_WARN_FRACTION:
+        # Only over enough timed steps: a short run's mean step time says too little to call it communication bound.
+        if fraction is not None and fraction > ALLREDUCE_WARN_FRACTION and self.timed_steps >= ALLREDUCE_WARN_MIN_STEPS:
             log.warning(
                 "all-reduce of the gradients takes %.0f%% of a step (%.2f ms of %.2f ms): communication "
                 "bound; use a larger batch per replica or a faster interconnect",

@@ -101,7 +101,7 @@ class FillMissing(keras.layers.Layer):
 def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (64, 64), *,
          statistics: Mapping[str, dict] | None = None) -> keras.Model:
     inputs = _inputs(features)
-    columns = []
+    columns, treated = [], {}
     for name, t in inputs.items():
         stats = (statistics or {}).get(name, {})
         if features[name].dtype == "string":
@@ -109,7 +109,10 @@ def _mlp(features: Features, num_classes: int | None, hidden: Sequence[int] = (6
         else:
             parts, how = _numeric(name, t, features[name], stats)
         columns += parts
-        log.info("mlp feature %s (%s): %s", name, features[name].dtype, how)
+        treated.setdefault((features[name].dtype, how), []).append(name)
+    for (dtype, how), names in treated.items():  # one line per treatment: 64 pixel columns are one line
+        shown = ", ".join(names[:3]) + (f", ... {names[-1]}" if len(names) > 4 else "".join(f", {n}" for n in names[3:]))
+        log.info("mlp feature%s %s (%s): %s", f"s ({len(names)})" if len(names) > 1 else "", shown, dtype, how)
     x = keras.layers.Concatenate()(columns) if len(columns) > 1 else columns[0]
     for i, width in enumerate(hidden):
         x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)

@@ -16,7 +16,7 @@ from shardprep import fs, manifest, naming, planning
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer.errors import TrainerError
 
-__all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input"]
+__all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "verify_records"]
 
 
 class DataSetError(TrainerError):
@@ -185,3 +185,26 @@ def check_shards(root: str, shards: Sequence[manifest.ShardInfo]) -> None:
                     f"{shard.num_bytes}: the file was changed or copied incompletely; run "
                     f"`python -m shardprep.verify {root}`"
                 )
+
+
+def verify_records(plan: InputPlan, worker: int) -> int:
+    """``--verify-records``: reads every record of ``worker``'s shards with its CRCs before the first
+    step; a broken one is a DataSetError naming the shard and the offset. Returns the records read."""
+    from shardprep import shard_reader, tfrecord
+
+    count = 0
+    for index in sorted({p.shard for p in plan.pieces(worker)}):
+        shard, url = plan.shards[index], plan.shard_urls[index]
+        where = " of the decompressed stream" if plan.compression != "none" else ""
+        try:
+            with shard_reader.open_shard(plan.root, shard.path, limit=shard.num_bytes) as stream:
+                for _ in shard_reader.records(stream, compression=plan.compression):
+                    count += 1
+        except tfrecord.CorruptRecordError as e:
+            raise DataSetError(
+                f"--verify-records: shard {url} is damaged at byte {e.offset}{where} (record {e.index}, {e.reason}): "
+                f"run `python -m shardprep.verify {plan.root}` or re-create the data set"
+            ) from None
+        except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+            raise DataSetError(f"--verify-records: shard {url} cannot be read ({e})") from None
+    return count

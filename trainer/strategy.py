@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from trainer.cluster import ClusterInfo
 
-__all__ = ["heartbeat", "local_gpus", "make_strategy", "resolve_communication", "set_precision", "time_allreduce"]
+__all__ = ["configure_coordination", "heartbeat", "local_gpus", "make_strategy", "resolve_communication", "set_precision", "time_allreduce"]
 
 log = logging.getLogger(__name__)
 _IMPL = tf.distribute.experimental.CommunicationImplementation
@@ -73,6 +73,8 @@ def make_strategy(*, cluster: ClusterInfo, communication: str, gpus: int) -> tf.
             num_accelerators={"GPU": gpus} if gpus else None,
             rpc_layer="grpc",
         )
+    if resolver is not None:
+        configure_coordination(resolver.cluster_spec())
     log.info("%s", cluster.describe())
     with heartbeat(f"worker {cluster.worker_index}: connecting to {cluster.num_workers} worker(s)"):
         strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
@@ -83,6 +85,32 @@ def make_strategy(*, cluster: ClusterInfo, communication: str, gpus: int) -> tf.
         options.implementation.name.lower(),
     )
     return strategy
+
+
+# A worker on a busy 2-core machine can stall for tens of seconds (TF's default heartbeat timeout is
+# 10 s, after which the service declares it dead and stops the job). A worker that really died
+# (SIGKILL, out of memory) closes its connections and is seen at once, whatever these say.
+HEARTBEAT_TIMEOUT_S = 120
+
+
+def configure_coordination(cluster_spec: tf.train.ClusterSpec) -> None:
+    """The coordination service MWMS would set up, with a heartbeat timeout sized for a loaded machine.
+    MWMS keeps a service configured before it (TF 2.21: it configures one only when
+    ``context.coordination_service`` is None); there is no public API for this timeout."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    if context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster_spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster_spec),
+        coordinated_jobs=jobs,
+        heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000,
+    )
 
 
 def time_allreduce(strategy: tf.distribute.Strategy, shapes: Sequence[Sequence[int]], *, repeats: int = 9) -> float:

@@ -53,7 +53,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="mixed precision: float16 (with loss scaling), bfloat16, or auto (float16 on GPU, bfloat16 on CPU)",
     )
     p.add_argument("--steps-per-epoch", type=int, help="cap on steps per epoch (never more than the data gives)")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end only)")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: about every 60 s and at every epoch's end)")
     p.add_argument("--shuffle-buffer", type=int, default=1024,
                    help="records in the per-worker shuffle buffer, reshuffled every epoch (seed + epoch); 0: file order")
     p.add_argument("--seed", type=int, default=0)
@@ -61,6 +61,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
     p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval), every record once")
+    p.add_argument("--verify-records", action="store_true",
+                   help="read this worker's shards and check every record's CRC before the first step")
     p.add_argument("--debug-record-ids", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -96,6 +98,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         export=args.export,
         eval_split=args.eval_split,
         record_ids=args.debug_record_ids,
+        verify_records=args.verify_records,
         image_size=args.image_size,
     )
 
