@@ -115,8 +115,9 @@ def _label_view(config: TrainConfig, m: manifest.Manifest, spec: FeatureSpec | N
     if not config.skip_missing_label:
         raise preflight.DataSetError(
             f"--label {config.label!r} is missing in {spec.missing:,} record(s) of the data set at {config.data}: add "
-            f"--skip-missing-label to train on the records that have it (or re-shard with `shardprep.run ... --required "
-            f"{config.label} --max-bad-records {spec.missing} --overwrite` so that they become dead letters)"
+            f"--skip-missing-label to train on the records that have it (or re-run your `shardprep.run` command with "
+            f"`--required {config.label} --max-bad-records {spec.missing} --overwrite` added, so that they become dead "
+            "letters)"
         )
     present = dict(m.features)
     present[config.label] = dataclasses.replace(spec, nullable=False, missing=0).to_json()
