@@ -12,6 +12,11 @@ flattens them back to the same Example keys); a scalar string ``.../image/encode
 does not decode there); a scalar int64 with class names -> ``ClassLabel``; everything else ->
 ``Tensor`` of the same dtype and shape (``[-1]`` -> ``None``). Class names of any int64 feature are
 written as TFDS names them (a kept TFDS ``features.json`` may hold a ``Sequence`` of ClassLabels).
+A nullable feature (some records leave it out) of fixed shape ``S`` -> ``Tensor`` of shape
+``[None, *S]``: TFDS requires a fixed-shape feature in every record ("is required but could not be
+found") but reads a variable-length one as ``[]`` where it is missing and ``[value]`` where present
+(an image or class label that may be missing is such a ``Tensor`` of its bytes or ids). The commit
+logs one line naming the features declared so.
 
 TFDS reads TFRecord without compression only, so a gzip data set gets no TFDS files (a log line
 says so) and stale ones from an earlier run are removed. The manifest stays the commit marker:
@@ -52,12 +57,19 @@ def _shape(dims: tuple[int, ...] | list[int]) -> dict[str, Any]:
 
 def _leaf(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     dtype, shape, names = spec["dtype"], list(spec["shape"]), spec.get("names") or []
+    if _varies(spec):  # may be missing: TFDS reads only a variable-length leading dimension as optional
+        return {"pythonClassName": _TENSOR, "tensor": {"shape": _shape([-1, *shape]), "dtype": dtype, "encoding": "none"}}
     if dtype == "string" and not shape and tuple(name.split("/")[-2:]) == IMAGE_SUFFIX:
         return {"pythonClassName": _IMAGE,
                 "image": {"shape": _shape([-1, -1, 3]), "dtype": "uint8"}}
     if dtype == "int64" and not shape and names:
         return {"pythonClassName": _CLASS_LABEL, "classLabel": {"numClasses": str(len(names))}}
     return {"pythonClassName": _TENSOR, "tensor": {"shape": _shape(shape), "dtype": dtype, "encoding": "none"}}
+
+
+def _varies(spec: Mapping[str, Any]) -> bool:
+    """A nullable feature of fixed shape: declared to TFDS with a leading variable-length dimension."""
+    return bool(spec.get("nullable")) and -1 not in spec["shape"]
 
 
 def _tree(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -94,7 +106,7 @@ def label_files(features: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """``{file name: text}`` of every class-named feature (TFDS's ``<a>-<b>.labels.txt`` naming)."""
     files = {}
     for name, spec in features.items():
-        if spec["dtype"] == "int64" and spec.get("names"):
+        if spec["dtype"] == "int64" and spec.get("names") and not _varies(spec):
             file = "-".join(name.split("/"))  # TFDS: parents joined by '-'
             files[file + naming.TFDS_LABELS_SUFFIX] = "\n".join(spec["names"]) + "\n"
     return files
@@ -154,6 +166,11 @@ def write(root: str, result: manifest.Manifest, *, features: Mapping[str, Any] |
         for stale in (naming.TFDS_INFO, naming.TFDS_FEATURES):
             fs.remove(naming.join(root, stale))
         return False
+    optional = sorted(n for n, spec in result.features.items() if _varies(spec)) if not features else []
+    if optional:
+        log.info("TFDS metadata for %s: %s may be missing in a record, so TFDS reads %s as variable-length "
+                 "([] where missing, [value] where present)", root, ", ".join(optional),
+                 "it" if len(optional) == 1 else "them")
     for name, data in files.items():  # dataset_info.json last: it is what TFDS opens first
         with fs.write_atomic(naming.join(root, name)) as f:
             f.write(data)

@@ -149,7 +149,7 @@ def test_the_label_decides_num_classes(spec, stats, flag, expected):
     [
         ("int64", {"y": {"min": 0, "max": 4}}, 3, "outside [0, 3): --num-classes 3 is too small"),
         ("int64", {"y": {"min": -1, "max": 1}}, None, "labels run from -1 to 1"),
-        ("string", {}, None, "re-shard with `shardprep.run ... --statistics`"),
+        ("string", {}, None, "re-run your `shardprep.run` command with `--statistics --overwrite` added"),
         ("string", {"y": {"distinct": 5, "top": [["a", 3], ["b", 2]]}}, None, "--stats-top-k 5"),
         ("string", {"y": {"distinct": 2, "top": [["a", 3], ["b", 2]]}}, 3, "--num-classes 3 differs from the 2 values"),
     ],
@@ -179,3 +179,52 @@ def test_a_class_id_past_the_default_num_classes_stops_naming_the_flag(tmp_path)
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert last.endswith("--num-classes 2 is too small (or the label is not a class id); pass --num-classes with the number of classes")
+
+
+@pytest.mark.slow
+def test_defaults_alone_train_with_identifiers_left_out_and_unlabelled_records_skipped(tmp_path):
+    """Issue 34: `trainer.launch --workers 2 -- --data DS --label L --eval-split eval` alone trains: model, batch,
+    epochs and model folder chosen and logged in one line; an identifier column left out with one line; a missing
+    label refused offering --skip-missing-label, which then trains with equal full batches on every worker."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, run_cli
+
+    rng = np.random.default_rng(0)
+    lines = ["name,n,x,colour,label"]
+    for i in range(400):
+        x, n, c = rng.normal(), int(rng.integers(0, 20)), int(rng.integers(0, 3))
+        label = int(x + (n - 10) / 5 + (c == 0) > 0.5)
+        lines.append(f"car-{i:04d},{'' if i % 17 == 0 else n},{x:.4f},{COLOURS[c]},{'' if i % 80 == 3 else label}")
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    run_cli("shardprep.run", "--input", tmp_path / "t.csv", "--output", tmp_path / "ds", "--workers", 2, "--split",
+            "train=0.9,eval=0.1", check=True)
+
+    def launch(*extra: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        return subprocess.run([sys.executable, "-m", "trainer.launch", "--workers", "2", "--", "--data", "ds", "--label",
+                               "label", "--eval-split", "eval", *extra], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=600)
+
+    refused = launch()
+    assert refused.returncode != 0
+    assert "add --skip-missing-label to train on the records that have it" in refused.stdout + refused.stderr
+    proc = launch("--skip-missing-label")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "left out of the default features as identifier-like" in out and "name (" in out
+    m = manifest.load(str(tmp_path / "ds"))
+    unlabelled = {name: m.statistics[name]["label"]["missing"] for name in ("train", "eval")}
+    assert sum(unlabelled.values()) == 5
+    assert (f"--skip-missing-label: {unlabelled['train']} of {m.splits['train'].num_records} records of split 'train' "
+            "lack label 'label' and are skipped") in out
+    assert "defaults chosen: --model mlp (from the features); --per-replica-batch 8" in out
+    assert "--model-dir model-ds; learning rate 0.001" in out
+    assert "mlp feature n (int64): standardised, missing imputed with the mean + an indicator" in out
+    summaries = [json.loads((tmp_path / "model-ds" / "summary" / f"worker-{w}.json").read_text()) for w in (0, 1)]
+    assert summaries[0]["steps"] == summaries[1]["steps"] >= 200
+    assert all(s["empty_replica_steps"] == 0 for s in summaries)
+    assert summaries[0]["eval_examples"] == m.splits["eval"].num_records - unlabelled["eval"]
+    assert summaries[0]["eval_accuracy"] > 0.8, summaries[0]

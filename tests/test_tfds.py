@@ -258,3 +258,26 @@ def test_tfds_features_without_a_flat_example_form_are_refused(leaf, message):
     doc = {"featuresDict": {"features": {"f": leaf}}}
     with pytest.raises(tfds_input.InputError, match=message):
         tfds_input.schema_from_features(doc)
+
+
+def test_a_data_set_with_missing_values_opens_in_tfds(tfds, tmp_path, capsys):
+    """Issue 34: TFDS refused a nullable feature ('Feature: sex (data type: string) is required but could not be
+    found'). Nullable features are declared variable-length: [] where missing, [value] where present."""
+    rows = [{"id": i, "sex": "" if i % 5 == 0 else "MF"[i % 2], "mass": "" if i % 7 == 0 else f"{i}.5",
+             "label": i % 3} for i in range(40)]
+    write_csv(tmp_path / "in.csv", rows)
+    out = tmp_path / "ds"
+    assert reshard("--input", tmp_path / "in.csv", "--output", out, "--workers", "2", "--split", "train=0.75,eval=0.25") == 0
+    m = manifest.load(str(out))
+    assert m.features["sex"].get("nullable") and m.features["mass"].get("nullable")
+    assert "mass, sex may be missing in a record, so TFDS reads them as variable-length" in capsys.readouterr().err
+    assert_opens_like_manifest(tfds, out)
+    seen = {}
+    for split in ("train", "eval"):
+        for ex in records(tfds, out, split):
+            seen[int(ex["id"])] = ex
+    assert sorted(seen) == list(range(40))
+    for i, ex in seen.items():
+        assert ex["sex"].tolist() == ([] if i % 5 == 0 else ["MF"[i % 2].encode()])
+        assert ex["mass"].tolist() == ([] if i % 7 == 0 else [np.float32(f"{i}.5")])
+        assert ex["label"] == i % 3 and ex["id"].shape == ()

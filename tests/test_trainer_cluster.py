@@ -78,8 +78,8 @@ BASE = {"data": "d", "model": "mlp", "label": "label", "model_dir": "m", "epochs
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({}, "exactly one of --per-replica-batch"),
-        ({"per_replica_batch": 8, "global_batch": 16}, "exactly one of"),
+        ({"per_replica_batch": 8, "global_batch": 16}, "give one of --per-replica-batch B or --global-batch G"),
+        ({"features": ("x",), "exclude_features": ("y",)}, "not both"),
         ({"per_replica_batch": 0}, "--per-replica-batch 0"),
         ({"per_replica_batch": 8, "epochs": 0}, "--epochs 0"),
         ({"per_replica_batch": 8, "loop": "scan"}, "--loop 'scan': expected one of custom, fit"),

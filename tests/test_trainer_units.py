@@ -218,3 +218,67 @@ def test_keras_compat_private_names_exist_and_are_restored() -> None:
         assert len(history.history["loss"]) == 1
     assert tf_trainer.reduce_per_replica is original  # undone: nothing patched process-wide
     assert "_maybe_symbolic_build" not in vars(model)
+
+
+def test_mlp_imputes_missing_integers_like_floats() -> None:
+    """A nullable int64 left out of a record reads as MISSING_INT64 (trainer.data): imputed with the mean plus a
+    missing indicator, not taken as 0."""
+    from trainer.data import parse_spec
+    from trainer.features import MISSING_INT64
+
+    features = {"n": FeatureSpec("int64", (), nullable=True, missing=1), "x": FeatureSpec("float32")}
+    parsed = tf.io.parse_example(
+        [tf.train.Example(features=tf.train.Features(feature={
+            **({"n": tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))} if v is not None else {}),
+            "x": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0]))})).SerializeToString() for v in (4, None, 0)],
+        parse_spec(features))
+    assert parsed["n"].numpy().tolist() == [4, MISSING_INT64, 0]
+    model = build_model("mlp", features=features, label="y", num_classes=2,
+                        statistics={"n": {"mean": 10.0, "std": 2.0}, "x": {"mean": 0.0, "std": 1.0}})
+    imputed = keras.Model(model.inputs, [model.get_layer("impute_n").output, model.get_layer("missing_n").output])(parsed)
+    assert imputed[0].numpy().ravel().tolist() == [4.0, 10.0, 0.0]  # the mean where missing; a real 0 stays 0
+    assert imputed[1].numpy().ravel().tolist() == [0.0, 1.0, 0.0]
+
+
+def test_identifier_like_strings_and_exclude_features_leave_the_defaults(caplog) -> None:
+    features = {"name": FeatureSpec("string"), "colour": FeatureSpec("string"), "x": FeatureSpec("float32"),
+                "y": FeatureSpec("int64")}
+    stats = {"name": {"count": 100, "distinct": 97}, "colour": {"count": 100, "distinct": 3}, "x": {"count": 100}}
+    with caplog.at_level(logging.INFO, logger="trainer.features"):
+        assert input_features("mlp", features, label="y", statistics=stats) == ("colour", "x")
+    assert [r.getMessage() for r in caplog.records if "identifier-like" in r.getMessage()] == [
+        "left out of the default features as identifier-like (a value per record, which a model memorises): "
+        "name (97 values in 100 records); name them in --features to use them"]
+    assert input_features("mlp", features, label="y", statistics=stats, requested=("name", "x")) == ("name", "x")
+    assert input_features("mlp", features, label="y", statistics=stats, excluded=("x",)) == ("colour",)
+    with pytest.raises(ModelError, match="--exclude-features names 'zz', not a feature"):
+        input_features("mlp", features, label="y", statistics=stats, excluded=("zz",))
+
+
+@pytest.mark.parametrize(
+    "shards, workers, local, batch, epochs",
+    [
+        ([172, 172], 2, 1, 8, 15),  # 344 rows (the issue's quickstart): 21 steps per epoch, 8 records left out
+        ([50_000] * 4, 2, 1, 256, 1),  # large: the biggest batch, one full pass (390 steps)
+        ([6, 6], 2, 1, 6, 300),  # fewer records than a batch of 8: one batch of all of them
+        ([1000, 1000, 1000], 3, 2, 15, 10),
+    ],
+)
+def test_default_batch_and_epochs(shards: list[int], workers: int, local: int, batch: int, epochs: int) -> None:
+    from shardprep import planning
+    from trainer import defaults
+
+    plan = planning.plan_workers(shards, workers)
+    assert defaults.choose_batch(plan, local_replicas=local) == batch
+    steps = plan.steps_per_epoch(batch * local)
+    assert (sum(shards) - steps * batch * local * workers) / sum(shards) <= defaults.MAX_LEFT_OUT or batch == defaults.MIN_BATCH
+    assert defaults.choose_epochs(steps) == epochs
+
+
+def test_default_model_and_model_dir() -> None:
+    from trainer import defaults
+
+    assert defaults.choose_model({"image/encoded": FeatureSpec("string"), "image/class/label": FeatureSpec("int64")}) == "image"
+    assert defaults.choose_model({"x": FeatureSpec("float32")}) == "mlp"
+    assert defaults.default_model_dir("gs://b/data/penguins/") == "model-penguins"
+    assert defaults.default_model_dir("ds") == "model-ds"

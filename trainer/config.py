@@ -5,7 +5,9 @@ import dataclasses
 
 from trainer.errors import TrainerError
 
-__all__ = ["COMMUNICATIONS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
+__all__ = ["AUTO", "COMMUNICATIONS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
+
+AUTO = "auto"  # --model left out: chosen from the data set's features (trainer.defaults)
 
 LOOPS = ("custom", "fit")
 COMMUNICATIONS = ("auto", "nccl", "ring")
@@ -19,17 +21,23 @@ class ConfigError(TrainerError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Everything ``trainer.train`` needs; flags map one to one (``--per-replica-batch`` ...)."""
+    """Everything ``trainer.train`` needs; flags map one to one (``--per-replica-batch`` ...).
+
+    ``model`` ``AUTO``, no batch and ``epochs`` None: chosen from the data set by ``trainer.job``
+    (``trainer.defaults``) before anything runs.
+    """
 
     data: str
     model: str
     label: str
     model_dir: str
-    epochs: int
+    epochs: int | None
     per_replica_batch: int | None = None
     global_batch: int | None = None
     split: str = "train"
     features: tuple[str, ...] = ()
+    exclude_features: tuple[str, ...] = ()  # --exclude-features: left out of the default features
+    skip_missing_label: bool = False  # records without the label are skipped (trainer.data), not refused
     num_classes: int | None = None  # None: from the label (trainer.labels)
     loop: str = "custom"
     communication: str = "auto"
@@ -49,13 +57,13 @@ class TrainConfig:
     image_size: int = 64  # --model image: decoded, resized and cropped to this square size
 
     def __post_init__(self) -> None:
-        if (self.per_replica_batch is None) == (self.global_batch is None):
-            raise ConfigError("give exactly one of --per-replica-batch B or --global-batch G")
+        if self.per_replica_batch is not None and self.global_batch is not None:
+            raise ConfigError("give one of --per-replica-batch B or --global-batch G (or neither: chosen from the data)")
         for name in ("per_replica_batch", "global_batch", "steps_per_epoch"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {value}: expected at least 1")
-        if self.epochs < 1:
+        if self.epochs is not None and self.epochs < 1:
             raise ConfigError(f"--epochs {self.epochs}: expected at least 1")
         if self.image_size < 8:
             raise ConfigError(f"--image-size {self.image_size}: expected at least 8 pixels")
@@ -74,6 +82,8 @@ class TrainConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        if self.features and self.exclude_features:
+            raise ConfigError("give --features or --exclude-features, not both: --exclude-features trims the default features")
         if self.label in self.features:
             raise ConfigError(f"--features names the label {self.label!r}: a model cannot take its own label as input")
         if not self.data or not self.model_dir:
@@ -86,6 +96,7 @@ class TrainConfig:
 
 def global_batch_size(config: TrainConfig, *, num_replicas: int) -> int:
     """The global batch, refusing one that the replicas cannot share equally."""
+    assert config.per_replica_batch is not None or config.global_batch is not None, "batch not chosen (trainer.job)"
     if config.per_replica_batch is not None:
         return config.per_replica_batch * num_replicas
     assert config.global_batch is not None

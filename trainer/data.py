@@ -16,6 +16,7 @@ import tensorflow as tf
 from shardprep import fs
 from shardprep.schema import FeatureSpec
 from trainer import image_input
+from trainer.features import MISSING_INT64
 from trainer.labels import out_of_range_message
 from trainer.preflight import InputPlan
 
@@ -40,7 +41,7 @@ def parse_spec(features: Mapping[str, FeatureSpec]) -> dict[str, Any]:
         dtype = _DTYPES[feature.dtype]
         if feature.shape == (-1,):
             spec[name] = tf.io.RaggedFeature(dtype)
-        elif feature.nullable:  # a record may leave it out (a missing value): it reads as zeros / empty strings
+        elif feature.nullable:  # a record may leave it out (a missing value): it reads as ``_empty``
             spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype, default_value=_empty(feature))
         else:
             spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype)
@@ -48,8 +49,9 @@ def parse_spec(features: Mapping[str, FeatureSpec]) -> dict[str, Any]:
 
 
 def _empty(feature: FeatureSpec) -> Any:
-    """The value of a missing nullable feature: NaN for floats (``mlp`` imputes them), zeros, or empty strings."""
-    value: Any = {"string": b"", "float32": float("nan")}.get(feature.dtype, 0)
+    """The value of a missing nullable feature: NaN for floats, ``MISSING_INT64`` for integers (``mlp`` imputes
+    both), or empty strings."""
+    value: Any = {"string": b"", "float32": float("nan"), "int64": MISSING_INT64}[feature.dtype]
     for size in reversed(feature.shape):
         value = [value] * size
     return value
@@ -78,6 +80,8 @@ def compression_type(plan: InputPlan) -> str:
 def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None) -> tf.data.Dataset:
     """Serialized records of ``worker``'s (shard, skip, take) pieces, in a fixed interleaved order.
 
+    A nullable label in the plan (``--skip-missing-label``): the records without it are left out.
+
     ``parallel``: read the pieces in parallel (default: when some of them are remote).
     """
     pieces = plan.pieces(worker)
@@ -94,13 +98,24 @@ def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None
     if parallel is None:
         parallel = not all(fs.is_local(plan.shard_urls[p.shard]) for p in pieces)
     if cycle == 1 or not parallel:
-        return pieces_ds.interleave(read, cycle_length=cycle)  # one record of each piece in turn
-    return pieces_ds.interleave(  # blocks of _READ_BLOCK records of each piece in turn
-        lambda *piece: read(*piece).batch(_READ_BLOCK),
-        cycle_length=cycle,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    ).unbatch()
+        ds = pieces_ds.interleave(read, cycle_length=cycle)  # one record of each piece in turn
+    else:
+        ds = pieces_ds.interleave(  # blocks of _READ_BLOCK records of each piece in turn
+            lambda *piece: read(*piece).batch(_READ_BLOCK),
+            cycle_length=cycle,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        ).unbatch()
+    label = plan.feature_spec[plan.label]
+    if label.nullable:  # --skip-missing-label (trainer.job planned the batches for the records that remain)
+        ds = ds.filter(_has(plan.label, _DTYPES[label.dtype]))
+    return ds
+
+
+def _has(name: str, dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
+    """True for a serialized Example that holds feature ``name``."""
+    spec = {name: tf.io.VarLenFeature(dtype)}
+    return lambda serialized: tf.size(tf.io.parse_single_example(serialized, spec)[name].values) > 0
 
 
 def record_ids(serialized: tf.Tensor) -> tf.Tensor:

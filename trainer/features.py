@@ -6,18 +6,22 @@ TF-free, so pre-flight needs no TensorFlow. ``model_kind`` is the one place that
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shardprep.schema import FeatureSpec
+from trainer.defaults import identifier_like
 from trainer.errors import TrainerError
 
-__all__ = ["BUILTIN_MODELS", "USER_MODEL", "ModelError", "input_features", "model_kind", "user_model_fn"]
+__all__ = ["BUILTIN_MODELS", "MISSING_INT64", "USER_MODEL", "ModelError", "input_features", "model_kind", "user_model_fn"]
 
+log = logging.getLogger(__name__)
 Features = Mapping[str, FeatureSpec]
 NUMERIC = ("int64", "float32")
 BUILTIN_MODELS = ("mlp", "text", "image")
 USER_MODEL = "user"  # the kind of ``--model module:function``
+MISSING_INT64 = -(2**63)  # a nullable int64 left out of a record reads as this (trainer.data); mlp imputes it
 
 
 class ModelError(TrainerError):
@@ -54,16 +58,18 @@ def _is_categorical(spec: FeatureSpec) -> bool:
 
 
 def input_features(name: str, features: Features, *, label: str, requested: Sequence[str] = (),
-                   statistics: Mapping[str, dict] | None = None) -> tuple[str, ...]:
-    """The features the model reads: ``requested``, or all that model ``name`` can use.
+                   statistics: Mapping[str, dict] | None = None, excluded: Sequence[str] = ()) -> tuple[str, ...]:
+    """The features the model reads: ``requested``, or all that model ``name`` can use less ``excluded``.
 
     ``mlp`` takes fixed-shape numbers, and scalar strings as categories: by default those the
-    training split's ``statistics`` count (a named one without statistics is hashed).
+    training split's ``statistics`` count (a named one without statistics is hashed), less the
+    identifier-like ones (``trainer.defaults.identifier_like``: one log line names them).
     """
-    for f in requested:
-        if f not in features:
-            raise ModelError(f"--features names {f!r}, not a feature of the data set ({', '.join(sorted(features))})")
-    candidates = [f for f in (requested or sorted(features)) if f != label]
+    for flag, names in (("--features", requested), ("--exclude-features", excluded)):
+        for f in names:
+            if f not in features:
+                raise ModelError(f"{flag} names {f!r}, not a feature of the data set ({', '.join(sorted(features))})")
+    candidates = [f for f in (requested or sorted(features)) if f != label and f not in excluded]
     kind = model_kind(name)
     if kind == "mlp":
         bad = [f for f in requested if not (_is_numeric(features[f]) or _is_categorical(features[f]))]
@@ -72,6 +78,13 @@ def input_features(name: str, features: Features, *, label: str, requested: Sequ
         counted = statistics or {}
         chosen = [f for f in candidates if _is_numeric(features[f]) or (
             _is_categorical(features[f]) and (requested or "distinct" in counted.get(f, {})))]
+        if not requested:
+            ids = identifier_like({f: features[f] for f in chosen}, counted)
+            if ids:
+                shown = ", ".join(f"{f} ({counted[f]['distinct']} values in {counted[f]['count']} records)" for f in ids)
+                log.info("left out of the default features as identifier-like (a value per record, which a model "
+                         "memorises): %s; name them in --features to use them", shown)
+                chosen = [f for f in chosen if f not in ids]
     elif kind == "text":
         chosen = [f for f in candidates if features[f].dtype == "string"][: None if requested else 1]
         bad = [f for f in requested if features[f].dtype != "string" or features[f].shape != ()]

@@ -3,6 +3,13 @@
 Built from scratch (no weights downloaded): a stem convolution, three stages of two residual blocks
 (32, 64, 128 filters, stride 2 between stages), global average pooling and a float32 logits layer,
 so it trains under mixed precision. Any image size works: the input is ``[None, None, 3]``.
+
+Normalisation is ``GroupNormalization`` (groups of ``GROUP_CHANNELS`` channels), not batch norm: it
+normalises each image on its own, so there are no moving statistics to settle and training mode and
+inference mode compute the same function. With batch norm, the README's short run (30 steps)
+exported a model that scored 1.00 in training mode and 0.67 in inference mode on its own training
+images (the moving statistics had not caught up): the eval and the exported model were both wrong.
+Group norm also does not depend on the per-replica batch size.
 """
 from __future__ import annotations
 
@@ -10,19 +17,25 @@ import keras
 
 from trainer.image_input import IMAGE
 
-__all__ = ["build_image_model"]
+__all__ = ["GROUP_CHANNELS", "build_image_model"]
+
+GROUP_CHANNELS = 8  # channels per normalisation group (32 filters: 4 groups)
+
+
+def _norm(filters: int, name: str) -> keras.layers.Layer:
+    return keras.layers.GroupNormalization(groups=max(1, filters // GROUP_CHANNELS), name=name)
 
 
 def _block(x, filters: int, stride: int, name: str):
     shortcut = x
     y = keras.layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False, name=f"{name}_conv1")(x)
-    y = keras.layers.BatchNormalization(name=f"{name}_bn1")(y)
+    y = _norm(filters, f"{name}_gn1")(y)
     y = keras.layers.ReLU(name=f"{name}_relu1")(y)
     y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv2")(y)
-    y = keras.layers.BatchNormalization(name=f"{name}_bn2")(y)
+    y = _norm(filters, f"{name}_gn2")(y)
     if stride != 1 or shortcut.shape[-1] != filters:
         shortcut = keras.layers.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{name}_proj")(shortcut)
-        shortcut = keras.layers.BatchNormalization(name=f"{name}_proj_bn")(shortcut)
+        shortcut = _norm(filters, f"{name}_proj_gn")(shortcut)
     return keras.layers.ReLU(name=f"{name}_out")(keras.layers.Add(name=f"{name}_add")([shortcut, y]))
 
 
@@ -30,7 +43,7 @@ def build_image_model(num_classes: int | None, widths: tuple[int, ...] = (32, 64
     """The residual CNN: ``{IMAGE: float [batch, h, w, 3]}`` in, logits (or one value) out."""
     image = keras.Input(shape=(None, None, 3), dtype="float32", name=IMAGE)
     x = keras.layers.Conv2D(widths[0], 3, padding="same", use_bias=False, name="stem_conv")(image)
-    x = keras.layers.BatchNormalization(name="stem_bn")(x)
+    x = _norm(widths[0], "stem_gn")(x)
     x = keras.layers.ReLU(name="stem_relu")(x)
     for s, filters in enumerate(widths):
         for b in range(2):

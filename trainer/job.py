@@ -10,11 +10,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from shardprep import manifest
-from shardprep.schema import schema_from_json
-from trainer import labels, preflight, resume
+from shardprep import manifest, planning
+from shardprep.schema import FeatureSpec, schema_from_json
+from trainer import defaults, labels, preflight, resume
 from trainer.cluster import ClusterInfo
-from trainer.config import ConfigError, TrainConfig, global_batch_size
+from trainer.config import AUTO, ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
 
 if TYPE_CHECKING:
@@ -34,12 +34,17 @@ class JobPlan(NamedTuple):
     eval: preflight.InputPlan | None
     identity: dict[str, Any]
     run_id: str | None = None  # the data set run trained on: a resume pins it (``resume.pinned_run``)
+    config: TrainConfig | None = None  # the job's settings with the defaults chosen (``trainer.defaults``)
 
 
 def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) -> JobPlan:
-    """The input plans every worker computes alike from the manifest, before any collective."""
+    """The input plans every worker computes alike from the manifest, before any collective.
+
+    Settings left out (``--model``, the batch, ``--epochs``) are chosen here from the manifest and
+    logged in one line; ``JobPlan.config`` holds them.
+    """
     num_replicas = cluster.num_workers * local_replicas
-    global_batch = global_batch_size(config, num_replicas=num_replicas)
+    given = config
     m = manifest.load(config.data)
     pinned = resume.pinned_run(config.model_dir, config.data)  # a resume keeps the data run it started on
     if pinned and pinned not in m.run_ids:  # a re-shard committed since: that run's own manifest
@@ -48,8 +53,18 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         log.info("resuming on data set run %s (pinned by the checkpoints in %s), not the newer %s", pinned,
                  config.model_dir, newer)
     statistics = m.statistics.get(config.split, {})
-    inputs = input_features(config.model, schema_from_json(m.features), label=config.label, requested=config.features,
-                            statistics=statistics)
+    features = schema_from_json(m.features)
+    if config.model == AUTO:
+        config = dataclasses.replace(config, model=defaults.choose_model(features))
+    inputs = input_features(config.model, features, label=config.label, requested=config.features,
+                            statistics=statistics, excluded=config.exclude_features)
+    m, unlabelled = _label_view(config, m, features.get(config.label))
+    if config.per_replica_batch is None and config.global_batch is None:
+        split = m.splits.get(config.split)  # an unknown split: pre-flight refuses it below
+        batch = defaults.choose_batch(planning.plan_workers([s.num_records for s in split.shards], cluster.num_workers),
+                                      local_replicas=local_replicas) if split else defaults.MIN_BATCH
+        config = dataclasses.replace(config, per_replica_batch=batch)
+    global_batch = global_batch_size(config, num_replicas=num_replicas)
     plan = preflight.plan_input(
         root=config.data,
         split=config.split,
@@ -60,6 +75,13 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         steps_cap=config.steps_per_epoch,
         data_manifest=m,
     )
+    if unlabelled:
+        plan = _skipping(plan, features[config.label], unlabelled)
+    if config.epochs is None:
+        config = dataclasses.replace(config, epochs=defaults.choose_epochs(plan.steps_per_epoch))
+    chosen = _describe_defaults(given, config, plan)
+    if chosen:
+        log.info("%s", chosen)
     label = labels.resolve_label(config.label, plan.feature_spec[config.label], statistics, num_classes=config.num_classes)
     plan = dataclasses.replace(plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
     log.info("input plan: %s; %s", plan.describe(), label.describe(config.label))
@@ -71,12 +93,77 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     )
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=config.shuffle_buffer, seed=config.seed)
     eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs)
+    if eval_plan is not None and unlabelled:  # evaluation skips the records without a label too
+        eval_plan = dataclasses.replace(eval_plan, feature_spec={**eval_plan.feature_spec, config.label: features[config.label]})
     eval_plan = eval_plan and dataclasses.replace(eval_plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
     if config.model == "image":  # data.parser decodes image/encoded to this size
         plan = dataclasses.replace(plan, image_size=config.image_size)
         eval_plan = eval_plan and dataclasses.replace(eval_plan, image_size=config.image_size)
     runs = sorted(m.run_ids)
-    return JobPlan(plan, eval_plan, identity, runs[0] if len(runs) == 1 else None)
+    return JobPlan(plan, eval_plan, identity, runs[0] if len(runs) == 1 else None, config)
+
+
+def _label_view(config: TrainConfig, m: manifest.Manifest, spec: FeatureSpec | None) -> tuple[manifest.Manifest, int]:
+    """The manifest as pre-flight should plan it, and how many training records lack the label.
+
+    A label some records lack is refused, offering ``--skip-missing-label``; with that flag the
+    label is planned as present (``trainer.data`` filters out the records without it) and the count
+    comes back: the split's statistics, else the data set's own count (an upper bound).
+    """
+    if spec is None or not spec.nullable:
+        return m, 0
+    missing = int(m.statistics.get(config.split, {}).get(config.label, {}).get("missing", spec.missing))
+    if not config.skip_missing_label:
+        raise preflight.DataSetError(
+            f"--label {config.label!r} is missing in {spec.missing:,} record(s) of the data set at {config.data}: add "
+            f"--skip-missing-label to train on the records that have it (or re-run your `shardprep.run` command with "
+            f"`--required {config.label} --max-bad-records {spec.missing} --overwrite` added, so that they become dead "
+            "letters)"
+        )
+    present = dict(m.features)
+    present[config.label] = dataclasses.replace(spec, nullable=False, missing=0).to_json()
+    return dataclasses.replace(m, features=present), missing
+
+
+def _skipping(plan: preflight.InputPlan, label_spec: FeatureSpec, unlabelled: int) -> preflight.InputPlan:
+    """``plan`` with the records lacking the label skipped: equal full batches on every worker still proven.
+
+    Which worker holds the ``unlabelled`` records is not known before reading, so each worker is
+    counted as if all of them fell on it: ``min over workers (records - unlabelled) // batch`` full
+    batches is then a number every worker can take.
+    """
+    w = plan.worker_plan
+    full = min(max(0, w.records(i) - unlabelled) for i in range(plan.num_workers)) // plan.per_worker_batch
+    if full == 0:
+        raise preflight.DataSetError(
+            f"split {plan.split!r}: with {unlabelled} record(s) lacking --label {plan.label!r} skipped, a worker may "
+            f"have fewer than one per-worker batch of {plan.per_worker_batch}: use a smaller batch or fewer workers"
+        )
+    log.info("--skip-missing-label: %d of %d records of split %r lack label %r and are skipped; every worker is "
+             "planned as if all of them were its own (%d full batches each)", unlabelled, plan.num_records, plan.split,
+             plan.label, full)
+    return dataclasses.replace(
+        plan, feature_spec={**plan.feature_spec, plan.label: label_spec}, full_steps_per_epoch=full,
+        steps_per_epoch=min(plan.steps_per_epoch, full),
+    )
+
+
+def _describe_defaults(given: TrainConfig, config: TrainConfig, plan: preflight.InputPlan) -> str:
+    """One line naming the settings chosen for the user (``trainer.defaults``), empty if none were."""
+    parts = []
+    if given.model == AUTO:
+        parts.append(f"--model {config.model} (from the features)")
+    if given.per_replica_batch is None and given.global_batch is None:
+        parts.append(f"--per-replica-batch {config.per_replica_batch} (for {plan.num_records} records, "
+                     f"{plan.dropped_records} left out per epoch)")
+    if given.epochs is None:
+        parts.append(f"--epochs {config.epochs} ({plan.steps_per_epoch} steps each, "
+                     f"{config.epochs * plan.steps_per_epoch} in all)")
+    if given.model_dir == defaults.default_model_dir(given.data):
+        parts.append(f"--model-dir {config.model_dir}")
+    if not parts:
+        return ""
+    return f"defaults chosen: {'; '.join(parts)}; learning rate {config.learning_rate:g}"
 
 
 def _plan_eval(
@@ -110,7 +197,7 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
     from trainer import controller, metrics, session, strategy
 
     gpus = strategy.local_gpus()
-    plan, eval_plan, identity, run_id = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
+    plan, eval_plan, identity, run_id, config = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
     resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief, run_id=run_id, data=config.data)
     if config.verify_records:  # before the strategy connects: a damaged shard stops this worker before step 1
         started = time.monotonic()

@@ -72,14 +72,15 @@ def _vocabulary(label: str, stats: Mapping[str, object], num_classes: int | None
     if not isinstance(top, list):
         raise LabelError(
             f"--label {label!r} is a string: its class ids come from the manifest's vocabulary, which this data "
-            "set lacks; re-shard with `shardprep.run ... --statistics`"
+            "set lacks; re-run your `shardprep.run` command with `--statistics --overwrite` added"
         )
     vocabulary = tuple(sorted(str(value) for value, _ in top))
     distinct = int(stats.get("distinct", len(vocabulary)))  # type: ignore[call-overload]
     if stats.get("distinct_capped") or distinct > len(vocabulary):
         raise LabelError(
             f"--label {label!r} has {distinct} distinct values, more than the {len(vocabulary)} the manifest lists: "
-            f"re-shard with `shardprep.run ... --statistics --stats-top-k {distinct}` (or use a class-id label)"
+            f"re-run your `shardprep.run` command with `--statistics --stats-top-k {distinct} --overwrite` added (or use a "
+            "class-id label)"
         )
     if len(vocabulary) < 2:
         raise LabelError(f"--label {label!r} has {len(vocabulary)} distinct value(s) in training: a classifier needs 2")

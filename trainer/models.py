@@ -15,9 +15,12 @@ import keras
 import tensorflow as tf
 
 from shardprep.schema import FeatureSpec
-from trainer.features import USER_MODEL, ModelError, model_kind, user_model_fn
+from trainer.features import MISSING_INT64, USER_MODEL, ModelError, model_kind, user_model_fn
 
-__all__ = ["HASH_BINS", "ONE_HOT_MAX", "FillMissing", "HashedNgramBag", "MissingIndicator", "ModelError", "build_model"]
+__all__ = [
+    "HASH_BINS", "ONE_HOT_MAX", "FillMissing", "HashedNgramBag", "IntsWithMissing", "MissingIndicator", "ModelError",
+    "build_model",
+]
 
 log = logging.getLogger(__name__)
 Features = Mapping[str, FeatureSpec]
@@ -50,11 +53,14 @@ def _safe(name: str) -> str:
 
 
 def _numeric(name: str, t: Any, spec: FeatureSpec, stats: Mapping[str, Any]) -> tuple[list[Any], str]:
-    """A number column: missing floats (NaN, ``trainer.data``) imputed with the mean plus a 0/1 indicator."""
-    t = keras.ops.cast(t, "float32") if spec.dtype != "float32" else t
+    """A number column: missing values (NaN, or ``MISSING_INT64`` for integers: ``trainer.data``) imputed with
+    the mean plus a 0/1 indicator."""
+    if spec.nullable and spec.dtype == "int64":
+        t = IntsWithMissing(name=f"missing_as_nan_{_safe(name)}")(t)
+    t = keras.ops.cast(t, "float32") if t.dtype != "float32" else t
     t = keras.layers.Reshape((1,))(t) if not spec.shape else t
     how = "standardised" if "mean" in stats else "raw (no statistics)"
-    if spec.nullable and spec.dtype == "float32":
+    if spec.nullable:
         missing = MissingIndicator(name=f"missing_{_safe(name)}")(t)
         t = FillMissing(value=float(stats.get("mean", 0.0)), name=f"impute_{_safe(name)}")(t)
         return [_standardised(name, t, stats), missing], f"{how}, missing imputed with the mean + an indicator"
@@ -81,6 +87,20 @@ class MissingIndicator(keras.layers.Layer):
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
         return tf.cast(tf.math.is_nan(x), tf.float32)
+
+
+@keras.saving.register_keras_serializable(package="trainer")
+class IntsWithMissing(keras.layers.Layer):
+    """int64 to float32, ``MISSING_INT64`` (a value the record left out) to NaN."""
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.where(tf.equal(x, MISSING_INT64), tf.constant(float("nan")), tf.cast(x, tf.float32))
+
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        return input_shape
+
+    def compute_output_spec(self, x: Any) -> Any:
+        return keras.KerasTensor(x.shape, dtype="float32")
 
 
 @keras.saving.register_keras_serializable(package="trainer")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardprep import fs
+from trainer import defaults
 from trainer.metrics import summary_url
 
 __all__ = ["eval_line", "model_dir_of", "print_report", "print_table", "read_summaries"]
@@ -62,13 +63,15 @@ def print_report(summaries: Sequence[dict[str, Any]]) -> None:
 
 
 def model_dir_of(args: Sequence[str]) -> str | None:
-    """``--model-dir`` among a trainer's arguments."""
+    """``--model-dir`` among a trainer's arguments, or the default the trainer takes for its ``--data``."""
     for i, a in enumerate(args):
         if a == "--model-dir" and i + 1 < len(args):
             return args[i + 1]
         if a.startswith("--model-dir="):
             return a.split("=", 1)[1]
-    return None
+    data = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--data"), None)
+    data = data or next((a.split("=", 1)[1] for a in args if a.startswith("--data=")), None)
+    return defaults.default_model_dir(data) if data else None  # the trainer's default
 
 
 def _fmt(value: Any) -> str:

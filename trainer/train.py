@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 
 from shardprep import cli
 from shardprep.errors import RunError
+from trainer import defaults
 from trainer.cluster import parse_tf_config
-from trainer.config import COMMUNICATIONS, EXPORTS, LOOPS, PRECISIONS, TrainConfig
+from trainer.config import AUTO, COMMUNICATIONS, EXPORTS, LOOPS, PRECISIONS, TrainConfig
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_args"]
 
@@ -30,20 +31,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
     p.add_argument("--split", default="train", help="split to train on (default: train)")
-    p.add_argument("--model", required=True,
-                   help="mlp, text, image (a residual CNN over image/encoded), or module:function returning a keras.Model")
+    p.add_argument("--model", default=AUTO,
+                   help="mlp, text, image (a residual CNN over image/encoded), or module:function returning a keras.Model "
+                        "(default: image when the data set has image/encoded, else mlp)")
     p.add_argument("--label", required=True,
                    help="feature to predict: int64 = class id, string = class name (needs --statistics), float32 = regression")
-    p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use)")
+    p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use, "
+                                                  "less identifier-like string columns)")
+    p.add_argument("--exclude-features", default="", help="comma-separated features to leave out of the default ones")
+    p.add_argument("--skip-missing-label", action="store_true",
+                   help="skip the records that lack the label (counted and logged) instead of refusing the data set")
     p.add_argument("--num-classes", type=int, default=None,
                    help="classes of the label (default: its class names or string values, else max(label)+1 from the "
                         "manifest's statistics, else 2)")
     p.add_argument("--image-size", type=int, default=64, help="--model image: square input size in pixels (default: 64)")
-    batch = p.add_mutually_exclusive_group(required=True)
-    batch.add_argument("--per-replica-batch", type=int, help="examples per replica per step")
+    batch = p.add_mutually_exclusive_group()
+    batch.add_argument("--per-replica-batch", type=int,
+                       help="examples per replica per step (default: from the data set's size, trainer.defaults)")
     batch.add_argument("--global-batch", type=int, help="examples per step over all replicas (must divide by them)")
-    p.add_argument("--epochs", type=int, required=True)
-    p.add_argument("--model-dir", required=True, help="checkpoints, TensorBoard, summaries and the exported model")
+    p.add_argument("--epochs", type=int, help=f"passes over the data (default: about {defaults.TARGET_STEPS} steps in all)")
+    p.add_argument("--model-dir", help="checkpoints, TensorBoard, summaries and the exported model "
+                                       "(default: model-<name of --data> in the current folder)")
     p.add_argument("--loop", choices=LOOPS, default="custom", help="custom loop or Keras fit")
     p.add_argument("--communication", choices=COMMUNICATIONS, default="auto")
     p.add_argument("--learning-rate", type=float, default=1e-3)
@@ -78,12 +86,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         split=args.split,
         model=args.model,
         label=args.label,
-        features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
+        features=_names(args.features),
+        exclude_features=_names(args.exclude_features),
+        skip_missing_label=args.skip_missing_label,
         num_classes=args.num_classes,
         per_replica_batch=args.per_replica_batch,
         global_batch=args.global_batch,
         epochs=args.epochs,
-        model_dir=args.model_dir,
+        model_dir=args.model_dir or defaults.default_model_dir(args.data),
         loop=args.loop,
         communication=args.communication,
         learning_rate=args.learning_rate,
@@ -101,6 +111,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         verify_records=args.verify_records,
         image_size=args.image_size,
     )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(f.strip() for f in text.split(",") if f.strip())
 
 
 def _tf_error_line(error: Exception) -> str:
