@@ -176,13 +176,17 @@ def test_id_log_cuts_a_half_written_line(tmp_path) -> None:
     assert read_log(path) == [(0, [5, 6]), (1, [7, 9])] and read_log(log_path(str(tmp_path), 1, 1)) == [(2, [1, 2])]
 
 
-def test_allreduce_warning(caplog) -> None:
-    meter = Meter()
-    for _ in range(2):
-        meter.record(wait_s=0.0, step_s=0.01, loss=1.0, replica_examples=[1])
-    with caplog.at_level(logging.WARNING):
-        assert meter.summary(allreduce_s=0.005)["allreduce_fraction"] == 0.5
-    assert "all-reduce of the gradients takes 50% of a step" in caplog.text
+def test_allreduce_warning_only_over_enough_steps(caplog) -> None:
+    from trainer.metrics import ALLREDUCE_WARN_MIN_STEPS
+
+    for steps, warned in ((3, False), (ALLREDUCE_WARN_MIN_STEPS + 2, True)):
+        meter = Meter()
+        for _ in range(steps):
+            meter.record(wait_s=0.0, step_s=0.01, loss=1.0, replica_examples=[1])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert meter.summary(allreduce_s=0.005)["allreduce_fraction"] == 0.5
+        assert ("all-reduce of the gradients takes 50% of a step" in caplog.text) is warned, steps
 
 
 def test_communication_choice(caplog) -> None:
