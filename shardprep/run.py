@@ -32,11 +32,10 @@ from shardprep import (
     schema,
 )
 from shardprep.errors import InputError, RunError, UsageError
-from shardprep.formats import csv as csv_format
 from shardprep.formats import dialect
 from shardprep.formats import tfds as tfds_input
 from shardprep.formats.dialect import DEFAULT_NULL_VALUES
-from shardprep.formats.images import ImageOptions, ImageSource, image_schema
+from shardprep.formats.images import ImageOptions
 from shardprep.summary import print_summary
 
 log = logging.getLogger("shardprep")
@@ -166,12 +165,9 @@ def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> 
 
 
 def _schema(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> tuple[schema.Schema, str]:
-    if files and isinstance(files[0], ImageSource):
-        if args.schema:
-            raise UsageError("--schema does not go with --format images: image Examples have fixed fields")
-        return image_schema(files[0].classes), "reject"
-    if files and files[0].format == "tfds" and not args.schema:
-        return tfds_input.read_schema(files), "reject"  # from its features.json, no sampling
+    fixed = formats.own_schema(files, bool(args.schema))  # image fields, a TFDS folder's features
+    if fixed is not None:
+        return fixed, "reject"
     if args.schema:
         return schema.load_schema(args.schema), "ignore"
     rows = formats.sample_rows(files)
@@ -190,16 +186,14 @@ def _names(text: str | None, flag: str) -> tuple[str, ...]:
         raise UsageError(str(e)) from None
 
 
-def _dialects(args: argparse.Namespace, files: list[formats.InputFile]) -> list[formats.InputFile]:
-    """The CSV files with their dialect: the flags, and the delimiter sniffed where not given."""
-    names = _names(args.column_names, "--column-names")
+def _input_options(args: argparse.Namespace) -> formats.InputOptions:
+    """The CSV dialect flags, checked."""
     try:
         delimiter = dialect.parse_delimiter(args.delimiter) if args.delimiter is not None else None
     except ValueError as e:
         raise UsageError(str(e)) from None
     nulls = tuple(args.null_values.split(",")) if args.null_values is not None else None
-    return csv_format.resolve_dialects(files, delimiter=delimiter, header=not args.no_header,
-                                       column_names=names, null_values=nulls)
+    return formats.InputOptions(delimiter, not args.no_header, _names(args.column_names, "--column-names"), nulls)
 
 
 def _spill_in_place(on_this_machine: bool, files: Sequence[formats.InputFile]) -> bool:
@@ -232,10 +226,11 @@ def _main(argv: Sequence[str] | None) -> int:
     _refuse_finished(args.output, args.overwrite)
     files = formats.expand_inputs(args.input, args.format, ImageOptions(
         args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column))
-    if args.format == "tfds":  # the TFDS splits kept, unless --split merges and re-splits them
-        files, splits = tfds_input.splits_of(files, args.split)
+    own = formats.own_splits(files, args.split)  # the TFDS splits kept, unless --split merges and re-splits them
+    if own is not None:
+        files, splits = own
     _refuse_output_in_input(args.output, files)
-    files = _dialects(args, files)
+    files = formats.prepare_inputs(files, _input_options(args))
     in_place = _spill_in_place(engine.on_this_machine(options), files)
     engine.prepare(options)  # e.g. a local Dask cluster's workers import while this plans
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
@@ -319,7 +314,7 @@ def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
     if choice != "auto":
         return choice == "on"
     size = sum(f.size for f in files)
-    on = not any(f.format in ("images", "tfds") for f in files) and size <= AUTO_STATISTICS_MB * 1024 * 1024
+    on = formats.statistics_by_default(files) and size <= AUTO_STATISTICS_MB * 1024 * 1024
     log.info("statistics %s (--statistics auto: on for tabular inputs up to %d MB; this one is %.1f MB)",
              "on" if on else "off", AUTO_STATISTICS_MB, size / 1e6)
     return on

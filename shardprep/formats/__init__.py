@@ -15,16 +15,30 @@ file, or a record the csv module refuses), ``invalid_utf8``, ``json_invalid``, `
 """
 from __future__ import annotations
 
-from shardprep.formats.base import FORMATS, Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit
+from shardprep.formats.base import (
+    FORMATS,
+    Bad,
+    Format,
+    InputError,
+    InputFile,
+    InputOptions,
+    Record,
+    Unsupported,
+    WorkUnit,
+)
 from shardprep.formats.files import (
     REGISTRY,
     auto_unit_bytes,
     detect_format,
     expand_inputs,
     format_of,
+    own_schema,
+    own_splits,
     plan_units,
+    prepare_inputs,
     read_unit,
     sample_rows,
+    statistics_by_default,
 )
 
 __all__ = [
@@ -34,6 +48,7 @@ __all__ = [
     "Format",
     "InputError",
     "InputFile",
+    "InputOptions",
     "Record",
     "Unsupported",
     "WorkUnit",
@@ -41,7 +56,11 @@ __all__ = [
     "detect_format",
     "expand_inputs",
     "format_of",
+    "own_schema",
+    "own_splits",
     "plan_units",
+    "prepare_inputs",
     "read_unit",
     "sample_rows",
+    "statistics_by_default",
 ]

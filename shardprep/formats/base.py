@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BOM", "FORMATS", "MAX_RECORD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Format", "InputError", "InputFile",
+    "InputOptions",
     "LongLine", "Record", "StreamError", "Unsupported", "WorkUnit", "line_size", "lone_surrogate", "open_input", "read_head",
     "read_lines", "spread", "too_large",
 ]
@@ -122,15 +123,41 @@ def row_text(row: object) -> str:
         return repr(row)
 
 
-class Format:
-    """One input format: how its files are cut into work units and how a unit is read.
+@dataclasses.dataclass(frozen=True)
+class InputOptions:
+    """What the command line says of the input beyond its files: the CSV dialect flags (None: sniffed or default)."""
 
-    ``plan`` and ``read`` are required. A format with a column-wise reader also overrides
-    ``column_wise`` (whether it takes this unit with this schema) and ``framed_batches``.
+    delimiter: str | None = None
+    header: bool = True
+    column_names: tuple[str, ...] = ()
+    null_values: tuple[str, ...] | None = None
+
+
+class Format:
+    """One input format: what it needs before the run, how its files are cut into work units and
+    how a unit is read.
+
+    ``plan`` and ``read`` are required. Before the run, ``prepare`` readies the run's files (CSV:
+    each file's dialect), ``own_schema`` and ``own_splits`` give what the format fixes itself
+    (image fields, a TFDS folder's features and splits). A format with a column-wise reader also
+    overrides ``column_wise`` (whether it takes this unit with this schema) and ``framed_batches``.
     """
 
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
+    statistics_by_default: ClassVar[bool] = True  # --statistics auto (images: no numbers a model normalises)
+
+    def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:
+        """The run's files, this format's made ready to plan; the others as given."""
+        return files
+
+    def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:
+        """The schema this format fixes itself, or None: ``--schema``, else inferred from the first records."""
+        return None
+
+    def own_splits(self, files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
+        """(files, splits) where the input carries its splits (``spec``: ``--split``, None if not given), else None."""
+        return None
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         """The work units of a non-empty ``file``, in file order; ``InputError`` for a file that cannot be used."""

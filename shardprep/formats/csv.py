@@ -31,6 +31,7 @@ from shardprep.formats.base import (
     Format,
     InputError,
     InputFile,
+    InputOptions,
     LongLine,
     Record,
     StreamError,
@@ -64,6 +65,10 @@ class CsvFormat(Format):
 
     name = "csv"
     extensions = (".csv",)
+
+    def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:
+        return resolve_dialects(files, delimiter=options.delimiter, header=options.header,
+                                column_names=options.column_names, null_values=options.null_values)
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         return line_units(file, unit_bytes, columns=read_header(file), quotes=True)

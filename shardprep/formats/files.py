@@ -24,6 +24,7 @@ from shardprep.formats.base import (
     Format,
     InputError,
     InputFile,
+    InputOptions,
     Record,
     WorkUnit,
     spread,
@@ -36,9 +37,10 @@ from shardprep.formats.jsonl import JsonLinesFormat
 from shardprep.formats.parquet import ParquetFormat
 from shardprep.formats.tfds import TfdsFormat, expand_tfds
 from shardprep.formats.tfrecord import TFRecordFormat
+from shardprep.schema import Schema
 
-__all__ = ["REGISTRY", "auto_unit_bytes", "detect_format", "expand_inputs", "format_of", "plan_units", "read_unit",
-           "sample_rows"]
+__all__ = ["REGISTRY", "auto_unit_bytes", "detect_format", "expand_inputs", "format_of", "own_schema", "own_splits",
+           "plan_units", "prepare_inputs", "read_unit", "sample_rows", "statistics_by_default"]
 
 AUTO_UNITS = 16  # --unit-mb's default aims at this many units: a core each on a workstation, several on a laptop
 AUTO_UNIT_BYTES = (16 << 20, 64 << 20)  # ... each between these sizes: per-unit costs vs the last units' balance
@@ -58,6 +60,32 @@ def format_of(unit_or_file: WorkUnit | InputFile) -> Format:
     """The ``Format`` that cuts and reads this file or unit."""
     file = unit_or_file.file if isinstance(unit_or_file, WorkUnit) else unit_or_file
     return REGISTRY[file.format]
+
+
+# --- what the formats need before the run ---------------------------------------------------------
+
+
+def prepare_inputs(files: Sequence[InputFile], options: InputOptions) -> list[InputFile]:
+    """The files made ready to plan by their formats (``Format.prepare``: CSV dialects), in order."""
+    out = list(files)
+    for name in dict.fromkeys(f.format for f in files):
+        out = REGISTRY[name].prepare(out, options)
+    return out
+
+
+def own_schema(files: Sequence[InputFile], schema_given: bool) -> Schema | None:
+    """The schema the input's format fixes itself (``Format.own_schema``), or None."""
+    return format_of(files[0]).own_schema(files, schema_given) if files else None
+
+
+def own_splits(files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
+    """(files, splits) where the input carries its splits (``Format.own_splits``: TFDS), else None."""
+    return format_of(files[0]).own_splits(files, spec) if files else None
+
+
+def statistics_by_default(files: Sequence[InputFile]) -> bool:
+    """Whether ``--statistics auto`` may compute statistics for these files' formats."""
+    return all(REGISTRY[name].statistics_by_default for name in {f.format for f in files})
 
 
 # --- finding inputs --------------------------------------------------------------------------------

@@ -95,6 +95,12 @@ class ImageFormat(Format):
 
     name = "images"
     extensions = ()  # never picked by extension: --format images names a folder or a listing
+    statistics_by_default = False
+
+    def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:
+        if schema_given:
+            raise InputError("--schema does not go with --format images: image Examples have fixed fields")
+        return image_schema(files[0].classes) if isinstance(files[0], ImageSource) else None
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         if not isinstance(file, ImageSource):

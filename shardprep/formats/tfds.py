@@ -39,6 +39,13 @@ class TfdsFormat(TFRecordFormat):
 
     name = "tfds"
     extensions = ()  # never chosen by extension: --format tfds names a folder
+    statistics_by_default = False  # the TFDS folder's own features.json describes it
+
+    def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:
+        return None if schema_given else read_schema(files)  # from its features.json, no sampling
+
+    def own_splits(self, files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
+        return splits_of(files, spec)
 
 
 @dataclasses.dataclass(frozen=True)
