@@ -1,4 +1,5 @@
-"""glibc's malloc, told to keep the memory a step frees for the next step to reuse.
+"""A worker process's memory: glibc's malloc told to keep what a step frees for the next step to
+reuse, and the objects of the imports left out of garbage collection (``freeze_startup_objects``).
 
 glibc serves a block above its mmap threshold (128 kB at the start) from a fresh ``mmap`` and
 unmaps it when it is freed; it raises the threshold as such blocks come and go, up to 32 MB, unless
@@ -6,18 +7,17 @@ unmaps it when it is freed; it raises the threshold as such blocks come and go, 
 every worker with ``MALLOC_TRIM_THRESHOLD_=65536``). The steps allocate and free arrays of a few
 hundred kB to tens of MB all the time (the column-wise encoder's slices, a shard's gather, the
 permutation's positions), so each came back as fresh pages from the kernel: zeroed, faulted in
-one by one, a few microseconds each on this product's test machine. ``keep_freed_memory`` sets
-glibc's own upper limits from the start: 667 MB of CSV in one process took 124k page faults
-instead of 400k and 7.0 s instead of 9.1 (medians of 5, benchmarks/analysis.md), and a Dask worker
-a third of its page faults. A process keeps up to ``TRIM_THRESHOLD`` bytes it freed. Nothing
-changes where the C library is not glibc.
+one by one. ``keep_freed_memory`` sets glibc's own upper limits from the start (what it saves:
+benchmarks/analysis.md). A process keeps up to ``TRIM_THRESHOLD`` bytes it freed. Nothing changes
+where the C library is not glibc.
 """
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "keep_freed_memory"]
 
 MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc pairs with it when it raises the threshold itself
@@ -35,3 +35,17 @@ def keep_freed_memory() -> bool:
             return False
         _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return _done
+
+
+# The cyclic garbage collector's full passes would walk every object the imports made, and in a
+# pool process touch the pages it shares with the launcher: those are frozen, left out.
+_frozen = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, before the work: leaves the objects that exist by then (imports) out of
+    garbage collection."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.freeze()

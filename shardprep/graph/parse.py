@@ -18,7 +18,8 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.pool import Counter
-from shardprep.graph.spill import freeze_startup_objects, joined, pack
+from shardprep.graph.spill import joined, pack
+from shardprep.malloc import freeze_startup_objects
 from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Parse"]

@@ -15,7 +15,6 @@ and holds it once after commit (``shardprep.capacity.RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
-import gc
 import mmap
 import os
 from collections.abc import Sequence
@@ -26,26 +25,11 @@ import numpy as np
 from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
+from shardprep.malloc import freeze_startup_objects
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["count", "ends_dtype", "freeze_startup_objects", "gather", "gather_from", "in_place", "joined", "pack",
+__all__ = ["count", "ends_dtype", "gather", "gather_from", "in_place", "joined", "pack",
            "read_ends", "read_scattered", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]
-
-# The cyclic garbage collector's full passes would walk every object the imports made (Beam's are
-# many), and in a pool process touch the pages it shares with the launcher: those are frozen, left
-# out. (Keeping freed memory for reuse with glibc's mallopt, tried too, saved no measurable CPU on
-# 190 MB of CSV and cost ~90 MB of peak memory on 1 GB of TFRecord: not kept.)
-_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, before the work: leaves the objects that exist by then (imports) out of
-    garbage collection."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.freeze()
-
 
 def spill_url(config: ReshardConfig, kind: str, **fields: int) -> str:
     """The URL of this run's spill file of ``kind`` (``naming.SPILL_FILES``)."""
