@@ -22,7 +22,7 @@ from conftest import ROOT, run_cli
 from shardprep import cli, formats, manifest
 from shardprep.errors import InputError
 from shardprep.example import RecordError, example_encoder
-from shardprep.formats import base
+from shardprep.formats import base, reading
 from shardprep.schema import FeatureSpec
 
 RUN = "shardprep.run"
@@ -285,8 +285,8 @@ def test_read_lines_bounds_a_long_line_and_keeps_offsets(monkeypatch):
 
     monkeypatch.setattr(base, "READ_BLOCK", 7)
     data = b"ab\n" + b"x" * 50 + b"\ncd\n" + b"y" * 30 + b"\nzz"
-    got = list(base.read_lines(io.BytesIO(data), 0, 20))
-    assert [(o, type(line).__name__, base.line_size(line)) for o, line in got] == [
+    got = list(reading.read_lines(io.BytesIO(data), 0, 20))
+    assert [(o, type(line).__name__, reading.line_size(line)) for o, line in got] == [
         (0, "bytes", 3), (3, "LongLine", 51), (54, "bytes", 3), (57, "LongLine", 31), (88, "bytes", 2)]
 
 
@@ -427,4 +427,4 @@ def test_a_csv_record_over_the_limit_across_many_quoted_lines_ends_where_its_quo
                                                                      (50_005, None)]
     assert [row for _, _, row, _ in records[1:]] == [["2", "ok"], ["3", 'a "q" b']]
     kept = sum(len(raw) for _, raw, _ in records[0][1])
-    assert kept <= 100_000 + base.RAW_HEAD_BYTES and sum(base.line_size(raw) for _, raw, _ in records[0][1]) == len(data) - 19
+    assert kept <= 100_000 + base.RAW_HEAD_BYTES and sum(reading.line_size(raw) for _, raw, _ in records[0][1]) == len(data) - 19

@@ -16,8 +16,8 @@ from test_csv_arrow import _config, _outcome, _reference, _through_parse
 
 from shardprep import formats
 from shardprep.formats import jsonl, jsonl_block
-from shardprep.formats.base import BOM, open_input, read_lines
 from shardprep.formats.cuts import resolve_alone
+from shardprep.formats.reading import BOM, open_input, read_lines
 from shardprep.schema import FeatureSpec
 
 F, I64, S = "float32", "int64", "string"

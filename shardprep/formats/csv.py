@@ -32,19 +32,13 @@ from shardprep.formats.base import (
     InputError,
     InputFile,
     InputOptions,
-    LongLine,
     Record,
-    StreamError,
     WorkUnit,
-    line_size,
-    open_input,
-    read_head,
-    read_lines,
     spread,
-    too_large,
 )
 from shardprep.formats.cuts import line_units
 from shardprep.formats.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff_delimiter
+from shardprep.formats.reading import LongLine, StreamError, line_size, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema

@@ -37,8 +37,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from shardprep.example import columnar
-from shardprep.formats.base import BOM, Unsupported, WorkUnit, open_input
+from shardprep.formats.base import Unsupported, WorkUnit
 from shardprep.formats.dialect import or_default
+from shardprep.formats.reading import BOM, open_input
 from shardprep.schema import Schema
 from shardprep.tfrecord import FramedBatch
 

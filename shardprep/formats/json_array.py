@@ -14,7 +14,8 @@ import zlib
 from collections.abc import Iterator
 
 from shardprep import fs
-from shardprep.formats.base import BOM, Bad, Format, InputFile, Record, WorkUnit, lone_surrogate, open_input
+from shardprep.formats.base import Bad, Format, InputFile, Record, WorkUnit, lone_surrogate
+from shardprep.formats.reading import BOM, open_input
 
 __all__ = ["JsonArrayFormat", "is_json_array"]
 

@@ -18,25 +18,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from shardprep.example import columnar
-from shardprep.formats.base import (
-    BOM,
-    Bad,
-    Format,
-    InputError,
-    InputFile,
-    LongLine,
-    Record,
-    StreamError,
-    Unsupported,
-    WorkUnit,
-    lone_surrogate,
-    open_input,
-    read_head,
-    read_lines,
-    too_large,
-)
+from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit, lone_surrogate
 from shardprep.formats.cuts import line_units
 from shardprep.formats.jsonl_block import block_columns, blocks, native_spec
+from shardprep.formats.reading import BOM, LongLine, StreamError, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema
@@ -160,7 +145,7 @@ def _line_by_line(block: bytes, bom: bool, max_record_bytes: int, schema: Schema
                   extra_fields: str) -> Iterator[FramedBatch]:
     """A block's lines parsed as ``read_jsonl`` does, in batches of at most ``FAST_BATCH_ROWS`` lines."""
 
-    lines = io.BytesIO(block).readlines()  # the lines as base.read_lines cuts them
+    lines = io.BytesIO(block).readlines()  # the lines as reading.read_lines cuts them
     if any(len(raw) > max_record_bytes for raw in lines):
         raise Unsupported("a line over the record limit")
     if bom and lines and lines[0].startswith(BOM):

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shardprep import native
-from shardprep.formats.base import Unsupported, WorkUnit, open_input
+from shardprep.formats.base import Unsupported, WorkUnit
+from shardprep.formats.reading import open_input
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema
@@ -31,7 +32,7 @@ NativeSpec = tuple[tuple[bytes, ...], bytes]
 
 
 def blocks(unit: WorkUnit) -> Iterator[bytes]:
-    """The unit's lines (those starting before its end, as ``base.read_lines`` cuts them) in blocks
+    """The unit's lines (those starting before its end, as ``reading.read_lines`` cuts them) in blocks
     of whole lines, in file order. Raises ``Unsupported`` where the per-record path words a dead
     letter: a line over the record limit, a gzip stream that breaks off."""
     limit = None if unit.file.gzip else unit.end

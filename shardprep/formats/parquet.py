@@ -24,7 +24,8 @@ import numpy as np
 from shardprep import fs
 from shardprep.errors import DamagedInput
 from shardprep.example import columnar
-from shardprep.formats.base import Format, InputError, InputFile, Record, Unsupported, WorkUnit, open_input
+from shardprep.formats.base import Format, InputError, InputFile, Record, Unsupported, WorkUnit
+from shardprep.formats.reading import open_input
 
 if TYPE_CHECKING:
     from shardprep.schema import Schema

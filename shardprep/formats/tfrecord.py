@@ -32,7 +32,8 @@ import numpy as np
 
 from shardprep import fs, native
 from shardprep.example import RecordError, decode_example
-from shardprep.formats.base import RAW_HEAD_BYTES, Bad, Decoded, Format, InputFile, Record, WorkUnit, open_input
+from shardprep.formats.base import RAW_HEAD_BYTES, Bad, Decoded, Format, InputFile, Record, WorkUnit
+from shardprep.formats.reading import open_input
 from shardprep.schema import Schema
 from shardprep.tfrecord import (
     CorruptRecordError,
