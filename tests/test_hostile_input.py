@@ -283,7 +283,7 @@ def test_sigint_exits_130_in_one_line_and_removes_the_run_folder(tmp_path):
 def test_read_lines_bounds_a_long_line_and_keeps_offsets(monkeypatch):
     import io
 
-    monkeypatch.setattr(base, "READ_BLOCK", 7)
+    monkeypatch.setattr(reading, "READ_BLOCK", 7)
     data = b"ab\n" + b"x" * 50 + b"\ncd\n" + b"y" * 30 + b"\nzz"
     got = list(reading.read_lines(io.BytesIO(data), 0, 20))
     assert [(o, type(line).__name__, reading.line_size(line)) for o, line in got] == [
