@@ -75,7 +75,9 @@ def test_demo_reshards_and_trains_two_equal_workers(tmp_path) -> None:
     assert (out / "run" / "export" / "model.keras").exists()
     assert sorted(os.listdir(out / "run")) == ["checkpoints", "export", "summary", "tensorboard"]
     table = run.stdout.splitlines()
-    head = next(i for i, line in enumerate(table) if line.split()[:3] == ["worker", "mode", "steps"])
+    heads = [i for i, line in enumerate(table) if line.split()[:3] == ["worker", "mode", "steps"]]
+    assert len(heads) == 1, run.stdout  # the launcher's table, once (the demo does not print it again)
+    head = heads[0]
     assert [line.split()[:5] for line in table[head + 1: head + 3]] == [
         [str(w), "file", str(a["steps"]), str(a["examples"]), "0"] for w in (0, 1)]
     assert table[-2].startswith(f"eval split 'eval': {eval_records} examples, loss {a['eval_loss']:.4f}, accuracy")

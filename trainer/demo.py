@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.metrics import summary_url
-from trainer.report import print_report, print_table
+from trainer.report import print_table
 
 __all__ = ["FEATURES", "main", "print_table", "reshard", "sample_rows", "train", "write_raw"]
 
@@ -105,7 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"trainer.demo: error: {' '.join(e.cmd[1:4])} ... exited with {e.returncode}", file=sys.stderr)
         return 1
-    print_report(summaries)
     steps = {s["steps"] for s in summaries}
     empty = sum(s["empty_replica_steps"] for s in summaries)
     print(f"equal steps on every worker: {len(steps) == 1}; empty replica-steps: {empty}")
