@@ -313,8 +313,12 @@ def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
     """Whether to compute statistics: as asked, or (auto) for tabular inputs small enough that they cost little."""
     if choice != "auto":
         return choice == "on"
+    if not formats.statistics_by_default(files):
+        log.info("statistics off (--statistics auto: off for %s input; --statistics on computes them)",
+                 " and ".join(sorted({f.format for f in files})))
+        return False
     size = sum(f.size for f in files)
-    on = formats.statistics_by_default(files) and size <= AUTO_STATISTICS_MB * 1024 * 1024
+    on = size <= AUTO_STATISTICS_MB * 1024 * 1024
     log.info("statistics %s (--statistics auto: on for tabular inputs up to %d MB; this one is %.1f MB)",
              "on" if on else "off", AUTO_STATISTICS_MB, size / 1e6)
     return on
