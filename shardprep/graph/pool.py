@@ -57,11 +57,20 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent die
 IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
 Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() and teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
-_tally: collections.Counter | None = None  # during a task (or a stage run in line): what the Counters counted
-_works: dict[bytes, Work] = {}  # in a worker: the work of the stage it runs, set up once
-_records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
-_one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
-_joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set (``_join``)
+
+
+class _Process:
+    """What this process keeps for the tasks it runs (one instance, ``_here``)."""
+
+    def __init__(self) -> None:
+        self.tally: collections.Counter | None = None  # during a task or a stage run in line: what Counters counted
+        self.works: dict[bytes, Work] = {}  # in a worker: the work of the stage it runs, set up once
+        self.records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
+        self.one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
+        self.joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set
+
+
+_here = _Process()
 
 log = logging.getLogger("shardprep")
 
@@ -95,8 +104,8 @@ class Counter:
         return {"_name": self._name, "_beam": None}
 
     def inc(self, n: int = 1) -> None:
-        if _tally is not None:
-            _tally[self._name] += n
+        if _here.tally is not None:
+            _here.tally[self._name] += n
             return
         if self._beam is None:  # a Beam worker (``pipelines.beam_graph``): Beam is imported there
             from apache_beam.metrics import Metrics
@@ -171,7 +180,7 @@ class _Collect(logging.Handler):
         if record.exc_info:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
             record.exc_info = None
-        _records.append(record)
+        _here.records.append(record)
 
 
 def _collect_logs(level: int) -> None:
@@ -199,11 +208,10 @@ def remote_task(level: int, task: tuple[bytes, bytes, list, tuple]) -> TaskResul
     """``run_task`` in another engine's worker (``executor_pool``), one task at a time in the process
     (the counters, log records and set-up copies are the process's; a worker of several threads
     runs them in turn); its log records go back to the launcher at the launcher's ``level``."""
-    global _joined_level
-    with _one_at_a_time:
-        if _joined_level != level:
+    with _here.one_at_a_time:
+        if _here.joined_level != level:
             _collect_logs(level)
-            _joined_level = level
+            _here.joined_level = level
         return run_task(task)
 
 
@@ -215,7 +223,7 @@ async def remote_idle(settle_s: float = 0.1) -> bool:
     thread cannot be stopped), and would write into a run folder being removed."""
     deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, None
     while time.monotonic() < deadline:
-        if _one_at_a_time.locked():
+        if _here.one_at_a_time.locked():
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.monotonic()
@@ -229,19 +237,19 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     """In a worker: the outputs of ``elements`` (tag, value), what the work counted, its log
     records; the work flushed (what it left to finish in the background is done) before they go back."""
     key, blob, elements, side = task
-    work = _works.get(key)
+    work = _here.works.get(key)
     if work is None:
-        for old in _works.values():
+        for old in _here.works.values():
             getattr(old, "teardown", lambda: None)()
-        _works.clear()
-        work = _works[key] = pickle.loads(blob)
+        _here.works.clear()
+        work = _here.works[key] = pickle.loads(blob)
         getattr(work, "setup", lambda: None)()
     lease.pause("pool.task")  # test hook (race and interrupt tests)
     try:
         outputs, counted = _tallied(work, elements, side)
-        return outputs, counted, list(_records)
+        return outputs, counted, list(_here.records)
     finally:
-        _records.clear()
+        _here.records.clear()
 
 
 def run_inline(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:
@@ -254,11 +262,10 @@ def run_inline(work: Work, elements: list, side: tuple) -> tuple[list, dict[str,
 
 
 def _tallied(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:
-    global _tally
-    _tally = collections.Counter()
+    _here.tally = collections.Counter()
     try:
         outputs = [split_output(out) for element in elements for out in work.process(element, *side) or ()]
         getattr(work, "flush", lambda: None)()
-        return outputs, dict(_tally)
+        return outputs, dict(_here.tally)
     finally:
-        _tally = None
+        _here.tally = None
