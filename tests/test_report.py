@@ -119,6 +119,9 @@ def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(datas
     same = copy.deepcopy(doc)
     same["statistics"]["eval"]["x"]["histogram"] = same["statistics"]["train"]["x"]["histogram"]
     assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(same)))
+    few = copy.deepcopy(doc)
+    few["statistics"]["eval"]["x"]["count"] = report.MIN_COMPARED - 1  # too few records: noise, not compared
+    assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(few)))
 
 
 def test_statistics_absent_or_partial_still_render(dataset):
