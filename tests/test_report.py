@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, write_csv
+from gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
 from shardprep import manifest, report, run
 from shardprep.report_charts import js_divergence, rebin
 
@@ -217,3 +218,16 @@ def test_a_headless_browser_renders_the_page(page, tmp_path):
         assert len(colours) > 20
         white = sum(c for c, px in colours if min(px) >= 245)
         assert 0.05 < 1 - white / (rgb.size[0] * rgb.size[1]) < 0.95
+
+
+@pytest.mark.slow
+def test_a_gcs_data_set_reports_and_the_report_can_go_to_gcs(dataset, tmp_path, gcs):  # noqa: F811
+    """The report reads only the manifest and the dead letters: those uploaded, gs:// DIR works, and -o gs://."""
+    from shardprep import fs
+
+    m = manifest.load(str(dataset))
+    for rel in ["manifest.json", *m.rejected.paths]:
+        gcs.upload(dataset / rel, f"ds/{rel}")
+    assert report.main([gcs.url("ds"), "-o", gcs.url("out/report.html")]) == 0
+    text = fs.read_bytes(gcs.url("out/report.html")).decode("utf-8")
+    assert "<h3>train " in text and "type_mismatch: examples" in text and "&lt;script&gt;" in text
