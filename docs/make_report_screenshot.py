@@ -1,7 +1,7 @@
 """Writes docs/images/report.png: ``shardprep.report`` of the demo's data set, as headless chromium shows it.
 
 ``python docs/make_report_screenshot.py [--keep DIR]``: writes the demo's CSV files (``trainer.demo``)
-plus a few rows with an infinite value (dead letters), re-shards them with statistics, writes the
+with a mostly empty ``discount`` column (a red flag) plus a few rows with an infinite value (dead letters), re-shards them with statistics, writes the
 report and screenshots it (Debian's ``chromium``; ``apt-get install chromium``). The PNG is reduced
 to a palette so it stays small in the repository.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -28,12 +29,19 @@ BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 def make_dataset(work: Path) -> Path:
     raw = work / "raw"
-    write_raw(str(raw), rows=6000)
+    rng = random.Random(0)
+    for path in write_raw(str(raw), rows=6000):  # plus a "discount" column empty in 3 rows of 4: a red flag
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=[*FEATURES, "label", "text", "discount"])
+            w.writeheader()
+            w.writerows({**r, "discount": round(rng.uniform(0, 30), 1) if rng.random() < 0.25 else ""} for r in rows)
     with open(raw / "raw-3.csv", "w", newline="") as f:  # dead letters: infinite values
-        w = csv.DictWriter(f, fieldnames=[*FEATURES, "label", "text"])
+        w = csv.DictWriter(f, fieldnames=[*FEATURES, "label", "text", "discount"])
         w.writeheader()
         for i in range(3):
-            w.writerow({**{x: 0.5 for x in FEATURES}, "x3": "inf", "label": 1, "text": f"bad row {i}"})
+            w.writerow({**{x: 0.5 for x in FEATURES}, "x3": "inf", "label": 1, "text": f"bad row {i}", "discount": ""})
     out = work / "data"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-m", "shardprep.run", "--input", str(raw / "*.csv"), "--output", str(out),
