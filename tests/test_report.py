@@ -253,3 +253,10 @@ def test_a_gcs_data_set_reports_and_the_report_can_go_to_gcs(dataset, tmp_path, 
     assert report.main([gcs.url("ds"), "-o", gcs.url("out/report.html")]) == 0
     text = fs.read_bytes(gcs.url("out/report.html")).decode("utf-8")
     assert "<h3>train " in text and "type_mismatch: examples" in text and "&lt;script&gt;" in text
+
+
+def test_a_missing_dead_letter_file_is_a_note_not_a_failure(dataset):
+    doc = _doc(dataset)
+    doc["rejected"]["paths"] = [p.replace("rejected-", "gone-") for p in doc["rejected"]["paths"]]
+    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    assert "gone-00000-of-00001.jsonl is missing" in text and "type_mismatch" in text
