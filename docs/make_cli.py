@@ -16,6 +16,7 @@ COMMANDS = {  # module -> what it is for
                      "(`python -m pipelines.dataflow ARGS` is this with `--runner dataflow`)",
     "shardprep.verify": "check a committed data set against its manifest",
     "shardprep.inspect": "show a data set's splits, features and a few records",
+    "shardprep.report": "write one self-contained HTML report of a data set (charts, dead letters, red flags)",
     "shardprep.clean": "remove run folders no reader needs",
     "trainer.train": "one worker of a MultiWorkerMirroredStrategy training job",
     "trainer.launch": "start N local training workers on loopback",

@@ -121,6 +121,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"\nfirst {len(samples)} records of {name!r}:")
             keys = sorted(m.features)
             print(table(keys, [[_show(r.get(k, [])) for k in keys] for r in samples]))
+    print(f"\nreport: python -m shardprep.report {args.dir} -o report.html")
     return 0
 
 
