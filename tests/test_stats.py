@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import example, sketches, stats
+from shardprep import example, manifest, run, sketches, stats
 from shardprep.schema import FeatureSpec
 
 FEATURES = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
@@ -164,3 +164,27 @@ def test_wide_rows_allocate_only_what_they_hold():
     partial = stats.batch_stats(records, features)
     assert max(len(s.sketch.positive) for s in partial.values()) <= 2
     assert len(pickle.dumps(partial)) < 2000 * 1000
+
+
+@pytest.mark.slow
+def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
+    """The manifest's statistics (sketches included) on the local engine with one unit and with many,
+    on Dask with two workers and on Beam's runner: the same JSON bytes."""
+    rng = random.Random(11)
+    lines = ["x,n,city,label"]
+    for i in range(4000):
+        x = "NA" if i % 17 == 0 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
+        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},{i % 3}")
+    src = tmp_path / "in.csv"
+    src.write_text("\n".join(lines) + "\n")
+    docs = {}
+    for name, extra in {"one": ["--unit-mb", "1"], "many": ["--unit-mb", "0.005"],
+                        "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
+                        "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
+        out = tmp_path / name
+        assert run.main(["--input", str(src), "--output", str(out), "--num-shards", "3", "--split",
+                         "train=0.7,eval=0.3", "--statistics", *extra]) == 0
+        docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+    assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
+    train = json.loads(docs["one"])["train"]
+    assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
