@@ -159,24 +159,55 @@ class LogSketch:
     def quantiles(self, qs: Iterable[float], lo: float, hi: float) -> list[float]:
         """Quantiles as numpy's default (linear) ``percentile``: between the order statistics at ranks
         ``floor`` and ``ceil`` of ``q (n - 1)``, each estimated to within ``ALPHA`` of its value."""
-        values, counts = self.ordered(lo, hi)
-        cumulative = np.cumsum(counts)
-        n = int(cumulative[-1])
-        out = []
-        for q in qs:
-            rank = q * (n - 1)
-            below, above = math.floor(rank), math.ceil(rank)
-            at = np.searchsorted(cumulative, [below, above], side="right")
-            a, b = float(values[at[0]]), float(values[at[1]])
-            out.append(lo if q <= 0 else hi if q >= 1 else a + (rank - below) * (b - a))
-        return out
+        return self.summary(qs, lo, hi)[0]
 
     def histogram(self, lo: float, hi: float, bins: int = 10) -> tuple[list[float], list[int]]:
         """``bins`` equal-width bins between the exact ``lo`` and ``hi``; each bucket's count goes to
         the bin of its representative (so a count may land one bin off near an edge: approximate
         within the sketch's 1%)."""
+        _, edges, counts = self.summary((), lo, hi, bins)
+        return edges, counts
+
+    def summary(self, qs: Iterable[float], lo: float, hi: float,
+                bins: int = 10) -> tuple[list[float], list[float], list[int]]:
+        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (a few numpy calls
+        whatever the number of quantiles)."""
         values, counts = self.ordered(lo, hi)
-        return _equal_width(values, counts, lo, hi, bins)
+        q = np.asarray(list(qs), np.float64)
+        out: list[float] = []
+        if q.size:
+            cumulative = np.cumsum(counts)
+            rank = q * float(int(cumulative[-1]) - 1)
+            below = np.floor(rank)
+            at = np.searchsorted(cumulative, np.concatenate([below, np.ceil(rank)]), side="right")
+            a, b = values[at[:q.size]], values[at[q.size:]]
+            out = np.where(q <= 0, lo, np.where(q >= 1, hi, a + (rank - below) * (b - a))).tolist()
+        edges, per_bin = _equal_width(values, counts, lo, hi, bins)
+        return out, edges, per_bin
+
+    @classmethod
+    def of_many(cls, arrays: list[np.ndarray]) -> list[LogSketch]:
+        """``[LogSketch.of(x) for x in arrays]`` with one ``searchsorted`` and one ``unique`` for all of
+        them (a wide table's batch: thousands of features of a few values each)."""
+        if not arrays:
+            return []
+        sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
+        x = np.concatenate(arrays).astype(np.float64, copy=False)
+        feature = np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
+        nonzero = x != 0
+        zeros = np.bincount(feature[~nonzero], minlength=len(arrays)).tolist()
+        span = np.int64(_BOUNDS.size + 1)
+        group = feature[nonzero] * 2 + (x[nonzero] < 0)  # 2 f: positive values of feature f, 2 f + 1: negative
+        code, counts = np.unique(group * span + (bucket_keys(np.abs(x[nonzero])) - _LOW_KEY), return_counts=True)
+        starts = np.searchsorted(code // span, np.arange(2 * len(arrays) + 1)).tolist()
+        keys = code % span + _LOW_KEY
+        counts = counts.astype(np.int64)
+        out = []
+        for f in range(len(arrays)):
+            a, b, c = starts[2 * f], starts[2 * f + 1], starts[2 * f + 2]
+            out.append(cls(Counts(keys[a:b], counts[a:b]).collapse_lowest(MAX_BUCKETS),
+                           Counts(keys[b:c], counts[b:c]).collapse_lowest(MAX_BUCKETS), zeros[f]))
+        return out
 
 
 def _equal_width(values: np.ndarray, counts: np.ndarray, lo: float, hi: float,
@@ -186,9 +217,8 @@ def _equal_width(values: np.ndarray, counts: np.ndarray, lo: float, hi: float,
         at = np.minimum(np.floor((values - lo) / (hi - lo) * bins), bins - 1).astype(np.int64)
     else:  # one value: all in the last bin (the one that holds the maximum)
         at = np.full(values.size, bins - 1, np.int64)
-    per_bin = np.zeros(bins, np.int64)
-    np.add.at(per_bin, np.clip(at, 0, bins - 1), counts.astype(np.int64))
-    return edges, per_bin.tolist()
+    per_bin = np.bincount(np.clip(at, 0, bins - 1), weights=counts, minlength=bins)  # float64: exact below 2**53
+    return edges, per_bin.astype(np.int64).tolist()
 
 
 def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple[list[float], list[int]]:

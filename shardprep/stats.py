@@ -61,7 +61,8 @@ class FeatureStats:
     hll: HyperLogLog | None = None  # distinct strings once ``counts`` is over MAX_DISTINCT
 
 
-def _add_numbers(s: FeatureStats, dtype: str, values: list) -> None:
+def _add_numbers(s: FeatureStats, dtype: str, values: list) -> np.ndarray:
+    """Adds ``values`` to the exact sums; returns those that go in the sketch (finite, as float64)."""
     if dtype == "int64":
         lo, hi = (min(values), max(values)) if values else (None, None)
         s.total += sum(values)
@@ -74,8 +75,8 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> None:
         s.total += _scaled_total(x, _F_SHIFT, 24)  # a float32 has 24 significant bits
         s.squares += _scaled_total(x * x, 2 * _F_SHIFT, 48)  # its square is exact in float64
         s.values += x.size
-    s.sketch = _merge_sketch(s.sketch, LogSketch.of(np.asarray(values, np.float64) if dtype == "int64" else x))
     s.minimum, s.maximum = _lesser(s.minimum, lo, min), _lesser(s.maximum, hi, max)
+    return np.asarray(values, np.float64) if dtype == "int64" else x
 
 
 def _scaled_total(x: np.ndarray, shift: int, bits: int) -> int:
@@ -148,6 +149,7 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
                 continue
             columns[name].extend(values)
             lengths[name].append(len(values))
+    sketched: list[tuple[FeatureStats, np.ndarray]] = []
     for name, spec in features.items():
         s = out[name]
         s.count = len(lengths[name])
@@ -159,7 +161,9 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
         if spec.dtype == "string":
             _add_strings(s, columns[name])
         else:
-            _add_numbers(s, spec.dtype, columns[name])
+            sketched.append((s, _add_numbers(s, spec.dtype, columns[name])))
+    for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one numpy pass for all
+        s.sketch = sketch
     return out
 
 
@@ -213,8 +217,7 @@ def merge(a: dict[str, FeatureStats], b: dict[str, FeatureStats]) -> dict[str, F
 def _distribution(sketch: LogSketch, lo: float, hi: float, n: int) -> dict[str, Any]:
     """``zeros``, ``quantiles`` and the two histograms of a numeric feature, from its sketch (within
     its 1% relative accuracy) and its exact minimum and maximum."""
-    qs = sketch.quantiles([*QUANTILES.values(), *(i / BINS for i in range(BINS + 1))], lo, hi)
-    edges, counts = sketch.histogram(lo, hi, BINS)
+    qs, edges, counts = sketch.summary([*QUANTILES.values(), *(i / BINS for i in range(BINS + 1))], lo, hi, BINS)
     deciles = qs[len(QUANTILES):]
     per_decile = [n * (i + 1) // BINS - n * i // BINS for i in range(BINS)]  # by rank: a tenth each
     return {"zeros": sketch.zeros, "quantiles": dict(zip(QUANTILES, qs[:len(QUANTILES)])),
