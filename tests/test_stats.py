@@ -188,3 +188,9 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
     assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
     train = json.loads(docs["one"])["train"]
     assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
+
+
+def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
+    from benchmarks import stats_cost
+    assert stats_cost.main(["--mb", "0.2"]) == 0
+    assert "TFDV-style per-record Python" in capsys.readouterr().out
