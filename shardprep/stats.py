@@ -1,12 +1,16 @@
-"""Feature statistics per split: exact, mergeable in any order, so every runner gives the same manifest.
+"""Feature statistics per split, mergeable in any order, so every runner gives the same manifest.
 
 ``batch_stats`` decodes one batch of Examples into ``SplitStats`` (feature name -> ``FeatureStats``);
 ``merge`` adds partial results; ``to_json`` writes the manifest's ``"statistics"`` object. Sums are
 kept exact as Python integers (a float32 times 2**149 and its square times 2**298 are integers), so
 the mean and standard deviation do not depend on how the runner grouped the batches. Strings keep
-exact counts of every value up to ``MAX_DISTINCT`` distinct values per feature and split (beyond
-that, ``distinct`` is a lower bound, marked ``distinct_capped``); the top values are ordered by
-count, then by value, so ties are broken the same way everywhere.
+exact counts of every value up to ``MAX_DISTINCT`` distinct values per feature and split; beyond
+that the counts are dropped and ``distinct`` is a HyperLogLog estimate (``distinct_capped`` and
+``distinct_estimated``); the top values are ordered by count, then by value, so ties are broken the
+same way everywhere. Numbers also keep a log-bucket sketch (``shardprep.sketches.LogSketch``, 1%
+relative accuracy) for ``zeros``, ``quantiles`` and the two histograms; lists keep exact counts per
+length (up to ``MAX_LENGTHS`` distinct lengths, then a sketch) for ``length_histogram``. Every
+sketch's state depends only on the values seen, never on the grouping, so merges stay order-free.
 """
 from __future__ import annotations
 
@@ -21,11 +25,16 @@ import numpy as np
 
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
+from shardprep.sketches import Counts, HyperLogLog, LogSketch, integer_histogram
 
-__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "FeatureStats", "batch_stats", "merge", "to_json"]
+__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_LENGTHS", "QUANTILES", "FeatureStats", "batch_stats", "merge",
+           "to_json"]
 
 DEFAULT_TOP_K = 1000  # string values listed per feature and split (--stats-top-k)
 MAX_DISTINCT = 100_000  # exact counts kept up to this many distinct strings per feature and split
+MAX_LENGTHS = 4096  # exact counts of list lengths up to this many distinct lengths, then a LogSketch
+QUANTILES = {"p1": 0.01, "p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95, "p99": 0.99}
+BINS = 10  # bins of the histograms
 _F_SHIFT = 149  # float32 values times 2**149 (their squares times 2**298) are integers
 
 
@@ -43,10 +52,17 @@ class FeatureStats:
     length_min: int | None = None
     length_max: int | None = None
     counts: Counter | None = dataclasses.field(default_factory=Counter)  # None: over MAX_DISTINCT
-    distinct_seen: int = 0  # the largest distinct count seen once ``counts`` overflowed
+    sketch: LogSketch | None = None  # numbers' distribution (quantiles, histograms, zeros)
+    lengths: Counts | LogSketch | None = None  # lists' lengths: exact up to MAX_LENGTHS distinct, then a sketch
+    strings: int = 0  # string values seen (all list items)
+    bytes_total: int = 0  # their lengths in bytes, summed
+    bytes_min: int | None = None
+    bytes_max: int | None = None
+    hll: HyperLogLog | None = None  # distinct strings once ``counts`` is over MAX_DISTINCT
 
 
-def _add_numbers(s: FeatureStats, dtype: str, values: list) -> None:
+def _add_numbers(s: FeatureStats, dtype: str, values: list) -> np.ndarray:
+    """Adds ``values`` to the exact sums; returns those that go in the sketch (finite, as float64)."""
     if dtype == "int64":
         lo, hi = (min(values), max(values)) if values else (None, None)
         s.total += sum(values)
@@ -60,6 +76,7 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> None:
         s.squares += _scaled_total(x * x, 2 * _F_SHIFT, 48)  # its square is exact in float64
         s.values += x.size
     s.minimum, s.maximum = _lesser(s.minimum, lo, min), _lesser(s.maximum, hi, max)
+    return np.asarray(values, np.float64) if dtype == "int64" else x
 
 
 def _scaled_total(x: np.ndarray, shift: int, bits: int) -> int:
@@ -87,12 +104,35 @@ def _scaled_total(x: np.ndarray, shift: int, bits: int) -> int:
     return total
 
 
+def _merge_sketch(a: LogSketch | None, b: LogSketch | None) -> LogSketch | None:
+    return b if a is None else a if b is None else a.merge(b)
+
+
+def _merge_lengths(a: Counts | LogSketch | None, b: Counts | LogSketch | None) -> Counts | LogSketch | None:
+    """Exact counts while the union has at most ``MAX_LENGTHS`` distinct lengths, else the sketch of
+    them all: a function of the lengths seen, whatever the grouping (distinct counts only grow)."""
+    if a is None or b is None:
+        return b if a is None else a
+    if isinstance(a, Counts) and isinstance(b, Counts):
+        merged = a.merge(b)
+        return merged if len(merged) <= MAX_LENGTHS else LogSketch.of_counts(merged)
+    return (LogSketch.of_counts(a) if isinstance(a, Counts) else a).merge(
+        LogSketch.of_counts(b) if isinstance(b, Counts) else b)
+
+
 def _add_strings(s: FeatureStats, values: list) -> None:
+    if values:
+        sizes = np.fromiter(map(len, values), np.int64, len(values))
+        s.strings += len(values)
+        s.bytes_total += int(sizes.sum())
+        s.bytes_min = _lesser(s.bytes_min, int(sizes.min()), min)
+        s.bytes_max = _lesser(s.bytes_max, int(sizes.max()), max)
     if s.counts is None:
+        s.hll = s.hll.merge(HyperLogLog.of(set(values))) if s.hll is not None else HyperLogLog.of(set(values))
         return
     s.counts.update(values)
     if len(s.counts) > MAX_DISTINCT:
-        s.distinct_seen, s.counts = max(s.distinct_seen, len(s.counts)), None
+        s.hll, s.counts = HyperLogLog.of(s.counts.keys()), None
 
 
 def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, FeatureSpec]) -> dict[str, FeatureStats]:
@@ -109,15 +149,21 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
                 continue
             columns[name].extend(values)
             lengths[name].append(len(values))
+    sketched: list[tuple[FeatureStats, np.ndarray]] = []
     for name, spec in features.items():
         s = out[name]
         s.count = len(lengths[name])
         if spec.shape != () and lengths[name]:
             s.length_min, s.length_max = min(lengths[name]), max(lengths[name])
+            s.lengths = Counts.of(np.asarray(lengths[name], np.int64))
+            if len(s.lengths) > MAX_LENGTHS:
+                s.lengths = LogSketch.of_counts(s.lengths)
         if spec.dtype == "string":
             _add_strings(s, columns[name])
         else:
-            _add_numbers(s, spec.dtype, columns[name])
+            sketched.append((s, _add_numbers(s, spec.dtype, columns[name])))
+    for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one numpy pass for all
+        s.sketch = sketch
     return out
 
 
@@ -152,14 +198,31 @@ def merge(a: dict[str, FeatureStats], b: dict[str, FeatureStats]) -> dict[str, F
         x.total += y.total
         x.squares += y.squares
         x.length_min, x.length_max = _lesser(x.length_min, y.length_min, min), _lesser(x.length_max, y.length_max, max)
-        if x.counts is not None and y.counts is not None:
+        x.sketch = _merge_sketch(x.sketch, y.sketch)
+        x.lengths = _merge_lengths(x.lengths, y.lengths)
+        x.strings += y.strings
+        x.bytes_total += y.bytes_total
+        x.bytes_min, x.bytes_max = _lesser(x.bytes_min, y.bytes_min, min), _lesser(x.bytes_max, y.bytes_max, max)
+        if x.counts is not None and y.counts is not None:  # exact while the union is under the cap
             x.counts.update(y.counts)
             if len(x.counts) > MAX_DISTINCT:
-                x.distinct_seen, x.counts = len(x.counts), None
-        else:
-            x.distinct_seen = max(x.distinct_seen, y.distinct_seen, len(x.counts or ()), len(y.counts or ()))
-            x.counts = None
+                x.hll, x.counts = HyperLogLog.of(x.counts.keys()), None
+        else:  # the sketch of every distinct value seen on either side
+            mine = x.hll if x.counts is None else HyperLogLog.of(x.counts.keys())
+            theirs = y.hll if y.counts is None else HyperLogLog.of(y.counts.keys())
+            x.hll, x.counts = mine.merge(theirs), None
     return a
+
+
+def _distribution(sketch: LogSketch, lo: float, hi: float, n: int) -> dict[str, Any]:
+    """``zeros``, ``quantiles`` and the two histograms of a numeric feature, from its sketch (within
+    its 1% relative accuracy) and its exact minimum and maximum."""
+    qs, edges, counts = sketch.summary([*QUANTILES.values(), *(i / BINS for i in range(BINS + 1))], lo, hi, BINS)
+    deciles = qs[len(QUANTILES):]
+    per_decile = [n * (i + 1) // BINS - n * i // BINS for i in range(BINS)]  # by rank: a tenth each
+    return {"zeros": sketch.zeros, "quantiles": dict(zip(QUANTILES, qs[:len(QUANTILES)])),
+            "histogram": {"edges": edges, "counts": counts},
+            "quantile_histogram": {"edges": deciles, "counts": per_decile}}
 
 
 def _text(value: bytes) -> str:
@@ -175,16 +238,27 @@ def to_json(stats: Mapping[str, FeatureStats], features: Mapping[str, FeatureSpe
         doc: dict[str, Any] = {"count": s.count, "missing": s.missing}
         if spec is not None and spec.shape != () and s.length_min is not None:
             doc.update(length_min=s.length_min, length_max=s.length_max)
+            if s.lengths is not None:
+                edges, counts = (integer_histogram(s.lengths, s.length_min, s.length_max, BINS)
+                                 if isinstance(s.lengths, Counts)
+                                 else s.lengths.histogram(float(s.length_min), float(s.length_max), BINS))
+                doc["length_histogram"] = {"edges": edges, "counts": counts}
         if spec is not None and spec.dtype == "string":
+            if s.strings:
+                doc.update(bytes_mean=s.bytes_total / s.strings, bytes_min=s.bytes_min, bytes_max=s.bytes_max)
             if s.counts is None:
-                doc.update(distinct=s.distinct_seen, distinct_capped=True)
+                estimate = max(s.hll.estimate() if s.hll is not None else 0, MAX_DISTINCT + 1)
+                doc.update(distinct=estimate, distinct_capped=True, distinct_estimated=True)
             else:
-                doc.update(distinct=len(s.counts), top=[[_text(v), c] for v, c in _top(s.counts, top_k)])
+                doc.update(distinct=len(s.counts), distinct_estimated=False,
+                           top=[[_text(v), c] for v, c in _top(s.counts, top_k)])
         elif s.values:
             shift = 0 if spec is not None and spec.dtype == "int64" else _F_SHIFT
             mean = Fraction(s.total, s.values << shift)
             square = Fraction(s.squares, s.values << (2 * shift))
             variance = max(square - mean * mean, Fraction(0))
             doc.update(min=s.minimum, max=s.maximum, mean=float(mean), std=float(variance) ** 0.5)
+            if s.sketch is not None:
+                doc.update(_distribution(s.sketch, float(s.minimum), float(s.maximum), s.values))
         out[name] = doc
     return out

@@ -1,0 +1,279 @@
+"""Mergeable sketches for ``shardprep.stats``: each one's state is a function of the multiset (or the
+set) of values it has seen, never of the order or grouping of the batches, so every engine and
+worker count writes the same manifest bytes.
+
+``Counts``: exact integer counts per integer key, kept sparse (sorted key and count arrays: only the
+keys seen, so a feature of 20 values costs 20 entries, not a fixed table).
+
+``LogSketch``: DDSketch-style numbers with relative accuracy ``ALPHA`` (1%). A value ``x != 0`` falls
+in bucket ``k = ceil(log_gamma |x|)``, ``gamma = (1 + ALPHA) / (1 - ALPHA)``, with separate counts
+for positive values, negative values and zeros; the bucket's representative ``2 gamma**k / (gamma + 1)``
+is within ``ALPHA`` of every value in it. The index is ``searchsorted`` in a table of the bucket
+bounds ``gamma**k`` (computed once, in Python floats), exact and the same on every machine, rather than
+``np.log`` whose last bit may differ between SIMD paths. At most ``MAX_BUCKETS`` buckets per sign: the
+lowest (nearest zero) are folded into the lowest bucket kept, which depends only on the set of keys
+seen, so it too is independent of order and grouping. Integer counts: merging is exact.
+
+``HyperLogLog``: distinct values estimated with ``2**HLL_P`` one-byte registers (precision 14:
+16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = the first 8 bytes of BLAKE2b
+(stable across processes, unlike ``hash()``); merging is the elementwise maximum.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch"]
+
+ALPHA = 0.01  # relative accuracy of LogSketch quantiles
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+MAX_BUCKETS = 2048  # per sign; beyond, the lowest buckets are folded together
+HLL_P = 14  # HyperLogLog precision: 2**14 registers
+
+
+class Counts:
+    """Exact counts per integer key, as sorted unique ``keys`` and their ``counts`` (int64 arrays).
+    Treated as immutable: ``merge`` returns a new object, so partials may be shared safely."""
+
+    __slots__ = ("keys", "counts")
+
+    def __init__(self, keys: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
+        self.keys = np.zeros(0, np.int64) if keys is None else keys
+        self.counts = np.zeros(0, np.int64) if counts is None else counts
+
+    @classmethod
+    def of(cls, keys: np.ndarray, weights: np.ndarray | None = None) -> Counts:
+        """The counts of ``keys`` (each one once, or ``weights`` times)."""
+        if weights is None:
+            uniq, counts = np.unique(np.asarray(keys, np.int64), return_counts=True)
+            return cls(uniq, counts.astype(np.int64))
+        uniq, inverse = np.unique(np.asarray(keys, np.int64), return_inverse=True)
+        counts = np.zeros(uniq.size, np.int64)
+        np.add.at(counts, inverse, np.asarray(weights, np.int64))
+        return cls(uniq, counts)
+
+    def merge(self, other: Counts) -> Counts:
+        if not other.keys.size:
+            return self
+        if not self.keys.size:
+            return other
+        if self.keys.size == other.keys.size and np.array_equal(self.keys, other.keys):
+            return Counts(self.keys, self.counts + other.counts)
+        uniq, inverse = np.unique(np.concatenate([self.keys, other.keys]), return_inverse=True)
+        counts = np.zeros(uniq.size, np.int64)
+        np.add.at(counts, inverse, np.concatenate([self.counts, other.counts]))
+        return Counts(uniq, counts)
+
+    def collapse_lowest(self, limit: int) -> Counts:
+        """At most ``limit`` keys: those below the ``limit``-th highest folded into it."""
+        if self.keys.size <= limit:
+            return self
+        cut = self.keys.size - limit
+        counts = self.counts[cut:].copy()
+        counts[0] += int(self.counts[:cut].sum())
+        return Counts(self.keys[cut:].copy(), counts)
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def __len__(self) -> int:
+        return int(self.keys.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Counts) and np.array_equal(self.keys, other.keys) \
+            and np.array_equal(self.counts, other.counts)
+
+    def __getstate__(self) -> tuple:
+        return self.keys, self.counts
+
+    def __setstate__(self, state: tuple) -> None:
+        self.keys, self.counts = state
+
+
+def _bounds() -> tuple[np.ndarray, int]:
+    """``gamma**k`` for every ``k`` from below the smallest float32 subnormal (1.4e-45) to above the
+    largest float64 (``inf`` closes the table), and the ``k`` of the first entry."""
+    low = math.floor(math.log(1e-46) / math.log(GAMMA))
+    high = math.floor(math.log(sys.float_info.max) / math.log(GAMMA))  # gamma**(high - 1) is finite
+    table = [GAMMA ** k for k in range(low, high)] + [math.inf]
+    return np.array(table, np.float64), low
+
+
+_BOUNDS, _LOW_KEY = _bounds()
+
+
+def bucket_keys(magnitudes: np.ndarray) -> np.ndarray:
+    """``ceil(log_gamma x)`` of positive finite values: the smallest ``k`` with ``gamma**k >= x``."""
+    return np.searchsorted(_BOUNDS, magnitudes, side="left").astype(np.int64) + _LOW_KEY
+
+
+def representative(keys: np.ndarray) -> np.ndarray:
+    """Each bucket's value within ``ALPHA`` of every magnitude in it: ``2 gamma**k / (gamma + 1)``."""
+    return _BOUNDS[np.asarray(keys, np.int64) - _LOW_KEY] * (2.0 / (GAMMA + 1.0))
+
+
+class LogSketch:
+    """Numbers' distribution to 1% relative accuracy: positive and negative bucket counts, zeros."""
+
+    __slots__ = ("positive", "negative", "zeros")
+
+    def __init__(self, positive: Counts | None = None, negative: Counts | None = None, zeros: int = 0) -> None:
+        self.positive = positive or Counts()
+        self.negative = negative or Counts()
+        self.zeros = zeros
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> LogSketch:
+        """The sketch of finite float64 values (vectorised: one ``searchsorted`` and ``unique`` per sign)."""
+        x = np.asarray(x, np.float64)
+        pos, neg = x[x > 0], x[x < 0]
+        return cls(Counts.of(bucket_keys(pos)).collapse_lowest(MAX_BUCKETS),
+                   Counts.of(bucket_keys(-neg)).collapse_lowest(MAX_BUCKETS), int(x.size - pos.size - neg.size))
+
+    @classmethod
+    def of_counts(cls, counts: Counts) -> LogSketch:
+        """The sketch of non-negative integer keys counted exactly (list lengths past their cap)."""
+        positive = counts.keys > 0
+        return cls(Counts.of(bucket_keys(counts.keys[positive].astype(np.float64)), counts.counts[positive])
+                   .collapse_lowest(MAX_BUCKETS), None, int(counts.counts[~positive].sum()))
+
+    def merge(self, other: LogSketch) -> LogSketch:
+        return LogSketch(self.positive.merge(other.positive).collapse_lowest(MAX_BUCKETS),
+                         self.negative.merge(other.negative).collapse_lowest(MAX_BUCKETS), self.zeros + other.zeros)
+
+    @property
+    def count(self) -> int:
+        return self.positive.total + self.negative.total + self.zeros
+
+    def ordered(self, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every bucket's representative (ascending, clipped to the exact ``[lo, hi]``) and count."""
+        values = np.concatenate([-representative(self.negative.keys[::-1]), [0.0], representative(self.positive.keys)])
+        counts = np.concatenate([self.negative.counts[::-1], [self.zeros], self.positive.counts])
+        return np.clip(values, lo, hi), counts
+
+    def quantiles(self, qs: Iterable[float], lo: float, hi: float) -> list[float]:
+        """Quantiles as numpy's default (linear) ``percentile``: between the order statistics at ranks
+        ``floor`` and ``ceil`` of ``q (n - 1)``, each estimated to within ``ALPHA`` of its value."""
+        return self.summary(qs, lo, hi)[0]
+
+    def histogram(self, lo: float, hi: float, bins: int = 10) -> tuple[list[float], list[int]]:
+        """``bins`` equal-width bins between the exact ``lo`` and ``hi``; each bucket's count goes to
+        the bin of its representative (so a count may land one bin off near an edge: approximate
+        within the sketch's 1%)."""
+        _, edges, counts = self.summary((), lo, hi, bins)
+        return edges, counts
+
+    def summary(self, qs: Iterable[float], lo: float, hi: float,
+                bins: int = 10) -> tuple[list[float], list[float], list[int]]:
+        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (a few numpy calls
+        whatever the number of quantiles)."""
+        values, counts = self.ordered(lo, hi)
+        q = np.asarray(list(qs), np.float64)
+        out: list[float] = []
+        if q.size:
+            cumulative = np.cumsum(counts)
+            rank = q * float(int(cumulative[-1]) - 1)
+            below = np.floor(rank)
+            at = np.searchsorted(cumulative, np.concatenate([below, np.ceil(rank)]), side="right")
+            a, b = values[at[:q.size]], values[at[q.size:]]
+            out = np.where(q <= 0, lo, np.where(q >= 1, hi, a + (rank - below) * (b - a))).tolist()
+        edges, per_bin = _equal_width(values, counts, lo, hi, bins)
+        return out, edges, per_bin
+
+    @classmethod
+    def of_many(cls, arrays: list[np.ndarray]) -> list[LogSketch]:
+        """``[LogSketch.of(x) for x in arrays]`` with one ``searchsorted`` and one ``unique`` for all of
+        them (a wide table's batch: thousands of features of a few values each)."""
+        if not arrays:
+            return []
+        sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
+        x = np.concatenate(arrays).astype(np.float64, copy=False)
+        feature = np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
+        nonzero = x != 0
+        zeros = np.bincount(feature[~nonzero], minlength=len(arrays)).tolist()
+        span = np.int64(_BOUNDS.size + 1)
+        group = feature[nonzero] * 2 + (x[nonzero] < 0)  # 2 f: positive values of feature f, 2 f + 1: negative
+        code, counts = np.unique(group * span + (bucket_keys(np.abs(x[nonzero])) - _LOW_KEY), return_counts=True)
+        starts = np.searchsorted(code // span, np.arange(2 * len(arrays) + 1)).tolist()
+        keys = code % span + _LOW_KEY
+        counts = counts.astype(np.int64)
+        out = []
+        for f in range(len(arrays)):
+            a, b, c = starts[2 * f], starts[2 * f + 1], starts[2 * f + 2]
+            out.append(cls(Counts(keys[a:b], counts[a:b]).collapse_lowest(MAX_BUCKETS),
+                           Counts(keys[b:c], counts[b:c]).collapse_lowest(MAX_BUCKETS), zeros[f]))
+        return out
+
+
+def _equal_width(values: np.ndarray, counts: np.ndarray, lo: float, hi: float,
+                 bins: int) -> tuple[list[float], list[int]]:
+    edges = [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
+    if hi > lo:
+        at = np.minimum(np.floor((values - lo) / (hi - lo) * bins), bins - 1).astype(np.int64)
+    else:  # one value: all in the last bin (the one that holds the maximum)
+        at = np.full(values.size, bins - 1, np.int64)
+    per_bin = np.bincount(np.clip(at, 0, bins - 1), weights=counts, minlength=bins)  # float64: exact below 2**53
+    return edges, per_bin.astype(np.int64).tolist()
+
+
+def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple[list[float], list[int]]:
+    """Exact ``bins`` equal-width bins of integer keys between ``lo`` and ``hi`` (list lengths)."""
+    edges = [lo + (hi - lo) * i / bins for i in range(bins)] + [float(hi)]
+    if hi > lo:
+        at = np.minimum((counts.keys - lo) * bins // (hi - lo), bins - 1)
+    else:
+        at = np.full(counts.keys.size, bins - 1, np.int64)
+    per_bin = np.zeros(bins, np.int64)
+    np.add.at(per_bin, at, counts.counts)
+    return [float(e) for e in edges], per_bin.tolist()
+
+
+def _hashes(values: Iterable[bytes]) -> np.ndarray:
+    """64-bit stable hashes (BLAKE2b, 8 bytes, little-endian) of each value."""
+    joined = b"".join([hashlib.blake2b(v, digest_size=8).digest() for v in values])
+    return np.frombuffer(joined, "<u8")
+
+
+class HyperLogLog:
+    """Distinct values to ~0.8% (precision 14): ``registers`` is a uint8 array of ``2**HLL_P``."""
+
+    __slots__ = ("registers",)
+
+    def __init__(self, registers: np.ndarray | None = None) -> None:
+        self.registers = np.zeros(1 << HLL_P, np.uint8) if registers is None else registers
+
+    @classmethod
+    def of(cls, values: Iterable[bytes]) -> HyperLogLog:
+        """The sketch of distinct values (hashes each distinct value once: pass a set)."""
+        h = _hashes(values)
+        registers = np.zeros(1 << HLL_P, np.uint8)
+        if h.size:
+            index = (h >> np.uint64(64 - HLL_P)).astype(np.intp)
+            rest = (h & np.uint64((1 << (64 - HLL_P)) - 1)).astype(np.float64)  # < 2**50: exact in float64
+            _, exponent = np.frexp(rest)  # rest = m * 2**e, 0.5 <= m < 1: leading zeros = 50 - e (0 -> e = 0)
+            rank = (64 - HLL_P + 1 - exponent).astype(np.uint8)
+            np.maximum.at(registers, index, rank)
+        return cls(registers)
+
+    def merge(self, other: HyperLogLog) -> HyperLogLog:
+        return HyperLogLog(np.maximum(self.registers, other.registers))
+
+    def estimate(self) -> int:
+        m = float(1 << HLL_P)
+        alpha = 0.7213 / (1 + 1.079 / m)
+        raw = alpha * m * m / float(np.ldexp(1.0, -self.registers.astype(np.int64)).sum())
+        empty = int(np.count_nonzero(self.registers == 0))
+        if raw <= 2.5 * m and empty:
+            return round(m * math.log(m / empty))  # linear counting for small cardinalities
+        return round(raw)
+
+    def __getstate__(self) -> tuple:
+        return (self.registers,)
+
+    def __setstate__(self, state: tuple) -> None:
+        (self.registers,) = state

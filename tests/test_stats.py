@@ -1,0 +1,196 @@
+"""Issue 36: the statistics' sketches (``shardprep.sketches``): quantiles within 1% of numpy's, merges
+of any partition in any order giving the same manifest JSON, HyperLogLog within 3% at a million
+distinct strings, and a bounded memory per feature whatever the cardinality."""
+from __future__ import annotations
+
+import contextlib
+import json
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardprep import example, manifest, run, sketches, stats
+from shardprep.schema import FeatureSpec
+
+FEATURES = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
+            "v": FeatureSpec("float32", (-1,)), "w": FeatureSpec("string", (-1,))}
+QS = list(stats.QUANTILES.values())
+
+
+def _records(rows: list[dict], features: dict = FEATURES) -> list[bytes]:
+    encode = example.example_encoder(features, on_missing="omit")
+    return [encode(r) for r in rows]
+
+
+def _bound(sorted_x: np.ndarray, q: float) -> float:
+    """numpy's linear percentile interpolates x[lo] and x[hi]: each estimated within 1%, so is it."""
+    rank = q * (sorted_x.size - 1)
+    lo, hi = int(np.floor(rank)), int(np.ceil(rank))
+    f = rank - lo
+    return sketches.ALPHA * ((1 - f) * abs(sorted_x[lo]) + f * abs(sorted_x[hi])) * (1 + 1e-9) + 1e-300
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3000), kind=st.sampled_from(["normal", "lognormal", "uniform",
+                                                                                      "ints", "mixed"]))
+def test_quantiles_are_within_one_percent_of_numpys(seed, n, kind):
+    rng = np.random.default_rng(seed)
+    x = {"normal": lambda: rng.normal(rng.uniform(-100, 100), rng.uniform(0.1, 1e3), n),
+         "lognormal": lambda: rng.lognormal(0, 5, n) * rng.choice([-1, 1]),
+         "uniform": lambda: rng.uniform(-1e4, 1e4, n),
+         "ints": lambda: rng.integers(-50, 50, n).astype(np.float64),
+         "mixed": lambda: np.concatenate([np.zeros(n // 3), rng.normal(0, 1e-3, n - n // 3)])}[kind]()
+    x = x.astype(np.float32).astype(np.float64)
+    sketch = sketches.LogSketch.of(x)
+    got = sketch.quantiles(QS, float(x.min()), float(x.max()))
+    ordered = np.sort(x)
+    for q, value in zip(QS, got):
+        want = np.percentile(x, 100 * q)
+        assert abs(value - want) <= _bound(ordered, q), (q, value, want)
+    assert sketch.zeros == int(np.count_nonzero(x == 0)) and sketch.count == n
+
+
+def _rows(n: int, rng: random.Random) -> list[dict]:
+    return [{"x": None if rng.random() < 0.1 else rng.choice([0.0, rng.gauss(0, 10), rng.lognormvariate(0, 8)]),
+             "n": rng.randrange(-3, 1000),
+             "c": f"s{rng.randrange(400)}", "v": [rng.random() for _ in range(rng.randrange(0, 40))],
+             "w": [f"{rng.randrange(10**9)}" for _ in range(rng.randrange(0, 3))]} for _ in range(n)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_any_partition_merged_in_any_order_gives_the_same_json(seed):
+    """With the caps small (distinct strings, list lengths, buckets), so every switch from exact counts
+    to a sketch happens at some point of some partitions: still the same JSON bytes."""
+    with _small_caps():
+        _check_partition(seed)
+
+
+def _check_partition(seed: int) -> None:
+    rng = random.Random(seed)
+    records = _records(_rows(300, random.Random(seed % 7)))
+    whole = json.dumps(stats.to_json(stats.batch_stats(records, FEATURES), FEATURES), sort_keys=True)
+    cuts = sorted(rng.sample(range(1, len(records)), rng.randrange(1, 30)))
+    parts = [stats.batch_stats(records[a:b], FEATURES) for a, b in zip([0, *cuts], [*cuts, len(records)])]
+    rng.shuffle(parts)
+    while len(parts) > 1:  # a random tree of merges
+        i = rng.randrange(len(parts) - 1)
+        parts[i:i + 2] = [stats.merge(parts[i], parts[i + 1]) if rng.random() < 0.5 else stats.merge(parts[i + 1],
+                                                                                                        parts[i])]
+    merged = pickle.loads(pickle.dumps(parts[0]))  # partials travel between workers pickled
+    assert json.dumps(stats.to_json(merged, FEATURES), sort_keys=True) == whole
+
+
+@contextlib.contextmanager
+def _small_caps():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "MAX_DISTINCT", 150)
+        mp.setattr(stats, "MAX_LENGTHS", 12)
+        mp.setattr(sketches, "MAX_BUCKETS", 64)
+        yield
+
+
+def test_small_caps_switch_to_sketches():
+    rows = _rows(300, random.Random(1))
+    with _small_caps():
+        doc = stats.to_json(stats.batch_stats(_records(rows), FEATURES), FEATURES)
+    assert doc["w"]["distinct_capped"] and doc["w"]["distinct_estimated"] and "top" not in doc["w"]
+    distinct = len({v for r in rows for v in r["w"]})
+    assert doc["w"]["distinct"] == pytest.approx(distinct, rel=0.05)
+    assert doc["c"]["distinct_capped"] and doc["c"]["distinct_estimated"]
+    assert sum(doc["v"]["length_histogram"]["counts"]) == 300  # from the sketch of lengths
+
+
+def test_histograms_and_byte_lengths():
+    rng = random.Random(3)
+    rows = _rows(500, rng)
+    doc = stats.to_json(stats.batch_stats(_records(rows), FEATURES), FEATURES)
+    xs = [r["x"] for r in rows if r["x"] is not None]
+    x = doc["x"]
+    assert x["zeros"] == sum(v == 0 for v in xs)
+    assert sum(x["histogram"]["counts"]) == len(xs) and len(x["histogram"]["edges"]) == 11
+    assert x["histogram"]["edges"][0] == x["min"] and x["histogram"]["edges"][-1] == x["max"]
+    assert x["quantile_histogram"]["edges"][0] == x["min"] and x["quantile_histogram"]["edges"][-1] == x["max"]
+    assert sum(x["quantile_histogram"]["counts"]) == len(xs)
+    assert list(x["quantiles"]) == ["p1", "p5", "p25", "p50", "p75", "p95", "p99"]
+    lengths = [len(r["v"]) for r in rows]
+    lo, hi = min(lengths), max(lengths)
+    want = [0] * 10
+    for n in lengths:
+        want[min((n - lo) * 10 // (hi - lo), 9)] += 1
+    assert doc["v"]["length_histogram"] == {"edges": [lo + (hi - lo) * i / 10 for i in range(11)], "counts": want}
+    sizes = [len(r["c"]) for r in rows]
+    c = doc["c"]
+    assert (c["bytes_min"], c["bytes_max"]) == (min(sizes), max(sizes))
+    assert c["bytes_mean"] == pytest.approx(sum(sizes) / len(sizes)) and c["distinct_estimated"] is False
+    assert "length_histogram" not in doc["c"] and "quantiles" not in doc["c"]
+
+
+def test_hyperloglog_is_within_three_percent_at_a_million():
+    values = [b"v%d" % i for i in range(1_000_000)]
+    halves = sketches.HyperLogLog.of(values[::2]).merge(sketches.HyperLogLog.of(values[1::2]))
+    assert abs(halves.estimate() - 1_000_000) <= 30_000
+    assert np.array_equal(halves.registers, sketches.HyperLogLog.of(values).registers)
+    small = sketches.HyperLogLog.of(values[:1000])
+    assert abs(small.estimate() - 1000) <= 30
+
+
+def test_a_million_distinct_strings_keep_the_stats_small():
+    """Exact counts are dropped past the cap: the merged partial pickles (as it travels) to well under 1 MB."""
+    features = {"w": FeatureSpec("string", (-1,)), "x": FeatureSpec("float32")}
+    encode = example.example_encoder(features, on_missing="omit")
+    merged: dict = {}
+    peak = 0
+    for batch in range(20):
+        records = [encode({"w": [b"%d-%d" % (batch, i * 10 + j) for j in range(10)], "x": float(i)})
+                   for i in range(5000)]
+        merged = stats.merge(merged, stats.batch_stats(records, features))
+        peak = max(peak, len(pickle.dumps(merged)) if merged["w"].counts is None else 0)
+    assert merged["w"].counts is None and 0 < peak < 1_000_000
+    doc = stats.to_json(merged, features)
+    assert doc["w"]["distinct_estimated"] and abs(doc["w"]["distinct"] - 1_000_000) <= 30_000
+    assert doc["w"]["bytes_min"] == 3 and doc["x"]["quantiles"]["p50"] == pytest.approx(2499.5, rel=0.01)
+
+
+def test_wide_rows_allocate_only_what_they_hold():
+    """2,000 numeric columns of 2 rows: the sketches hold the buckets seen (a few per column)."""
+    features = {f"f{i}": FeatureSpec("float32") for i in range(2000)}
+    encode = example.example_encoder(features, on_missing="omit")
+    records = [encode({f"f{i}": float(i + r) for i in range(2000)}) for r in range(2)]
+    partial = stats.batch_stats(records, features)
+    assert max(len(s.sketch.positive) for s in partial.values()) <= 2
+    assert len(pickle.dumps(partial)) < 2000 * 1000
+
+
+@pytest.mark.slow
+def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
+    """The manifest's statistics (sketches included) on the local engine with one unit and with many,
+    on Dask with two workers and on Beam's runner: the same JSON bytes."""
+    rng = random.Random(11)
+    lines = ["x,n,city,label"]
+    for i in range(4000):
+        x = "NA" if i % 17 == 0 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
+        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},{i % 3}")
+    src = tmp_path / "in.csv"
+    src.write_text("\n".join(lines) + "\n")
+    docs = {}
+    for name, extra in {"one": ["--unit-mb", "1"], "many": ["--unit-mb", "0.005"],
+                        "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
+                        "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
+        out = tmp_path / name
+        assert run.main(["--input", str(src), "--output", str(out), "--num-shards", "3", "--split",
+                         "train=0.7,eval=0.3", "--statistics", *extra]) == 0
+        docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+    assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
+    train = json.loads(docs["one"])["train"]
+    assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
+
+
+def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
+    from benchmarks import stats_cost
+    assert stats_cost.main(["--mb", "0.2"]) == 0
+    assert "TFDV-style per-record Python" in capsys.readouterr().out
