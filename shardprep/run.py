@@ -101,10 +101,11 @@ def parser() -> argparse.ArgumentParser:
                      help="omit: a missing value leaves its feature out of the Example, and the manifest marks it "
                      "nullable; reject: every missing value is dead letter missing_value (default: %(default)s)")
     tab.add_argument("--statistics", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
-                     help="per split and feature statistics in the manifest (count, missing, min/max/mean/std, list "
-                     "lengths, distinct and most frequent strings: the trainer's normalisation and label vocabulary); "
-                     "they decode every record (~40 us each), so auto = on for tabular inputs up to "
-                     f"{AUTO_STATISTICS_MB} MB (default: %(default)s)")
+                     help="per split and feature statistics in the manifest (count, missing, zeros, min/max/mean/std, "
+                     "quantiles and histograms, list lengths, string lengths, distinct and most frequent values: the "
+                     "trainer's normalisation and label vocabulary, and python -m shardprep.report); they decode "
+                     f"every record again, so auto = on for tabular inputs up to {AUTO_STATISTICS_MB} MB "
+                     "(default: %(default)s)")
     tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
                      help="most frequent values per string feature and split in the manifest's statistics "
                      "(default: %(default)s)")
