@@ -1,7 +1,8 @@
 """JSON Lines: one object per line; large files cut at any newline (``cuts``), read line by line.
 
 Bad records: ``invalid_utf8`` (also a lone surrogate escape, ``"\\ud83d"``, which no UTF-8 text holds),
-``json_invalid``, ``json_not_object``, ``record_too_large``, ``gzip_truncated`` and ``gzip_invalid``.
+``json_invalid``, ``json_not_object``, ``duplicate_key`` (an object, top-level or nested, holding a key
+twice: never read as its last value), ``record_too_large``, ``gzip_truncated`` and ``gzip_invalid``.
 A file holding one JSON array is an ``InputError``.
 
 Column-wise path (``framed_batches``): for a schema of scalars, the unit is read in blocks of whole
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from shardprep.example import columnar
@@ -92,12 +94,71 @@ def json_only(raw: bytes) -> bool:
     return _LONG_NUMBERS[0][1:] in digits and any(run in digits for run in _LONG_NUMBERS)  # one search when clean
 
 
+class DuplicateKey(Exception):
+    """Raised by ``strict_pairs`` (not a ValueError: json.loads lets it through unchanged)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def strict_pairs(pairs: list[tuple[str, object]]) -> dict:
+    """json's ``object_pairs_hook`` refusing a key given twice (json and orjson keep the last silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def _tally(value: object) -> tuple[int, int]:
+    """(keys of every object in ``value``, colons inside its strings and keys)."""
+    keys = colons = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            keys += len(v)
+            for k, item in v.items():
+                colons += k.count(":")
+                stack.append(item)
+        elif type(v) is list:
+            stack.extend(v)
+        elif type(v) is str:
+            colons += v.count(":")
+    return keys, colons
+
+
+def no_duplicates(raw: bytes, value: object) -> bool:
+    """Whether ``value``, parsed from ``raw`` by a reader keeping the last of a repeated key, provably
+    held no key twice: outside strings, every colon of ``raw`` ends a key, so ``raw``'s colons less those
+    of its strings (exact without a ``\\u`` escape) count its keys; the parsed objects keep the distinct
+    ones. False: undecided, json with ``strict_pairs`` decides."""
+    colons = raw.count(b":")
+    if type(value) is dict and colons == len(value):  # the common flat row, no colon in its strings
+        return True
+    if b"\\u" in raw:
+        return False
+    keys, inside = _tally(value)
+    return colons == keys + inside
+
+
+def _duplicate(line: int, key: str, text: str) -> Bad:
+    return Bad(line, "duplicate_key", f"line {line} holds an object with the key {key!r} twice", text.rstrip("\r\n"))
+
+
 def _json_row(raw: bytes, line: int) -> dict | Bad:
     if orjson is not None and not json_only(raw):
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             value = _json_row  # a sentinel: let json decide and word the error
+        else:
+            if not no_duplicates(raw, value):
+                value = _json_row  # json decides, key by key
     else:
         value = _json_row
     if value is _json_row:
@@ -106,7 +167,9 @@ def _json_row(raw: bytes, line: int) -> dict | Bad:
         except UnicodeDecodeError as e:
             return Bad(line, "invalid_utf8", f"line {line} is not valid UTF-8 (byte {e.start}: {e.reason})", raw.rstrip(b"\r\n"))
         try:
-            value = json.loads(text)
+            value = json.loads(text, object_pairs_hook=strict_pairs)
+        except DuplicateKey as e:
+            return _duplicate(line, e.key, text)
         except (ValueError, RecursionError) as e:
             return Bad(line, "json_invalid", f"line {line} is not valid JSON: {e}", text.rstrip("\r\n"))
         if "\\u" in text and (problem := lone_surrogate(value)):  # orjson refuses them: only json gives one
@@ -182,6 +245,11 @@ def _parsed(lines: list[bytes], bulk: bool) -> list[dict | Bad]:
             pass
         else:
             if set(map(type, rows)) == {dict}:
+                colons = list(map(bytes.count, lines, repeat(b":")))
+                if colons != list(map(len, rows)):  # a colon in a string, a nested object, or a key twice
+                    for i, (raw, row) in enumerate(zip(lines, rows)):
+                        if colons[i] != len(row) and not no_duplicates(raw, row):
+                            rows[i] = _json_row(raw, 0)
                 return rows
     return [_json_row(raw, 0) for raw in lines if not (raw.isspace() or not raw)]
 
