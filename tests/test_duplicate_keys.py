@@ -73,6 +73,17 @@ def test_a_repeated_key_at_any_depth_is_a_dead_letter_line_by_line(case):
     assert _bulk(lines)[0].reason == "duplicate_key"
 
 
+@settings(_settings, max_examples=50)
+@given(_with_duplicate())
+def test_without_orjson_json_finds_it_too(case):
+    _, text = case
+    old, jsonl.orjson = jsonl.orjson, None
+    try:
+        assert jsonl._json_row(text.encode(), 2).reason == "duplicate_key"
+    finally:
+        jsonl.orjson = old
+
+
 @_settings
 @given(_OBJECTS, st.booleans())
 def test_objects_without_a_repeated_key_read_as_before(obj, ascii_):
