@@ -6,14 +6,17 @@ which the store makes visible all at once.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Iterator
 from typing import IO
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import glob_translate
 
 __all__ = [
     "exists",
@@ -67,12 +70,48 @@ def _url(fs: fsspec.AbstractFileSystem, path: str, like: str) -> str:
     return path if is_local(like) else fs.unstrip_protocol(path)
 
 
+log = logging.getLogger("shardprep")
+
+
 def glob(pattern: str) -> list[str]:
-    """Files matching ``pattern``, sorted, as URLs of the same kind as the pattern."""
+    """Files matching ``pattern``, sorted, as URLs of the same kind as the pattern. A local wildcard is
+    matched by ``_local_glob`` (fsspec's pattern rules; folders it cannot read logged and skipped)."""
     fs, path = filesystem(pattern)
     if fs.isfile(path):
         return [pattern if is_local(pattern) else _url(fs, path, pattern)]
+    if isinstance(fs, LocalFileSystem) and any(c in path for c in "*?["):
+        return _local_glob(path)
     return sorted(_url(fs, p, pattern) for p in fs.glob(path) if fs.isfile(p))
+
+
+def _local_glob(path: str) -> list[str]:
+    """Files matching the local pattern ``path`` (absolute, as fsspec strips it), as fsspec's glob finds
+    them: below the folder before the first wildcard, as deep as the pattern reaches (``**``: any
+    depth), links to folders not followed (so a link loop is never walked), links to files kept. A
+    folder that cannot be listed (permissions, a name too long, I/O error) is skipped with one log
+    line, never fatal."""
+    first = min(i for i in (path.find(c) for c in "*?[") if i >= 0)
+    root = path[:path.rindex("/", 0, first) + 1] if "/" in path[:first] else ""
+    depth = None if "**" in path else path[len(root):].count("/") + 1
+    match = re.compile(glob_translate(path)).match
+    out: list[str] = []
+    stack = [(root.rstrip("/") or "/", 1)]
+    while stack:
+        folder, level = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = [(e.path, e.is_dir(follow_symlinks=False)) for e in entries]
+        except OSError as e:
+            if folder != (root.rstrip("/") or "/"):  # the pattern's own folder missing: no match, as before
+                log.warning("skipped %s: cannot be listed (%s)", folder, e.strerror or e)
+            continue
+        for entry, is_dir in listed:
+            if is_dir:
+                if depth is None or level < depth:
+                    stack.append((entry, level + 1))
+            elif match(entry) and os.path.isfile(entry):
+                out.append(entry)
+    return sorted(out)
 
 
 def exists(url: str) -> bool:

@@ -124,6 +124,7 @@ def parser() -> argparse.ArgumentParser:
                      "which also catches damage inside the data (default: %(default)s)")
     img.add_argument("--max-side", type=int, metavar="PX",
                      help="re-encode images whose longer side exceeds PX as JPEG of that size (default: keep bytes)")
+    img.add_argument("--max-image-pixels", type=int, default=ImageOptions.max_pixels, metavar="N", help="an image whose header declares more pixels is dead letter image_too_large, at every --check-images level (default: %(default)s, as Pillow)")
     img.add_argument("--jpeg-quality", type=int, default=90, metavar="Q", help="JPEG quality of --max-side (default: %(default)s)")
     img.add_argument("--image-path-column", default="path", metavar="NAME", help="listing column of image paths (default: %(default)s)")
     img.add_argument("--image-label-column", default="label", metavar="NAME",
@@ -226,7 +227,7 @@ def _main(argv: Sequence[str] | None) -> int:
         planning.check_num_shards(args.num_shards, args.workers)
     _refuse_finished(args.output, args.overwrite)
     files = formats.expand_inputs(args.input, args.format, ImageOptions(
-        args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column))
+        args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column, args.max_image_pixels))
     own = formats.own_splits(files, args.split)  # the TFDS splits kept, unless --split merges and re-splits them
     if own is not None:
         files, splits = own

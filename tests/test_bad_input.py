@@ -552,6 +552,11 @@ CASES: list[Case] = [
          refused("dtype 'int32' is not supported"), args=(S,)),
     Case("schema_empty", "--schema file holding {}", schema_file("{}", csv_file()), refused("defines no features"),
          args=(S,)),
+    Case("jsonl_duplicate_key", 'a JSON Lines object with a key twice ({"id": 4, ..., "id": 40}), never read as its last value',
+         jsonl_file(bad={5: '{"id": 4, "x": 0.4, "text": "d", "id": 40}'}), dead_letter("duplicate_key", 5)),
+    Case("json_array_duplicate_key", "a key twice in a nested object of element 2 of a .json array",
+         raw_file("a.json", b'[{"id": 1, "text": "a"}, {"id": 2, "text": "b", "m": {"k": 1, "k": 2}}, '
+                  b'{"id": 3, "text": "c"}]', 3), dead_letter("duplicate_key", 2)),
 ]
 
 

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -167,20 +168,36 @@ def test_loops_second_links_and_dangling_links_in_the_tree_are_skipped_with_a_li
     assert len(got) == 2 * len(CLASSES) and not dead_letters(str(out))  # every image once, nothing lost
 
 
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
+
+
 def test_decode_check_catches_damage_the_header_misses(tmp_path):
+    """Pixels cut (IEND kept): the header check inflates the IDAT stream and finds it short (issue 35).
+    A row filter byte that does not exist (the stream whole, its length right): only decoding sees it."""
     root = tmp_path / "raw"
     write_images(str(root), per_class=3, formats=("png",))
     good = (root / "circle" / "00000.png").read_bytes()
     idat = good.index(b"IDAT")
     half = int.from_bytes(good[idat - 4: idat], "big") // 2
-    (root / "circle" / "damaged.png").write_bytes(good[: idat + 4 + half] + good[-12:])  # pixels cut, IEND kept
-    assert sniff((root / "circle" / "damaged.png").read_bytes()).width > 0
+    (root / "circle" / "cut.png").write_bytes(good[: idat + 4 + half] + good[-12:])  # pixels cut, IEND kept
+    with pytest.raises(ImageProblem) as e:
+        sniff((root / "circle" / "cut.png").read_bytes())
+    assert e.value.reason == "image_truncated"
+    rows = b"".join(bytes([9 if r == 2 else 0]) + bytes(8 * 3) for r in range(4))
+    (root / "circle" / "damaged.png").write_bytes(
+        b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", (8).to_bytes(4, "big") + (4).to_bytes(4, "big") + b"\x08\x02\0\0\0")
+        + _png_chunk(b"IDAT", zlib.compress(rows)) + _png_chunk(b"IEND", b""))
+    assert sniff((root / "circle" / "damaged.png").read_bytes()).width == 8
     header, decoded = tmp_path / "header", tmp_path / "decode"
-    assert run.main(["--input", str(root), "--format", "images", "--output", str(header), "--num-shards", "2"]) == 0
-    assert len(records(str(header))) == 10  # the header check lets it through
+    assert run.main(["--input", str(root), "--format", "images", "--output", str(header), "--num-shards", "2",
+                     "--max-bad-records", "1"]) == 0
+    assert [(d["raw"], d["reason"]) for d in dead_letters(str(header))] == [("circle/cut.png", "image_truncated")]
+    assert len(records(str(header))) == 10  # the header check lets the bad filter byte through
     assert run.main(["--input", str(root), "--format", "images", "--output", str(decoded), "--num-shards", "2",
-                     "--check-images", "decode", "--max-bad-records", "1"]) == 0
-    assert [(d["raw"], d["reason"]) for d in dead_letters(str(decoded))] == [("circle/damaged.png", "image_truncated")]
+                     "--check-images", "decode", "--max-bad-records", "2"]) == 0
+    assert sorted((d["raw"], d["reason"]) for d in dead_letters(str(decoded))) == [
+        ("circle/cut.png", "image_truncated"), ("circle/damaged.png", "image_decode_error")]
     assert len(records(str(decoded))) == 9
 
 

@@ -7,11 +7,12 @@ imported only when a unit is parsed). ``cuts`` places the cuts of line-based fil
 
 Bad records (``Bad.reason``): ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the
 file, or a record the csv module refuses), ``invalid_utf8``, ``json_invalid``, ``json_not_object``,
-``tfrecord_length_crc`` (reading resumes at the next record that checks), ``tfrecord_data_crc``,
+``duplicate_key`` (a JSON object with a key twice, at any depth), ``tfrecord_length_crc`` (reading
+resumes at the next record that checks), ``tfrecord_data_crc``,
 ``tfrecord_truncated``, ``not_an_example``, ``gzip_truncated`` and ``gzip_invalid``; ``images``
 (a class-folder tree or a listing, ``image_listing``; headers ``image_headers``; Pillow ``image_codec``):
 ``image_empty``, ``image_not_an_image``, ``image_unsupported_format``, ``image_truncated``,
-``image_decode_error`` and ``image_unreadable``.
+``image_decode_error``, ``image_unreadable`` and ``image_too_large`` (more pixels than ``--max-image-pixels``).
 """
 from __future__ import annotations
 

@@ -11,20 +11,24 @@ import struct
 
 from PIL import Image, ImageFile
 
-from shardprep.formats.image_headers import DECODE, TRUNCATED, ImageInfo, ImageProblem
+from shardprep.formats.image_headers import DECODE, TOO_LARGE, TRUNCATED, ImageInfo, ImageProblem
 
 __all__ = ["decode", "shrink"]
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated image is an error, never silently padded
 
 
-def decode(data: bytes, info: ImageInfo) -> Image.Image:
-    """Every pixel of ``data`` decoded (first frame of a GIF); ``ImageProblem`` if that fails or disagrees."""
+def decode(data: bytes, info: ImageInfo, max_pixels: int | None = None) -> Image.Image:
+    """Every pixel of ``data`` decoded (first frame of a GIF); ``ImageProblem`` if that fails or disagrees.
+    ``max_pixels`` (``--max-image-pixels``): Pillow's decompression-bomb limit for this call (the header
+    check has already refused larger images)."""
+    if max_pixels is not None:
+        Image.MAX_IMAGE_PIXELS = max_pixels  # per process; every caller passes its run's limit
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
     except Image.DecompressionBombError as e:
-        raise ImageProblem(DECODE, f"{info.format}: {e}") from None
+        raise ImageProblem(TOO_LARGE, f"{info.format}: {e}") from None
     except (OSError, SyntaxError, ValueError, EOFError, struct.error) as e:
         text = str(e) or type(e).__name__
         reason = TRUNCATED if "truncat" in text.lower() or isinstance(e, EOFError) else DECODE

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from shardprep import fs
 from shardprep.errors import InputError
+from shardprep.formats.image_headers import MAX_IMAGE_PIXELS
 
 __all__ = ["ImageEntries", "ImageOptions", "Listing", "list_images", "resolve"]
 
@@ -32,19 +33,23 @@ CHECKS = ("header", "decode")
 
 @dataclasses.dataclass(frozen=True)
 class ImageOptions:
-    """How images are checked and stored: ``--check-images``, ``--max-side``, ``--jpeg-quality``, listing columns."""
+    """How images are checked and stored: ``--check-images``, ``--max-side``, ``--jpeg-quality``, listing
+    columns, ``--max-image-pixels``."""
 
     check: str = "header"
     max_side: int | None = None
     jpeg_quality: int = 90
     path_column: str = "path"
     label_column: str = "label"
+    max_pixels: int = MAX_IMAGE_PIXELS  # more in the header: dead letter image_too_large
 
     def __post_init__(self) -> None:
         if self.check not in CHECKS:
             raise InputError(f"--check-images {self.check!r}: expected one of {', '.join(CHECKS)}")
         if self.max_side is not None and self.max_side < 1:
             raise InputError(f"--max-side {self.max_side}: expected a number of pixels above 0")
+        if self.max_pixels < 1:
+            raise InputError(f"--max-image-pixels {self.max_pixels}: expected a number of pixels above 0")
         if not 1 <= self.jpeg_quality <= 100:
             raise InputError(f"--jpeg-quality {self.jpeg_quality}: expected 1..100")
 

@@ -233,7 +233,7 @@ def _checked(unit: WorkUnit) -> Iterator[tuple[int, bytes, ImageInfo] | Bad]:
         try:
             if isinstance(data, BaseException):
                 raise ImageProblem(UNREADABLE, f"cannot be read: {data}")
-            info = sniff(data)
+            info = sniff(data, options.max_pixels)
             if pixels:
                 data, info = _pixels(data, info, options)
         except ImageProblem as e:
@@ -260,7 +260,7 @@ def _pixels(data: bytes, info: ImageInfo, options: ImageOptions) -> tuple[bytes,
 
     large = options.max_side is not None and max(info.height, info.width) > options.max_side
     if options.check == "decode" or large:
-        image = decode(data, info)
+        image = decode(data, info, options.max_pixels)
         if large:
             return shrink(image, options.max_side, options.jpeg_quality)
     return data, info

@@ -4,7 +4,8 @@ The file is parsed whole (in memory), so it suits files of up to a few hundred M
 belongs in JSON Lines. Positions are 1-based places in the array. Bad records: ``json_invalid``
 (the file is not valid JSON: one dead letter for the file), ``invalid_utf8`` (the file, or an element
 holding a lone surrogate escape), ``json_not_object``
-(an element that is not an object), ``gzip_truncated`` and ``gzip_invalid``.
+(an element that is not an object), ``duplicate_key`` (an element holding, at any depth, an object
+with a key twice), ``gzip_truncated`` and ``gzip_invalid``.
 """
 from __future__ import annotations
 
@@ -45,6 +46,39 @@ class JsonArrayFormat(Format):
         return read_json_array(unit)
 
 
+class _Twice(dict):
+    """An object parsed with a key given twice (kept whole: its element is dead letter ``duplicate_key``)."""
+
+    key = ""
+
+
+def _marking_pairs(found: list[str]):
+    def hook(pairs: list[tuple[str, object]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        twice = _Twice(obj)
+        twice.key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        found.append(twice.key)
+        return twice
+    return hook
+
+
+def _twice(value: object) -> str | None:
+    """The first repeated key in ``value`` at any depth, or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _Twice):
+            return v.key
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
 def read_json_array(unit: WorkUnit) -> Iterator[Record]:
     """(position, object) per element of the array, or one ``Bad`` for a file that cannot be parsed."""
     try:
@@ -62,7 +96,7 @@ def read_json_array(unit: WorkUnit) -> Iterator[Record]:
         yield 1, Bad(1, "invalid_utf8", f"the file is not valid UTF-8 (byte {e.start}: {e.reason})", data[:1024])
         return
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_marking_pairs(found := []))
     except (ValueError, RecursionError) as e:
         yield 1, Bad(1, "json_invalid", f"the file is not valid JSON: {e}", text[:1024])
         return
@@ -71,7 +105,10 @@ def read_json_array(unit: WorkUnit) -> Iterator[Record]:
         return
     escapes = "\\u" in text  # only an escape spells a lone surrogate
     for i, item in enumerate(value, 1):
-        if isinstance(item, dict) and escapes and (problem := lone_surrogate(item)):
+        if isinstance(item, dict) and found and (key := _twice(item)) is not None:
+            yield i, Bad(i, "duplicate_key", f"element {i} of the array holds an object with the key {key!r} twice",
+                         json.dumps(item)[:1024])
+        elif isinstance(item, dict) and escapes and (problem := lone_surrogate(item)):
             yield i, Bad(i, "invalid_utf8", f"element {i} of the array {problem}", json.dumps(item)[:1024])
         elif isinstance(item, dict):
             yield i, item

@@ -1,7 +1,8 @@
 """JSON Lines: one object per line; large files cut at any newline (``cuts``), read line by line.
 
 Bad records: ``invalid_utf8`` (also a lone surrogate escape, ``"\\ud83d"``, which no UTF-8 text holds),
-``json_invalid``, ``json_not_object``, ``record_too_large``, ``gzip_truncated`` and ``gzip_invalid``.
+``json_invalid``, ``json_not_object``, ``duplicate_key`` (an object, top-level or nested, holding a key
+twice: never read as its last value), ``record_too_large``, ``gzip_truncated`` and ``gzip_invalid``.
 A file holding one JSON array is an ``InputError``.
 
 Column-wise path (``framed_batches``): for a schema of scalars, the unit is read in blocks of whole
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from shardprep.example import columnar
@@ -77,12 +79,57 @@ def json_only(raw: bytes) -> bool:
     return _LONG_NUMBERS[0][1:] in digits and any(run in digits for run in _LONG_NUMBERS)  # one search when clean
 
 
+class DuplicateKey(Exception):
+    """Raised by ``strict_pairs`` (not a ValueError: json.loads lets it through unchanged)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def strict_pairs(pairs: list[tuple[str, object]]) -> dict:
+    """json's ``object_pairs_hook`` refusing a key given twice (json and orjson keep the last silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def no_duplicates(raw: bytes, value: object) -> bool:
+    """Whether ``value``, parsed from ``raw`` by a reader keeping the last of a repeated key, provably
+    held no key twice. Outside strings every colon of a JSON text ends a key: ``raw``'s colons are its
+    keys plus the colons of its strings, and the value written back by orjson has one
+    colon per key kept plus those of the strings kept; equal counts prove no key was dropped, which a
+    ``\\u`` escape (a colon spelled ``\\u003a``) would blur. False: undecided, json with
+    ``strict_pairs`` decides."""
+    colons = raw.count(b":")
+    if type(value) is dict and colons == len(value):  # the common flat row, no colon in its strings
+        return True
+    if b"\\u" in raw or orjson is None:
+        return False
+    try:
+        return orjson.dumps(value).count(b":") == colons  # orjson writes a colon in a string as is
+    except (TypeError, orjson.JSONEncodeError):  # pragma: no cover - a value orjson read but cannot write
+        return False
+
+
+def _duplicate(line: int, key: str, text: str) -> Bad:
+    return Bad(line, "duplicate_key", f"line {line} holds an object with the key {key!r} twice", text.rstrip("\r\n"))
+
+
 def _json_row(raw: bytes, line: int) -> dict | Bad:
     if orjson is not None and not json_only(raw):
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             value = _json_row  # a sentinel: let json decide and word the error
+        else:
+            if not no_duplicates(raw, value):
+                value = _json_row  # json decides, key by key
     else:
         value = _json_row
     if value is _json_row:
@@ -91,7 +138,9 @@ def _json_row(raw: bytes, line: int) -> dict | Bad:
         except UnicodeDecodeError as e:
             return Bad(line, "invalid_utf8", f"line {line} is not valid UTF-8 (byte {e.start}: {e.reason})", raw.rstrip(b"\r\n"))
         try:
-            value = json.loads(text)
+            value = json.loads(text, object_pairs_hook=strict_pairs)
+        except DuplicateKey as e:
+            return _duplicate(line, e.key, text)
         except (ValueError, RecursionError) as e:
             return Bad(line, "json_invalid", f"line {line} is not valid JSON: {e}", text.rstrip("\r\n"))
         if "\\u" in text and (problem := lone_surrogate(value)):  # orjson refuses them: only json gives one
@@ -167,6 +216,11 @@ def _parsed(lines: list[bytes], bulk: bool) -> list[dict | Bad]:
             pass
         else:
             if set(map(type, rows)) == {dict}:
+                colons = list(map(bytes.count, lines, repeat(b":")))
+                if colons != list(map(len, rows)):  # a colon in a string, a nested object, or a key twice
+                    for i, (raw, row) in enumerate(zip(lines, rows)):
+                        if colons[i] != len(row) and not no_duplicates(raw, row):
+                            rows[i] = _json_row(raw, 0)
                 return rows
     return [_json_row(raw, 0) for raw in lines if not (raw.isspace() or not raw)]
 

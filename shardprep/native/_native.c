@@ -698,7 +698,8 @@ done:
  * (orjson, or json) reads the same way: one JSON object per line, valid UTF-8, every schema field
  * once, each of the type its column takes as is (float32: a number; int64: an integer literal in
  * range; string: a string), other keys only when ignored (their values validated, depth <= 64).
- * Anything else (a bad line, a duplicate field, NaN, a lone surrogate, a line over the record
+ * Anything else (a bad line, a key given twice, ignored or not, a nested ignored object of two or
+ * more keys, NaN, a lone surrogate, a line over the record
  * limit, ...) and the whole block is declined (None): the per-line path decides it. */
 
 typedef struct {
@@ -909,11 +910,15 @@ static int j_skip(const uint8_t **pp, const uint8_t *e, int depth) {
     else if (e - p >= 5 && !memcmp(p, "false", 5)) p += 5;
     else if ((*p == '[' || *p == '{') && depth < 64) {
         uint8_t close = *p == '[' ? ']' : '}';
+        int keys = 0;
         p++;
         while (p < e && J_WS(*p)) p++;
         if (p < e && *p == close) p++;
         else for (;;) {
             if (close == '}') {
+                /* a nested object's second key might repeat the first (duplicate_key): the per-line
+                 * path decides */
+                if (keys++) return 0;
                 if (p >= e || *p != '"') return 0;
                 p++;
                 if ((r = j_string(&p, e, NULL)) != 1) return r;
@@ -934,6 +939,7 @@ static int j_skip(const uint8_t **pp, const uint8_t *e, int depth) {
 }
 
 #define J_MAX_FIELDS 256
+#define J_MAX_EXTRA 32 /* ignored keys in a line, each checked against the others */
 
 /* jsonl_columns(block, names, kinds, ignore_extra, max_line, bom) -> (rows, [column, ...]) or None.
  * names: the features' UTF-8 names (at most 256, else None); kinds: one byte each (0 string, 1 float32,
@@ -982,7 +988,7 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
             if (jbuf_reserve(v + 1, block.len / strings) < 0) goto done;
         }
     }
-    JBuf key = {0};
+    JBuf key = {0}, extra = {0};
     if (jbuf_reserve(&key, 256) < 0) goto done;
     int ok = 1;
     Py_ssize_t last = -1; /* the field of the last key read */
@@ -1000,7 +1006,8 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
         if (*s != '{') { ok = 0; break; }
         s++;
         uint8_t seen[J_MAX_FIELDS] = {0};
-        Py_ssize_t found = 0;
+        Py_ssize_t found = 0, nextra = 0;
+        extra.len = 0;
         while (s < e && J_WS(*s)) s++;
         if (s < e && *s == '}') s++;
         else for (;;) {
@@ -1022,7 +1029,24 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
                 }
             }
             if (f == k) {
-                if (!ignore_extra || (r = j_skip(&s, e, 0)) != 1) { ok = ignore_extra ? r : 0; break; }
+                if (!ignore_extra) { ok = 0; break; }
+                /* an ignored key given twice is duplicate_key: the line's ignored keys, each as
+                 * (int64 length, bytes), compared one by one; more than J_MAX_EXTRA: declined */
+                const uint8_t *x = extra.obj ? (const uint8_t *)PyBytes_AS_STRING(extra.obj) : NULL;
+                int twice = 0;
+                for (Py_ssize_t at = 0; at < extra.len && !twice;) {
+                    int64_t n;
+                    memcpy(&n, x + at, 8);
+                    twice = n == key.len && !memcmp(x + at + 8, PyBytes_AS_STRING(key.obj), (size_t)n);
+                    at += 8 + n;
+                }
+                if (twice || ++nextra > J_MAX_EXTRA) { ok = 0; break; }
+                if (jbuf_reserve(&extra, 8 + key.len) < 0) { ok = -1; break; }
+                int64_t n = key.len;
+                memcpy(JBUF_END(&extra), &n, 8);
+                memcpy(JBUF_END(&extra) + 8, PyBytes_AS_STRING(key.obj), (size_t)key.len);
+                extra.len += 8 + key.len;
+                if ((r = j_skip(&s, e, 0)) != 1) { ok = r; break; }
             } else if (seen[f]) { ok = 0; break; }
             else {
                 seen[f] = 1;
@@ -1055,6 +1079,7 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
         rows++;
     }
     Py_CLEAR(key.obj);
+    Py_CLEAR(extra.obj);
     if (ok < 0) goto done; /* no memory: the error is set */
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
     PyObject *columns = PyList_New(k);

@@ -1,0 +1,66 @@
+"""Issue 35: local ``--input`` wildcards walk trees holding link loops and unreadable folders: loops
+are never walked (links to folders are not followed, as fsspec's glob), an unreadable folder is
+skipped with one log line; what is found is what fsspec's glob finds."""
+from __future__ import annotations
+
+import logging
+import os
+
+import fsspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardprep import fs
+from shardprep.formats import expand_inputs
+
+PATTERNS = ["**/*.csv", "*/*.csv", "**", "a*/**/x?.csv", "[ab]/*", "*.csv", "b/**/*.jsonl"]
+
+
+def _tree(root, files, links):
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("c\n1\n")
+    for rel, target in links:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        if not os.path.lexists(root / rel):
+            os.symlink(target, root / rel)
+
+
+def _fsspec(pattern):
+    local = fsspec.filesystem("file")
+    return sorted(p for p in local.glob(pattern) if local.isfile(p))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["a/x1.csv", "a/b/x2.csv", "b/y.jsonl", "b/c/d/x3.csv", "z.csv", "a b/x4.csv",
+                                 ".h/x5.csv", "b/_x.csv"]), min_size=1, unique=True),
+       st.lists(st.sampled_from([("a/up", ".."), ("b/c/self", "."), ("b/loop", "../b"), ("a/gone", "/nonexistent"),
+                                 ("a/file.csv", "x1.csv")]), unique=True))
+def test_local_wildcards_find_what_fsspec_finds(tmp_path_factory, files, links):
+    root = tmp_path_factory.mktemp("tree")
+    _tree(root, files, links)
+    for pattern in PATTERNS:
+        assert fs.glob(f"{root}/{pattern}") == _fsspec(f"{root}/{pattern}"), pattern
+
+
+def test_a_link_loop_is_never_walked_and_a_relative_pattern_works(tmp_path, monkeypatch):
+    _tree(tmp_path, ["d/a.csv", "d/e/b.csv"], [("d/e/up", ".."), ("d/e/again", "../../d")])
+    monkeypatch.chdir(tmp_path)
+    got = [f.url for f in expand_inputs(["d/**/*.csv"])]
+    assert got == [str(tmp_path / "d/a.csv"), str(tmp_path / "d/e/b.csv")]
+
+
+def test_an_unreadable_folder_is_skipped_with_one_line(tmp_path, monkeypatch, caplog):
+    _tree(tmp_path, ["d/a.csv", "d/locked/b.csv", "d/locked/deeper/c.csv"], [])
+    locked, scandir = str(tmp_path / "d" / "locked"), os.scandir
+
+    def refusing(path):
+        if str(path) == locked:
+            raise PermissionError(13, "Permission denied", path)
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", refusing)  # root may read anything: refuse in the walk instead
+    with caplog.at_level(logging.WARNING, logger="shardprep"):
+        got = [f.url for f in expand_inputs([f"{tmp_path}/d/**/*.csv"])]
+    assert got == [str(tmp_path / "d/a.csv")]
+    lines = [r.getMessage() for r in caplog.records if "cannot be listed" in r.getMessage()]
+    assert lines == [f"skipped {locked}: cannot be listed (Permission denied)"]
