@@ -7,19 +7,20 @@ greedy longest-match-first WordPiece with ``##`` continuations and ``[UNK]`` for
 than 100 characters or one the vocabulary cannot spell. ``train_vocab`` makes such a vocabulary
 from text, deterministically.
 
-Known differences from BERT's pure-Python tokenizer (tests/test_text_tokenize.py pins them): the
-Rust normalizer drops private-use and unassigned code points (BERT keeps them, as ``[UNK]``), and
-counts U+0085, U+2028 and U+2029 as white space (BERT keeps them inside a word); Unicode tables
-may differ where Python's and Rust's Unicode versions differ.
+Known difference from BERT's pure-Python tokenizer (tests/test_text_tokenize.py pins it and checks
+the rest on random Unicode text): the Rust normalizer drops private-use code points (U+E000..U+F8FF
+and the supplementary planes' private use), where BERT keeps them inside a word (then usually
+``[UNK]``). Unicode tables may differ where Python's and Rust's Unicode versions differ.
 """
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import tokenizers
-from tokenizers import models, normalizers, pre_tokenizers, trainers
+from tokenizers import models, normalizers, pre_tokenizers
 
 __all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab", "train_vocab", "write_vocab"]
 
@@ -144,30 +145,92 @@ def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_fre
                 limit_alphabet: int = 1000) -> list[str]:
     """A WordPiece vocabulary of at most ``size`` tokens learnt from ``lines``: its tokens in id order.
 
-    The special tokens come first (``SPECIAL_TOKENS``, so [PAD] is id 0); the text is normalized and
-    pre-tokenized as ``load_vocab``'s tokenizer does. Deterministic: the same lines give the same list
-    (the trainer counts words, then merges by count with ties broken by the pair itself). Memory:
-    the distinct words and their counts, not the text.
+    The algorithm of tokenizers' WordPieceTrainer (byte-pair merges over ``##``-continued
+    characters, the most frequent pair first), written here because that trainer is not
+    deterministic: it numbers the ``##`` pieces in hash-map order and breaks ties between pairs of
+    equal count by those numbers, so two runs over the same text give different vocabularies. Here
+    ties go to the pair that sorts first, and the alphabet is ordered by count then character: the
+    same lines give the same list. The text is normalized and pre-tokenized by ``load_vocab``'s
+    tokenizer (the Rust side); memory is the distinct words and their counts, not the text.
+
+    The special tokens come first (``SPECIAL_TOKENS``, so [PAD] is id 0), then the alphabet (the
+    ``limit_alphabet`` most frequent characters, each alone and as a ``##`` continuation where seen
+    so), then the merges in order; pairs seen fewer than ``min_frequency`` times are not merged.
     """
     if size <= len(SPECIAL_TOKENS):
         raise ValueError(f"size {size}: a vocabulary needs more than the {len(SPECIAL_TOKENS)} special tokens")
-    tok = _tokenizer({}, cased)
-    tok.model = models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##",
-                                 max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
-    trainer = trainers.WordPieceTrainer(vocab_size=size, min_frequency=min_frequency, show_progress=False,
-                                        special_tokens=list(SPECIAL_TOKENS), limit_alphabet=limit_alphabet,
-                                        continuing_subword_prefix="##")
-    tok.train_from_iterator(_strings(lines), trainer=trainer)
-    vocab = tok.get_vocab(with_added_tokens=False)
-    tokens = sorted(vocab, key=vocab.__getitem__)
-    assert tuple(tokens[: len(SPECIAL_TOKENS)]) == SPECIAL_TOKENS, tokens[:8]
-    return tokens
-
-
-def _strings(lines: Iterable[str]) -> Iterator[str]:
+    tok = _tokenizer({"[UNK]": 0}, cased)
+    normalize, split = tok.normalizer.normalize_str, tok.pre_tokenizer.pre_tokenize_str
+    counts: dict[str, int] = {}
     for line in lines:
         if line.strip():
-            yield line
+            for word, _ in split(normalize(line)):
+                counts[word] = counts.get(word, 0) + 1
+    chars: dict[str, int] = {}
+    for word, n in counts.items():
+        if len(word) <= MAX_INPUT_CHARS_PER_WORD:
+            for c in word:
+                chars[c] = chars.get(c, 0) + n
+    alphabet = frozenset(sorted(chars, key=lambda c: (-chars[c], c))[:limit_alphabet])
+    words: list[list[str]] = []
+    freq: list[int] = []
+    for word in sorted(counts):
+        if len(word) <= MAX_INPUT_CHARS_PER_WORD and alphabet.issuperset(word):
+            words.append([word[0]] + ["##" + c for c in word[1:]])
+            freq.append(counts[word])
+    vocab: list[str] = list(SPECIAL_TOKENS)
+    seen = set(vocab)
+    for symbol in sorted({s for w in words for s in w}, key=lambda s: (s.startswith("##"), -chars[s[-1]], s)):
+        if symbol not in seen:
+            seen.add(symbol)
+            vocab.append(symbol)
+    pairs: dict[tuple[str, str], int] = {}
+    where: dict[tuple[str, str], set[int]] = {}
+    for k, w in enumerate(words):
+        for pair in zip(w, w[1:]):
+            pairs[pair] = pairs.get(pair, 0) + freq[k]
+            where.setdefault(pair, set()).add(k)
+    heap = [(-n, pair) for pair, n in pairs.items()]
+    heapq.heapify(heap)
+    while len(vocab) < size and heap:
+        neg, pair = heapq.heappop(heap)
+        if pairs.get(pair, 0) != -neg:
+            continue  # stale: its count changed since it was pushed
+        if -neg < min_frequency:
+            break
+        a, b = pair
+        merged = a + b[2:] if b.startswith("##") else a + b
+        if merged not in seen:
+            seen.add(merged)
+            vocab.append(merged)
+        changed: dict[tuple[str, str], int] = {}
+        for k in sorted(where.pop(pair, ())):
+            w, n = words[k], freq[k]
+            j = 0
+            out: list[str] = []
+            while j < len(w):
+                if j + 1 < len(w) and w[j] == a and w[j + 1] == b:
+                    out.append(merged)
+                    j += 2
+                else:
+                    out.append(w[j])
+                    j += 1
+            for p in zip(w, w[1:]):
+                pairs[p] -= n
+                changed[p] = 0
+            for p in zip(out, out[1:]):
+                pairs[p] = pairs.get(p, 0) + n
+                where.setdefault(p, set()).add(k)
+                changed[p] = 0
+            words[k] = out
+        pairs.pop(pair, None)
+        for p in changed:
+            n = pairs.get(p, 0)
+            if n > 0:
+                heapq.heappush(heap, (-n, p))
+            elif p in pairs:
+                del pairs[p]
+    return vocab
 
 
 def write_vocab(tokens: Sequence[str], url: str | os.PathLike) -> None:
