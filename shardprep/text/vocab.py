@@ -100,8 +100,11 @@ class Vocab:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """``encode`` of each text, in one call (the Rust side may use threads; the result is the same)."""
-        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        """``encode`` of each text, in one call (the Rust side may use threads; the result is the same).
+
+        ``encode_batch_fast`` where the package has it: the same ids, no character offsets (~1.3x)."""
+        batch = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [e.ids for e in batch(list(texts), add_special_tokens=False)]
 
 
 def parse_vocab(lines: Iterable[str], *, cased: bool = False) -> Vocab:
