@@ -148,9 +148,13 @@ def test_random_text_matches_reference(text: str) -> None:
     assert CASED.tokenize(text) == reference_tokenize(text, set(CASED.tokens), lower=False), repr(text)
 
 
-# Arbitrary code points but the documented difference (vocab.py's docstring): private use, which the
-# Rust normalizer drops and BERT keeps (surrogates are no text).
-_ANY = st.characters(exclude_categories=("Co", "Cs"))
+# Arbitrary code points but the documented differences (vocab.py's docstring): private use, which the
+# Rust normalizer drops and BERT keeps (surrogates are no text), and code points whose Unicode data
+# changed since Unicode 3.2 (the Rust tables are an older Unicode than Python's): characters assigned
+# in 3.2 with the same category now (95,088 of them agree; 4 re-categorised ones, e.g. U+1734, do not).
+_OLD = unicodedata.ucd_3_2_0
+_ANY = st.characters(exclude_categories=("Co", "Cs")).filter(
+    lambda c: _OLD.category(c) != "Cn" and _OLD.category(c) == unicodedata.category(c))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
