@@ -309,3 +309,20 @@ def test_rows_parse_with_bert_feature_spec() -> None:
         got = parsed[name].numpy().tolist()
         assert got == [r[name] for r in rows], name
     assert all(sum(r["input_mask"]) == len(x.input_ids) for r, x in zip(rows, instances))
+
+
+def test_create_instances_arguments() -> None:
+    config = PretrainingConfig(dupe_factor=3)
+    kw = dict(num_documents=len(CORPUS), random_document=CORPUS.__getitem__, vocab=VOCAB, config=config)
+    with pytest.raises(ValueError, match="outside the corpus"):
+        list(create_instances(CORPUS[0], len(CORPUS), **kw))
+    assert list(create_instances([], 0, **kw)) == []
+    whole = _as_tuples(create_instances(CORPUS[3], 3, **kw))
+    parts = [x for c in range(3) for x in _as_tuples(create_instances(CORPUS[3], 3, copies=[c], **kw))]
+    assert whole == parts  # a copy can be made on its own (another unit, another time)
+    with pytest.raises(ValueError, match="at least 5"):
+        PretrainingConfig(max_seq_length=4)
+    row = instance_row(next(create_instances(CORPUS[3], 3, **kw)), config)
+    with pytest.raises(ValueError, match="more than"):
+        instance_row(next(create_instances(CORPUS[3], 3, **kw)), PretrainingConfig(max_seq_length=8))
+    assert len(row["input_ids"]) == 128 and row["masked_lm_weights"].count(1.0) == sum(1 for p in row["masked_lm_ids"] if p)
