@@ -54,6 +54,7 @@ setuptools.setup(
         "tfrecord-lite>=0.0.8",
         "pyarrow>=25,<26",  # csv_arrow reads CSV as the csv module does: property-tested on this series
         "numpy>=1.24",
+        "tokenizers>=0.20,<1",  # shardprep.text: BERT WordPiece tokenization (Rust; no torch)
         "pillow>=10,<13",  # --format images: --check-images decode and --max-side (workers decode there)
     ],
     extras_require=EXTRAS,
