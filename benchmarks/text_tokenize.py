@@ -17,11 +17,10 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-
-from test_text_tokenize import reference_tokenize  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from shardprep.text.vocab import parse_vocab, train_vocab  # noqa: E402
+from tests.shardprep.text.test_vocab import reference_tokenize  # noqa: E402
 
 _SYLLABLES = ["ka", "to", "ri", "mé", "sa", "nu", "lo", "ve", "qui", "zo", "ber", "ün", "ça", "de", "ing", "tion", "pre"]
 _PUNCT = [".", ",", "!", "?", ";", ":", "(", ")", "-", "'", '"']

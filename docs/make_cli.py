@@ -1,6 +1,6 @@
 """Writes docs/cli.md, the flag reference of every command, from the commands' own ``--help``
 (argparse), so the reference cannot drift from the code: ``python docs/make_cli.py`` (or
-``make docs``); ``--check`` exits 1 when docs/cli.md is stale (``tests/test_docs.py`` runs it)."""
+``make docs``); ``--check`` exits 1 when docs/cli.md is stale (``tests/end_to_end/test_docs.py`` runs it)."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +38,7 @@ def help_text(module: str) -> str:
 def render() -> str:
     lines = ["# Command-line reference", "",
              "Generated from each command's `--help` by `python docs/make_cli.py`; do not edit by hand",
-             "(`tests/test_docs.py` fails when it is stale). The README's quickstart shows the common",
+             "(`tests/end_to_end/test_docs.py` fails when it is stale). The README's quickstart shows the common",
              "flags; [design.md](design.md) says why they are as they are.", ""]
     lines += [f"- [`{module}`](#{module.replace('.', '')}): {what}" for module, what in COMMANDS.items()]
     for module, what in COMMANDS.items():

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import test_bad_input as corpus  # noqa: E402
+from tests.end_to_end import test_bad_input as corpus  # noqa: E402
 
 
 def _md(text: str) -> str:
@@ -53,9 +53,8 @@ def corpus_table() -> list[str]:
 
 
 def crash_table() -> list[str]:
-    import test_crash_safety as crash
-
-    from conftest import run_cli
+    from tests.conftest import run_cli
+    from tests.end_to_end import test_crash_safety as crash
 
     rows = ["| kill point | files left (shards / .tmp) | manifest | verify | rerun (no --overwrite) |",
             "|---|---|---|---|---|"]
@@ -80,9 +79,8 @@ def crash_table() -> list[str]:
 
 
 def corruption_table() -> list[str]:
-    import test_corruption as corruption
-
     from shardprep import run, verify
+    from tests.end_to_end import test_corruption as corruption
     from trainer import preflight
 
     rows = ["| damage | `verify` (exit, line) | trainer pre-flight |", "|---|---|---|"]
@@ -111,7 +109,7 @@ def corruption_table() -> list[str]:
 
 
 def load_table() -> list[str]:
-    import test_load as load
+    from tests.end_to_end import test_load as load
 
     rows = ["| load | records | input | seconds | peak RSS |", "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ greedy longest-match-first WordPiece with ``##`` continuations and ``[UNK]`` for
 than 100 characters or one the vocabulary cannot spell. ``train_vocab`` makes such a vocabulary
 from text, deterministically.
 
-Known difference from BERT's pure-Python tokenizer (tests/test_text_tokenize.py pins it and checks
+Known difference from BERT's pure-Python tokenizer (tests/shardprep/text/test_vocab.py pins it and checks
 the rest on random Unicode text): the Rust normalizer drops private-use code points (U+E000..U+F8FF
 and the supplementary planes' private use), where BERT keeps them inside a word (then usually
 ``[UNK]``); and the Rust tables are an older Unicode than Python 3.11's (14.0), so a code point

@@ -1,0 +1,262 @@
+"""``python -m shardprep.report``: one self-contained HTML page of a real data set (issue 36)."""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from shardprep import manifest, report, run
+from shardprep.report_charts import js_divergence, rebin
+from tests.conftest import run_cli, write_csv
+from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
+
+HOSTILE = "<script>alert('x')</script>"
+HOSTILE_NAME = "<img src=x onerror=alert(1)>"  # a CSV column name
+
+
+def _rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        rows.append({"id": i, "x": round((i % 17) / 17 - 0.5, 4), "const": 7,
+                     "sparse": i if i % 3 == 0 else "",  # two thirds missing
+                     "label": "dog" if i % 30 == 0 else "cat",  # 29:1
+                     "text": HOSTILE if i == 3 else f"word {i % 5}", HOSTILE_NAME: i % 4})
+    return rows
+
+
+def _schema(path: Path) -> Path:
+    path.write_text(json.dumps({
+        "id": {"dtype": "int64", "shape": []}, "x": {"dtype": "float32", "shape": []},
+        "const": {"dtype": "int64", "shape": []}, "sparse": {"dtype": "int64", "shape": [], "nullable": True},
+        "label": {"dtype": "string", "shape": []}, "text": {"dtype": "string", "shape": []},
+        HOSTILE_NAME: {"dtype": "int64", "shape": []}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """600 good rows (train/eval) and two dead letters, one of them holding markup."""
+    tmp = tmp_path_factory.mktemp("report")
+    rows = _rows(600) + [{"id": "bad", "x": 0, "const": 7, "sparse": "", "label": "cat", "text": "zz", HOSTILE_NAME: 1},
+                         {"id": HOSTILE, "x": 0, "const": 7, "sparse": "", "label": "cat", "text": "zz", HOSTILE_NAME: 1}]
+    src = write_csv(tmp / "in.csv", rows)
+    out = tmp / "ds"
+    code = run.main(["--input", str(src), "--output", str(out), "--schema", str(_schema(tmp / "schema.json")),
+                     "--num-shards", "4", "--split", "train=0.8,eval=0.2", "--statistics", "on",
+                     "--max-bad-records", "5"])
+    assert code == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(dataset, tmp_path_factory) -> tuple[Path, str]:
+    target = tmp_path_factory.mktemp("page") / "report.html"
+    proc = run_cli("shardprep.report", dataset, "-o", target, check=True)
+    assert "wrote" in proc.stdout and "red flag" in proc.stdout
+    return target, target.read_text(encoding="utf-8")
+
+
+def test_the_page_names_every_split_and_feature_and_is_self_contained(dataset, page):
+    _, text = page
+    m = manifest.load(str(dataset))
+    for split in m.splits:
+        assert f"<h3>{split} " in text
+    for name in m.features:
+        assert f'id="feature-{html.escape(name)}"' in text
+    assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "<style>" in text
+    tags, attributes = _markup(text)  # nothing runs, nothing is fetched
+    assert not tags & {"script", "link", "img", "iframe", "object", "embed", "base"}, tags
+    assert not {a for a in attributes if a in ("src", "href") or a.startswith("on")}, attributes
+    assert not re.search(r"@import|url\(", text.split("</style>", 1)[0])
+    assert "records per shard" in text and "bytes per shard" in text
+
+
+def _markup(text: str) -> tuple[set[str], set[str]]:
+    """The tag and attribute names of an HTML document, as a browser's tokenizer sees them."""
+    tags: set[str] = set()
+    attributes: set[str] = set()
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.add(tag)
+            attributes.update(name for name, _ in attrs)
+
+    Collect().feed(text)
+    return tags, attributes
+
+
+def test_hostile_values_are_escaped(page):
+    _, text = page
+    assert "<script" not in text.lower() and "<img" not in text.lower()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text  # the feature name
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text  # the value in the top-values table
+
+
+def test_dead_letters_show_reasons_examples_and_positions(dataset, page):
+    _, text = page
+    m = manifest.load(str(dataset))
+    assert m.rejected.by_reason == {"type_mismatch": 2}
+    assert "type_mismatch: examples" in text
+    letters = [json.loads(line) for p in m.rejected.paths for line in (dataset / p).read_text().splitlines()]
+    for entry in letters:
+        assert f"<td>{entry['position']:,}</td>" in text
+    assert "field &#x27;id&#x27; holds" in text  # the detail, escaped
+
+
+def test_red_flags_fire_on_constant_high_missing_and_imbalanced_label_only(dataset):
+    flags = report.red_flags(manifest.load(str(dataset)))
+    text = "\n".join(f"{f.where}: {f.why}" for f in flags)
+    assert "feature const in train: constant" in text
+    assert re.search(r"feature sparse in train: 6\d\.\d% of records miss it", text)
+    assert "feature label in train: label imbalance" in text
+    assert not any(f.where.startswith(("feature x ", "feature id ", "feature text ")) for f in flags), text
+    assert not any(f.where.startswith("split ") for f in flags), text  # shards of like records: bytes close
+
+
+def _doc(dataset: Path) -> dict:
+    return json.loads((dataset / "manifest.json").read_text())
+
+
+def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(dataset):
+    """The fields another change adds to the statistics (histogram, quantiles, ...): drawn and compared;
+    eval's x shifted far from train's is flagged."""
+    doc = _doc(dataset)
+    extra = {"zeros": 3, "quantiles": {k: i / 10 for i, k in enumerate(("p1", "p5", "p25", "p50", "p75", "p95", "p99"))},
+             "quantile_histogram": {"edges": [0, 1, 2], "counts": [5, 5]}}
+    doc["statistics"]["train"]["x"].update(extra, histogram={"edges": [i / 10 for i in range(11)], "counts": [10] * 10})
+    doc["statistics"]["eval"]["x"].update(extra, histogram={"edges": [1 + i / 10 for i in range(11)], "counts": [10] * 10})
+    doc["statistics"]["train"]["text"].update(bytes_mean=6.5, bytes_min=6, bytes_max=27, distinct_estimated=True)
+    m = manifest.Manifest.from_json(doc)
+    text = report.render(str(dataset), m)
+    assert "p50" in text and "quantile histogram" in text and "bytes min/mean/max" in text and "(est.)" in text
+    assert text.count("<svg") >= 4 + 2 + 2  # 2 shard charts per split, a histogram and a quantile histogram per split
+    flags = report.red_flags(m)
+    assert any(f.where == "feature x in eval" and "Jensen-Shannon divergence 1.000" in f.why for f in flags)
+    same = copy.deepcopy(doc)
+    same["statistics"]["eval"]["x"]["histogram"] = same["statistics"]["train"]["x"]["histogram"]
+    assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(same)))
+    few = copy.deepcopy(doc)
+    few["statistics"]["eval"]["x"]["count"] = report.MIN_COMPARED - 1  # too few records: noise, not compared
+    assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(few)))
+
+
+def test_statistics_absent_or_partial_still_render(dataset):
+    doc = _doc(dataset)
+    doc.pop("statistics")
+    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    assert "holds no statistics" in text and 'id="feature-x"' in text
+    doc = _doc(dataset)
+    doc["statistics"]["train"]["x"] = {"count": 3}  # no missing, no numbers
+    doc["statistics"]["eval"]["x"]["histogram"] = {"edges": [0, 1], "counts": "bad"}  # malformed: ignored
+    report.render(str(dataset), manifest.Manifest.from_json(doc))
+
+
+def test_shard_bytes_far_apart_are_flagged(dataset):
+    doc = _doc(dataset)
+    shards = doc["splits"]["train"]["shards"]
+    shards[0]["num_bytes"] = shards[1]["num_bytes"] * 2
+    doc["splits"]["train"]["num_bytes"] = sum(s["num_bytes"] for s in shards)
+    flags = report.red_flags(manifest.Manifest.from_json(doc))
+    assert any(f.where == "split train" and re.search(r"max/min (1\.9\d|2\.\d\d) > 1\.1", f.why) for f in flags), flags
+
+
+def test_a_label_named_by_the_manifest_or_flag_is_checked(dataset):
+    doc = _doc(dataset)
+    doc["statistics"]["train"]["text"]["top"] = [["a", 500], ["b", 10]]
+    doc["statistics"]["train"]["text"]["distinct"] = 2
+    m = manifest.Manifest.from_json(doc)
+    assert not any(f.where == "feature text in train" for f in report.red_flags(m))
+    assert any(f.where == "feature text in train" and "imbalance" in f.why for f in report.red_flags(m, label="text"))
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, dataset):
+    proc = run_cli("shardprep.report", tmp_path / "none", "-o", tmp_path / "r.html")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no manifest" in proc.stderr
+    proc = run_cli("shardprep.report", dataset, "-o", tmp_path / "no" / "r.html")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    proc = run_cli("shardprep.report", dataset, "--label", "nope", "-o", tmp_path / "r.html")
+    assert proc.returncode == 2 and "not a feature" in proc.stderr
+    proc = run_cli("shardprep.report", "--help")
+    assert proc.returncode == 0 and "self-contained HTML" in proc.stdout
+
+
+def test_default_output_is_report_html_in_the_current_folder(tmp_path, dataset, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert report.main([str(dataset)]) == 0
+    assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_divergence_and_rebinning():
+    assert js_divergence([1, 2, 3], [2, 4, 6]) == pytest.approx(0)
+    assert js_divergence([1, 0], [0, 1]) == pytest.approx(1)
+    assert 0 < js_divergence([3, 1], [1, 3]) < 1
+    assert sum(rebin([0, 1, 2], [4, 6], [0, 0.5, 1, 1.5, 2])) == pytest.approx(10)
+    assert rebin([0, 1, 2], [4, 6], [0, 0.5, 1, 1.5, 2]) == pytest.approx([2, 2, 3, 3])
+    assert rebin([5, 5], [7], [0, 5, 10]) == [0, 7]  # a point mass (a constant feature's one bin)
+
+
+def _chromium() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if shutil.which("apt-get"):  # CI installs it (.ci/run); elsewhere try once, as root
+        subprocess.run("apt-get update -qq && apt-get install -y -qq chromium", shell=True, capture_output=True,
+                       timeout=600)
+    return shutil.which("chromium")
+
+
+def test_a_headless_browser_renders_the_page(page, tmp_path):
+    """Debian's chromium loads the file with no console message, its DOM holds the splits, and the
+    screenshot is a drawn page (many colours, a fair share of non-white pixels)."""
+    from PIL import Image
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed and `apt-get install chromium` failed (CI installs it: .ci/run)")
+    target, _ = page
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = target.resolve().as_uri()
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<h3>train " in dom.stdout and "<h3>eval " in dom.stdout and 'id="feature-label"' in dom.stdout
+    assert ":CONSOLE" not in dom.stderr and "Content Security Policy" not in dom.stderr, dom.stderr[-2000:]
+    png = tmp_path / "shot.png"
+    shot = subprocess.run([*flags, f"--screenshot={png}", "--window-size=1280,2000", url],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and png.exists(), shot.stderr[-2000:]
+    with Image.open(png) as im:
+        rgb = im.convert("RGB")
+        assert rgb.size == (1280, 2000)
+        colours = rgb.getcolors(maxcolors=1 << 20) or []
+        assert len(colours) > 20
+        white = sum(c for c, px in colours if min(px) >= 245)
+        assert 0.05 < 1 - white / (rgb.size[0] * rgb.size[1]) < 0.95
+
+
+@pytest.mark.slow
+def test_a_gcs_data_set_reports_and_the_report_can_go_to_gcs(dataset, tmp_path, gcs):  # noqa: F811
+    """The report reads only the manifest and the dead letters: those uploaded, gs:// DIR works, and -o gs://."""
+    from shardprep import fs
+
+    m = manifest.load(str(dataset))
+    for rel in ["manifest.json", *m.rejected.paths]:
+        gcs.upload(dataset / rel, f"ds/{rel}")
+    assert report.main([gcs.url("ds"), "-o", gcs.url("out/report.html")]) == 0
+    text = fs.read_bytes(gcs.url("out/report.html")).decode("utf-8")
+    assert "<h3>train " in text and "type_mismatch: examples" in text and "&lt;script&gt;" in text
+
+
+def test_a_missing_dead_letter_file_is_a_note_not_a_failure(dataset):
+    doc = _doc(dataset)
+    doc["rejected"]["paths"] = [p.replace("rejected-", "gone-") for p in doc["rejected"]["paths"]]
+    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    assert "gone-00000-of-00001.jsonl is missing" in text and "type_mismatch" in text
