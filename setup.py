@@ -32,7 +32,7 @@ EXTRAS = {
         "matplotlib>=3.7",
         "psutil>=5.9",
         "py-spy>=0.3",
-        # tests/test_tfds.py proves our TFDS metadata with the real library; never a core dependency.
+        # tests/shardprep/formats/test_tfds.py proves our TFDS metadata with the real library; never a core dependency.
         "tensorflow-datasets==4.9.*",
         "importlib_resources>=6",  # tensorflow-datasets 4.9.10 imports it without declaring it
     ],
