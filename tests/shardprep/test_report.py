@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import manifest, report, run
+from shardprep import manifest, report, report_flags, run
 from shardprep.report_charts import js_divergence, rebin
 from tests.conftest import run_cli, write_csv
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
@@ -111,7 +111,7 @@ def test_dead_letters_show_reasons_examples_and_positions(dataset, page):
 
 
 def test_red_flags_fire_on_constant_high_missing_and_imbalanced_label_only(dataset):
-    flags = report.red_flags(manifest.load(str(dataset)))
+    flags = report_flags.red_flags(manifest.load(str(dataset)))
     text = "\n".join(f"{f.where}: {f.why}" for f in flags)
     assert "feature const in train: constant" in text
     assert re.search(r"feature sparse in train: 6\d\.\d% of records miss it", text)
@@ -137,14 +137,14 @@ def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(datas
     text = report.render(str(dataset), m)
     assert "p50" in text and "quantile histogram" in text and "bytes min/mean/max" in text and "(est.)" in text
     assert text.count("<svg") >= 4 + 2 + 2  # 2 shard charts per split, a histogram and a quantile histogram per split
-    flags = report.red_flags(m)
+    flags = report_flags.red_flags(m)
     assert any(f.where == "feature x in eval" and "Jensen-Shannon divergence 1.000" in f.why for f in flags)
     same = copy.deepcopy(doc)
     same["statistics"]["eval"]["x"]["histogram"] = same["statistics"]["train"]["x"]["histogram"]
-    assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(same)))
+    assert not any(f.where == "feature x in eval" for f in report_flags.red_flags(manifest.Manifest.from_json(same)))
     few = copy.deepcopy(doc)
-    few["statistics"]["eval"]["x"]["count"] = report.MIN_COMPARED - 1  # too few records: noise, not compared
-    assert not any(f.where == "feature x in eval" for f in report.red_flags(manifest.Manifest.from_json(few)))
+    few["statistics"]["eval"]["x"]["count"] = report_flags.MIN_COMPARED - 1  # too few records: noise, not compared
+    assert not any(f.where == "feature x in eval" for f in report_flags.red_flags(manifest.Manifest.from_json(few)))
 
 
 def test_statistics_absent_or_partial_still_render(dataset):
@@ -163,7 +163,7 @@ def test_shard_bytes_far_apart_are_flagged(dataset):
     shards = doc["splits"]["train"]["shards"]
     shards[0]["num_bytes"] = shards[1]["num_bytes"] * 2
     doc["splits"]["train"]["num_bytes"] = sum(s["num_bytes"] for s in shards)
-    flags = report.red_flags(manifest.Manifest.from_json(doc))
+    flags = report_flags.red_flags(manifest.Manifest.from_json(doc))
     assert any(f.where == "split train" and re.search(r"max/min (1\.9\d|2\.\d\d) > 1\.1", f.why) for f in flags), flags
 
 
@@ -172,8 +172,8 @@ def test_a_label_named_by_the_manifest_or_flag_is_checked(dataset):
     doc["statistics"]["train"]["text"]["top"] = [["a", 500], ["b", 10]]
     doc["statistics"]["train"]["text"]["distinct"] = 2
     m = manifest.Manifest.from_json(doc)
-    assert not any(f.where == "feature text in train" for f in report.red_flags(m))
-    assert any(f.where == "feature text in train" and "imbalance" in f.why for f in report.red_flags(m, label="text"))
+    assert not any(f.where == "feature text in train" for f in report_flags.red_flags(m))
+    assert any(f.where == "feature text in train" and "imbalance" in f.why for f in report_flags.red_flags(m, label="text"))
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, dataset):
