@@ -89,10 +89,10 @@ def _plt():  # noqa: ANN202
     return plt
 
 
-def _save(plt, fig, name: str) -> str:
-    """Lays out, writes ``RESULTS/name`` and closes the figure; returns the path."""
+def _save(plt, fig, name: str, folder: str = RESULTS) -> str:
+    """Lays out, writes ``folder/name`` and closes the figure; returns the path."""
     fig.tight_layout()
-    path = os.path.join(RESULTS, name)
+    path = os.path.join(folder, name)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -181,7 +181,8 @@ def plot_timelines(results: dict) -> str | None:
     return _save(plt, fig, "trainer_timelines.png")
 
 
-def plot_scaling(results: dict) -> str | None:
+def plot_scaling(results: dict, folder: str = RESULTS) -> str | None:
+    """Re-shard time and peak memory against input size (``scaling.png`` in ``folder``; docs/make_charts.py too)."""
     sc = results.get("scaling")
     if not sc:
         return None
@@ -203,7 +204,7 @@ def plot_scaling(results: dict) -> str | None:
     ax.set_xlabel("input MB")
     ax.set_ylabel("peak RSS, MB")
     ax.set_title("peak memory vs size")
-    return _save(plt, fig, "scaling.png")
+    return _save(plt, fig, "scaling.png", folder)
 
 
 def plot_profile(results: dict) -> str | None:
