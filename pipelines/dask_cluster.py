@@ -33,7 +33,7 @@ STOP_WAIT_S = 10.0  # the most the command waits for the fork server to end (``_
 # distributed's periodic housekeeping, slowed down: an idle 2-worker LocalCluster used 2.4 CPU s in
 # 20 s without the profiler but otherwise default (mostly the 20 ms event-loop tick of every server),
 # 0.7 with these.
-# Also for `dask worker` / `dask scheduler` of a real cluster (README, "Sizing a Dask cluster").
+# Also for `dask worker` / `dask scheduler` of a real cluster (docs/scale-out.md, "Sizing a Dask cluster").
 QUIET = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",

@@ -202,7 +202,7 @@ def separate_cluster(tmp_path_factory):
         address = json.loads(info.read_text())["address"]
         procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
                                        "--host", "127.0.0.1", "--no-dashboard", "--local-directory", str(folder),
-                                       "--preload", "pipelines.dask_worker"],  # as README's sizing says
+                                       "--preload", "pipelines.dask_worker"],  # as docs/scale-out.md's sizing says
                                       env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
