@@ -28,6 +28,7 @@ lint: install
 
 docs: install
 	$(PY) docs/make_cli.py
+	$(PY) docs/make_charts.py
 
 demo: install
 	$(PY) -m trainer.demo

@@ -79,7 +79,7 @@ def _meta_line(meta: dict | None) -> str:
 # --- plots -----------------------------------------------------------------------------------------
 
 
-def _plt():  # noqa: ANN202
+def pyplot():  # noqa: ANN202  (matplotlib.pyplot, headless, the plots' font size)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +89,7 @@ def _plt():  # noqa: ANN202
     return plt
 
 
-def _save(plt, fig, name: str, folder: str = RESULTS) -> str:
+def save_figure(plt, fig, name: str, folder: str = RESULTS) -> str:
     """Lays out, writes ``folder/name`` and closes the figure; returns the path."""
     fig.tight_layout()
     path = os.path.join(folder, name)
@@ -102,7 +102,7 @@ def plot_throughput(results: dict) -> str | None:
     csv, tfr = results.get("csv"), results.get("tfrecord")
     if not csv and not tfr:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, part, title in ((axes[0], csv, "CSV -> tf.Example, 64 shards"), (axes[1], tfr, "TFRecord -> 64 shards")):
         if not part:
@@ -120,14 +120,14 @@ def plot_throughput(results: dict) -> str | None:
         ax.set_title(f"{title} ({mb:.0f} MB)")
         for y, v in enumerate(values):
             ax.text(v, y, f" {v:.1f}", va="center")
-    return _save(plt, fig, "throughput.png")
+    return save_figure(plt, fig, "throughput.png")
 
 
 def plot_balance(results: dict) -> str | None:
     bal = results.get("balance")
     if not bal:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     ax = axes[0]
     for name, counts in bal["shard_counts"].items():
@@ -153,14 +153,14 @@ def plot_balance(results: dict) -> str | None:
     ax.set_ylabel("% of replica-steps empty (idle)")
     ax.set_title(f"idle share per epoch, batch {bal['batch']} per worker")
     ax.legend(fontsize=7, loc="upper right")
-    return _save(plt, fig, "balance.png")
+    return save_figure(plt, fig, "balance.png")
 
 
 def plot_timelines(results: dict) -> str | None:
     tr = results.get("trainer")
     if not tr or "training" not in tr:
         return None
-    plt = _plt()
+    plt = pyplot()
     runs = dict(sorted(tr["training"].items(), key=lambda kv: kv[0] != "shardprep"))
     fig, axes = plt.subplots(len(runs), 1, figsize=(9, 1.3 + 0.9 * len(runs)), squeeze=False, sharex=True)
     for ax, (name, run) in zip(axes[:, 0], runs.items()):
@@ -178,7 +178,7 @@ def plot_timelines(results: dict) -> str | None:
         ax.set_ylim(-0.5, len(run["workers"]) - 0.2)
         ax.set_title(f"{name.replace('_', ' ')}: green = steps with data, red = empty steps", fontsize=8)
     axes[-1, 0].set_xlabel("seconds since the first step")
-    return _save(plt, fig, "trainer_timelines.png")
+    return save_figure(plt, fig, "trainer_timelines.png")
 
 
 def plot_scaling(results: dict, folder: str = RESULTS) -> str | None:
@@ -186,7 +186,7 @@ def plot_scaling(results: dict, folder: str = RESULTS) -> str | None:
     sc = results.get("scaling")
     if not sc:
         return None
-    plt = _plt()
+    plt = pyplot()
     pts = sc["points"]
     mb = [p["mb"] for p in pts]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
@@ -204,14 +204,14 @@ def plot_scaling(results: dict, folder: str = RESULTS) -> str | None:
     ax.set_xlabel("input MB")
     ax.set_ylabel("peak RSS, MB")
     ax.set_title("peak memory vs size")
-    return _save(plt, fig, "scaling.png", folder)
+    return save_figure(plt, fig, "scaling.png", folder)
 
 
 def plot_profile(results: dict) -> str | None:
     pr = results.get("profile")
     if not pr:
         return None
-    plt = _plt()
+    plt = pyplot()
     stages = pr["stages"][::-1]
     fig, ax = plt.subplots(figsize=(7, 0.25 * len(stages) + 1))
     ax.barh([s["stage"] for s in stages], [s["seconds"] for s in stages], color="tab:blue")
@@ -219,7 +219,7 @@ def plot_profile(results: dict) -> str | None:
         ax.text(s["seconds"], y, f" {100 * s['share']:.0f}%", va="center")
     ax.set_xlabel("seconds (py-spy samples of the main thread, wall clock)")
     ax.set_title(f"where one shardprep run's time goes ({pr.get('rows', 0):,} CSV rows)")
-    return _save(plt, fig, "profile.png")
+    return save_figure(plt, fig, "profile.png")
 
 
 # --- markdown --------------------------------------------------------------------------------------

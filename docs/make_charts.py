@@ -41,7 +41,7 @@ def demo_dataset(folder: str, *, rows: int = DEMO_ROWS, shards: int = DEMO_SHARD
 
 def plot_balance(raw_paths: list[str], ds: str, folder: str) -> str:
     """``balance.png``: the raw files' records, then the train split's records and KiB per shard."""
-    plt = report._plt()
+    plt = report.pyplot()
     m = manifest.load(ds)
     shards = m.splits["train"].shards
     file_rows = [sum(1 for _ in open(p, encoding="utf-8")) - 1 for p in raw_paths]
@@ -56,7 +56,7 @@ def plot_balance(raw_paths: list[str], ds: str, folder: str) -> str:
     axes[2].set_title("shards: KiB")
     for ax in axes[1:]:
         ax.set_xlabel("shard")
-    return report._save(plt, fig, "balance.png", folder)
+    return report.save_figure(plt, fig, "balance.png", folder)
 
 
 def main(argv: list[str] | None = None) -> int:
