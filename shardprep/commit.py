@@ -167,6 +167,7 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         seed=config.seed,
         shuffled=config.shuffle,
         compression=config.compression,
+        text=config.text,
         statistics={names[f.split]: f.statistics for f in sorted(groups[StatsFact], key=lambda f: f.split) if names[f.split] in splits},
     )
     errors.extend(manifest.problems(result))

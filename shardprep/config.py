@@ -48,6 +48,7 @@ class ReshardConfig:
     required: tuple[str, ...] = ()  # features whose missing value is dead letter ``missing_value`` (--required)
     statistics: bool = False  # per split and feature statistics in the manifest (--statistics; decodes every record)
     stats_top_k: int = 1000  # most frequent string values per feature and split in the manifest's statistics
+    text: dict[str, Any] | None = None  # a text run's manifest entry (text.spec.TextSpec.manifest_entry)
     spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (graph.spill.spill_bytes)
 
     def __post_init__(self) -> None:

@@ -87,6 +87,7 @@ class Manifest:
     compression: str = "none"
     statistics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # split -> feature -> stats
     record_type: str = "tf.train.Example"
+    text: dict[str, Any] | None = None  # a text run's task, vocabulary and BERT settings (text.spec.TextSpec)
     created: str = ""
     tool_version: str = TOOL_VERSION
     format: str = FORMAT
@@ -126,6 +127,7 @@ class Manifest:
             },
             "accounting": dataclasses.asdict(self.accounting),
             **({"statistics": self.statistics} if self.statistics else {}),
+            **({"text": self.text} if self.text is not None else {}),
         }
 
     @classmethod
@@ -175,6 +177,7 @@ class Manifest:
             created=str(doc.get("created", "")),
             tool_version=str(doc.get("tool_version", "")),
             statistics=_field(doc, "statistics", dict) if "statistics" in doc else {},
+            text=_field(doc, "text", dict) if "text" in doc else None,
         )
         for path in [s.path for split in manifest.splits.values() for s in split.shards] + list(manifest.rejected.paths):
             _check_relative(path)

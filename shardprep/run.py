@@ -12,9 +12,10 @@ if __name__ == "__main__":  # a signal during the imports below (~0.2 s): one li
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pipelines import engines
 from shardprep import (
@@ -37,6 +38,7 @@ from shardprep.formats import tfds as tfds_input
 from shardprep.formats.dialect import DEFAULT_NULL_VALUES
 from shardprep.formats.images import ImageOptions
 from shardprep.summary import print_summary
+from shardprep.text import launch as text_launch
 
 log = logging.getLogger("shardprep")
 AUTO_STATISTICS_MB = 32  # --statistics auto: computed for tabular inputs up to this size
@@ -141,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
                      "about this size, images batched up to it (default: the input's size / 16, between 16 and 64 "
                      "MB, so that a few large files still give 16 cores a unit each)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
+    text_launch.add_arguments(p)
     return p
 
 
@@ -221,6 +224,7 @@ def _main(argv: Sequence[str] | None) -> int:
     options = engine.checked(engines.RunOptions(args.runner, args.local_workers, args.dask_address, args.dask_workers,
                                                 tuple(beam_args)))  # the command line, before any input is read
     run_checks.check_flags(args)
+    vocab = text_launch.check(args)  # a bad --vocab: one line, before any input is read
     run_checks.check_output(args.output)
     splits = planning.parse_splits(args.split or "train")
     if args.num_shards is not None:
@@ -237,9 +241,10 @@ def _main(argv: Sequence[str] | None) -> int:
     engine.prepare(options)  # e.g. a local Dask cluster's workers import while this plans
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
-    units = formats.plan_units(files, unit_bytes=unit_bytes,
-                               max_record_bytes=int(args.max_record_mb * 1024 * 1024))
-    features, extra = _schema(args, files)
+    max_record_bytes = int(args.max_record_mb * 1024 * 1024)
+    tabular = [f for f in files if f.format != "text"]
+    units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes)
+    features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,
         run_id=naming.new_run_id(),
@@ -262,26 +267,41 @@ def _main(argv: Sequence[str] | None) -> int:
         tfds_features=tfds_input.output_features(files, args.schema),
         on_missing=args.on_missing,
         required=_names(args.required, "--required"),
-        statistics=_statistics(args.statistics, files),
+        statistics=False if args.task else _statistics(args.statistics, files),
         stats_top_k=args.stats_top_k,
         spill_in_place=in_place,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)
 
+    text_plan = None
+    if args.task:  # the document store and the units over it, inside the run's lease (text.launch)
+        column_units: dict[int, list] = {}
+        for u in units:
+            column_units.setdefault(u.file.index, []).append(u)
+
+        def text_plan() -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
+            text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
+                                                 min(max_record_bytes, 1 << 20))
+            return dataclasses.replace(cfg, text=entry), text_units
     try:
-        return _run(cfg, units, options)
+        return _run(cfg, units, options, text_plan)
     except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
         if interrupts.committed_anyway(cfg.output, cfg.run_id):
             return 0
         raise
 
 
-def _run(cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit], options: engines.RunOptions) -> int:
-    """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run)."""
+def _run(cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit], options: engines.RunOptions,
+         text_plan: Callable[[], tuple[config.ReshardConfig, list[formats.WorkUnit]]] | None = None) -> int:
+    """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run).
+
+    ``text_plan`` (a text run) replaces the config and units once the lease is held."""
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
+            if text_plan is not None:
+                cfg, units = text_plan()
             ran = engines.run(cfg, units, options)
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")

@@ -24,7 +24,7 @@ __all__ = [
     "InputError", "InputFile", "InputOptions", "Record", "Unsupported", "WorkUnit", "lone_surrogate", "row_text", "spread",
 ]
 
-FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json")
+FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json", "text")
 MAX_RECORD_BYTES = 64 << 20  # --max-record-mb's default
 RAW_HEAD_BYTES = 1024  # what a dead letter keeps of a record too large to keep
 # What the launcher reads of the input beyond listings: the heads of at most SAMPLE_FILES files spread
@@ -47,6 +47,7 @@ class InputFile:
     version: str = ""  # ``fs.version`` at planning: the commit refuses a file that changed since
     split: str = ""  # the split every record of the file goes to (a TFDS shard); "": by the keyed hash
     dialect: CsvDialect | None = None  # a CSV file's delimiter, header and null values (None: the defaults)
+    text: object = None  # a text run's unit: its ``text.spec.TextSpec`` (``formats.text`` reads it)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

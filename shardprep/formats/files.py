@@ -35,6 +35,7 @@ from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions
 from shardprep.formats.json_array import JsonArrayFormat, is_json_array
 from shardprep.formats.jsonl import JsonLinesFormat
 from shardprep.formats.parquet import ParquetFormat
+from shardprep.formats.text import TextFormat
 from shardprep.formats.tfds import TfdsFormat, expand_tfds
 from shardprep.formats.tfrecord import TFRecordFormat
 from shardprep.schema import Schema
@@ -47,7 +48,7 @@ AUTO_UNIT_BYTES = (16 << 20, 64 << 20)  # ... each between these sizes: per-unit
 
 REGISTRY: dict[str, Format] = {
     f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat(), ImageFormat(), TfdsFormat(),
-                        JsonArrayFormat())
+                        JsonArrayFormat(), TextFormat())
 }
 if tuple(REGISTRY) != FORMATS:  # pragma: no cover - a programming error, caught by any test
     raise ImportError(f"formats {tuple(REGISTRY)} != FORMATS {FORMATS}: every name needs exactly one Format")

@@ -1,0 +1,96 @@
+"""Text for BERT (``--task``): a unit is a byte range of the run's document store (``text.store``).
+
+``read`` yields BERT's features as rows (``text.pretraining.bert_schema``, or the classification
+schema ``classification_schema``): pre-training instances of each document of the unit, for each
+of ``dupe_factor`` copies, their random next segments read from the store by id; or one example
+per classification record. A store entry that is a bad line or record is yielded as ``Bad`` at its
+place in the source. ``.txt`` files are planned by the launcher (``text.store.build_store``), so
+``plan`` refuses them without ``--task``.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, WorkUnit
+from shardprep.schema import FeatureSpec, Schema
+from shardprep.text.pretraining import create_instances, instance_row, tokenize_document
+from shardprep.text.spec import CLASSIFICATION, TextSpec
+from shardprep.text.store import DocumentReader, entries
+from shardprep.text.vocab import Vocab, load_vocab
+
+__all__ = ["TextFormat", "classification_row", "classification_schema"]
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab(url: str, cased: bool) -> Vocab:
+    return load_vocab(url, cased=cased)
+
+
+@functools.lru_cache(maxsize=2)
+def _reader(spec: TextSpec) -> DocumentReader:
+    vocab = _vocab(spec.vocab_url, spec.cased)
+    return DocumentReader(spec.store_url, spec.index_url, functools.partial(tokenize_document, vocab))
+
+
+def classification_schema(max_seq_length: int) -> Schema:
+    """BERT run_classifier.py's features."""
+    seq = (max_seq_length,)
+    return {"input_ids": FeatureSpec("int64", seq), "input_mask": FeatureSpec("int64", seq),
+            "segment_ids": FeatureSpec("int64", seq), "label_ids": FeatureSpec("int64", (1,))}
+
+
+def classification_row(a: list[int], b: list[int] | None, label_id: int, vocab: Vocab, max_seq_length: int) -> dict:
+    """BERT's convert_single_example: [CLS] A [SEP] (B [SEP]), the pair truncated from the longer one's end."""
+    if b is None:
+        a = a[:max_seq_length - 2]
+        b = []
+    else:
+        a, b = list(a), list(b)
+        while len(a) + len(b) > max_seq_length - 3:
+            (a if len(a) > len(b) else b).pop()
+    ids = [vocab.cls_id, *a, vocab.sep_id] + ([*b, vocab.sep_id] if b else [])
+    segments = [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)
+    pad = [0] * (max_seq_length - len(ids))
+    return {"input_ids": ids + pad, "input_mask": [1] * len(ids) + pad, "segment_ids": segments + pad,
+            "label_ids": [label_id]}
+
+
+class TextFormat(Format):
+    name = "text"
+    extensions = (".txt",)
+    statistics_by_default = False
+
+    def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
+        raise InputError(f"{file.url} is text: give --task bert-pretraining (BERT's layout: a sentence per line, "
+                         "a blank line between documents) and --vocab FILE or --train-vocab SIZE")
+
+    def read(self, unit: WorkUnit) -> Iterator[Record]:
+        spec: TextSpec = unit.file.text
+        vocab = _vocab(spec.vocab_url, spec.cased)
+        if spec.task == CLASSIFICATION:
+            yield from self._classification(unit, spec, vocab)
+            return
+        reader, cfg = _reader(spec), spec.config
+        doc_id = unit.first_position  # the unit's first document's id (text.store.StoreUnit.first_doc)
+        for entry in entries(spec.store_url, unit.start, unit.end):
+            if "r" in entry:
+                yield entry["p"], Bad(entry["p"], entry["r"], entry["d"], entry["x"])
+                continue
+            document = tokenize_document(vocab, entry["s"])
+            reader.put(doc_id, document)
+            for instance in create_instances(document, doc_id, num_documents=spec.num_documents,
+                                             random_document=reader, vocab=vocab, config=cfg):
+                yield entry["p"], instance_row(instance, cfg)
+            doc_id += 1
+
+    def _classification(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab) -> Iterator[Record]:
+        label_ids = {label: i for i, label in enumerate(spec.labels)}
+        n = spec.config.max_seq_length
+        for entry in entries(spec.store_url, unit.start, unit.end):
+            if "r" in entry:
+                yield entry["p"], Bad(entry["p"], entry["r"], entry["d"], entry["x"])
+                continue
+            a = vocab.encode(entry["a"])
+            b = vocab.encode(entry["b"]) if entry.get("b") is not None else None
+            yield entry["p"], classification_row(a, b, label_ids[entry["l"]], vocab, n)

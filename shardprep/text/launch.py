@@ -1,0 +1,148 @@
+"""``shardprep.run --task``: the launcher's side of a text run (flags, vocabulary, document store, units).
+
+Order, so that a bad flag or vocabulary costs no input read: ``check`` (the flags, and a given
+``--vocab`` loaded and judged: missing special tokens, or a case that does not match ``--cased``,
+is one line and exit 2), then, inside the run's lease, ``plan``: the document store
+(``text.store``), ``--train-vocab``'s pass over it, ``vocab.txt`` written into the data set folder,
+and the job's work units (byte ranges of the store, a ``TextSpec`` on each).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from shardprep import naming
+from shardprep.errors import InputError, UsageError
+from shardprep.formats.base import InputFile, WorkUnit
+from shardprep.schema import Schema
+from shardprep.text.pretraining import PretrainingConfig, bert_schema
+from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
+from shardprep.text.store import build_store, sentences
+from shardprep.text.vocab import Vocab, load_vocab, train_vocab, write_vocab
+
+__all__ = ["add_arguments", "check", "plan", "schema_of"]
+
+log = logging.getLogger("shardprep")
+MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("text for BERT (--task; input: .txt in BERT's layout, or --text-column of CSV / JSON "
+                             "Lines / Parquet)")
+    t.add_argument("--task", choices=TASKS, help="make BERT's features instead of re-sharding records: "
+                   "bert-pretraining (create_pretraining_data.py's instances) or text-classification "
+                   "(run_classifier.py's examples, with --label) (default: re-shard the records as they are)")
+    t.add_argument("--vocab", metavar="FILE", help="WordPiece vocab.txt (local or gs://), copied to DIR/vocab.txt")
+    t.add_argument("--train-vocab", type=int, metavar="SIZE", help="learn a WordPiece vocabulary of at most SIZE "
+                   "tokens from the input first (deterministic; one more pass), written to DIR/vocab.txt")
+    t.add_argument("--cased", action="store_true", help="keep case and accents (default: lower-case and strip "
+                   "accents, as BERT's uncased models); must match the vocabulary")
+    t.add_argument("--text-column", metavar="C", help="CSV / JSON Lines / Parquet column holding the text: one "
+                   "document per record, its sentences the text's non-blank lines")
+    t.add_argument("--text-pair-column", metavar="P", help="text-classification: the second text of a pair")
+    t.add_argument("--label", metavar="L", help="text-classification: the label column (labels are mapped to "
+                   "ids in sorted order, kept in the manifest's text.labels)")
+    d = PretrainingConfig()
+    t.add_argument("--max-seq-length", type=int, default=d.max_seq_length, metavar="N", help="tokens per sequence, "
+                   "[CLS] and [SEP]s included (default: %(default)s)")
+    t.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq, metavar="N",
+                   help="masked LM predictions per sequence at most (default: %(default)s)")
+    t.add_argument("--masked-lm-prob", type=float, default=d.masked_lm_prob, metavar="P",
+                   help="share of tokens masked (default: %(default)s)")
+    t.add_argument("--short-seq-prob", type=float, default=d.short_seq_prob, metavar="P",
+                   help="share of sequences given a shorter random target length (default: %(default)s)")
+    t.add_argument("--dupe-factor", type=int, default=d.dupe_factor, metavar="N",
+                   help="copies of each document, each masked and paired anew: BERT's default, kept so that the "
+                   "data set matches create_pretraining_data.py's; the output (and time) grows with N, so try 1-2 "
+                   "for a quick look (default: %(default)s)")
+    t.add_argument("--whole-word-masking", action="store_true", help="mask all pieces of a word together")
+
+
+def check(args: argparse.Namespace) -> Vocab | None:
+    """The text flags, before any input is read; the given ``--vocab`` loaded (None: trained later, or no task)."""
+    text_flags = [f for f in ("vocab", "train_vocab", "text_column", "text_pair_column", "label") if getattr(args, f)]
+    if args.task is None:
+        if text_flags:
+            raise UsageError(f"--{text_flags[0].replace('_', '-')} goes with --task bert-pretraining|text-classification")
+        return None
+    if (args.vocab is None) == (args.train_vocab is None):
+        raise UsageError(f"--task {args.task}: give --vocab FILE or --train-vocab SIZE (one of them)")
+    if args.task == CLASSIFICATION and (args.label is None or args.text_column is None):
+        raise UsageError("--task text-classification needs --text-column C and --label L")
+    if args.task == PRETRAINING and (args.label or args.text_pair_column):
+        raise UsageError("--label and --text-pair-column go with --task text-classification")
+    try:
+        config(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.train_vocab is not None:
+        if args.train_vocab <= 5:
+            raise UsageError(f"--train-vocab {args.train_vocab}: a vocabulary needs more than its 5 special tokens")
+        return None
+    try:
+        vocab = load_vocab(args.vocab, cased=args.cased)
+    except (OSError, FileNotFoundError) as e:
+        raise UsageError(f"--vocab {args.vocab}: cannot be read ({e})") from None
+    except ValueError as e:
+        raise UsageError(f"--vocab {args.vocab}: {e}") from None
+    if vocab.warning:
+        raise UsageError(f"--vocab {args.vocab}: {vocab.warning}")
+    return vocab
+
+
+def config(args: argparse.Namespace) -> PretrainingConfig:
+    return PretrainingConfig(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
+                             args.short_seq_prob, args.dupe_factor, args.whole_word_masking, seed=args.seed)
+
+
+def schema_of(args: argparse.Namespace) -> Schema:
+    from shardprep.formats.text import classification_schema
+
+    if args.task == CLASSIFICATION:
+        return classification_schema(args.max_seq_length)
+    return bert_schema(args.max_seq_length, args.max_predictions_per_seq)
+
+
+def unit_bytes(total: int, given_mb: float | None) -> int:
+    """Store bytes per unit: ``--unit-mb``, else total / 32 within 1-16 MB (a unit's instances are ~25x its text)."""
+    if given_mb is not None:
+        return max(1, int(given_mb * 1024 * 1024))
+    return max(MIN_UNIT_BYTES, min(MAX_UNIT_BYTES, total // 32))
+
+
+def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFile], column_units: dict[int, list],
+         output: str, run_id: str, max_line_bytes: int) -> tuple[list[WorkUnit], dict]:
+    """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry."""
+    column = [f.url for f in files if f.format != "text"]
+    if column and args.text_column is None:
+        raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
+                         "needs --text-column C for CSV / JSON Lines / Parquet input")
+    if args.task == CLASSIFICATION and len(column) < len(files):
+        raise UsageError("--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt")
+    folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
+    total = sum(f.size for f in files)
+    result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
+                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes)
+    if result.num_documents == 0:
+        raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
+                         f"{result.stats.empty_documents} empty documents): check --input and --text-column")
+    vocab_url = naming.join(output, "vocab.txt")
+    if vocab is None:
+        tokens = train_vocab(sentences(f"{folder}/store.jsonl"), args.train_vocab, cased=args.cased)
+        log.info("trained a vocabulary of %d tokens", len(tokens))
+    else:
+        tokens = list(vocab.tokens)
+    write_vocab(tokens, vocab_url)
+    spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
+                    args.cased, config(args), result.labels)
+    by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}
+    units, count = [], {}
+    for u in result.units:
+        k = count[u.file_index] = count.get(u.file_index, -1) + 1
+        units.append(WorkUnit(by_index[u.file_index], k, u.start, u.end, u.first_doc))
+    log.info("%d documents, %d sentences, %d bad lines -> %d work units of the document store",
+             result.num_documents, result.stats.sentences, result.stats.bad_lines, len(units))
+    return units, spec.manifest_entry(len(tokens))
+

@@ -1,0 +1,212 @@
+"""The run's document store: every input document once, in input order, numbered, readable by id.
+
+``build_store`` (the launcher, before the job) reads the input once: BERT-layout ``.txt`` /
+``.txt.gz`` files (``text.documents``), or one column of CSV / JSON Lines / Parquet records (one
+document per record, its sentences the column's non-blank lines: a text without a newline is a
+one-sentence document). It writes ``store.jsonl`` into the run's spill folder, one JSON line per
+document (``{"p": position, "s": [sentence, ...]}``; classification ``{"p", "a", "b", "l"}``) or
+per unreadable line / record (``{"p", "r": reason, "d": detail, "x": raw}``), and ``index.npy``:
+the store's byte offset of each document id ``0 .. N-1`` (ids in input order: files sorted, then
+place in the file). The job's work units are byte ranges of the store cut at entries, of one
+source file each (``StoreUnit``); every engine reads the same store, so ids and bytes agree.
+
+``DocumentReader`` reads any document by id in bounded memory: a seek to its offset, one line,
+its tokens kept in an LRU of ``CACHE_DOCUMENTS`` documents (the random next segments of BERT's
+instances come from the whole corpus).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import io
+import json
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from shardprep import fs
+from shardprep.formats.base import Bad, InputFile
+from shardprep.text.documents import DocumentStats, read_documents
+
+__all__ = ["CACHE_DOCUMENTS", "DocumentReader", "StoreResult", "StoreUnit", "build_store", "entries"]
+
+CACHE_DOCUMENTS = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreUnit:
+    """A byte range ``[start, end)`` of the store: entries of one source file, its first document's id."""
+
+    file_index: int
+    start: int
+    end: int
+    first_doc: int
+
+
+@dataclasses.dataclass
+class StoreResult:
+    """What ``build_store`` wrote."""
+
+    units: list[StoreUnit]
+    num_documents: int
+    labels: tuple[str, ...]  # classification: the distinct labels, sorted
+    stats: DocumentStats
+
+
+def _text_entries(file: InputFile, stats: DocumentStats, max_line_bytes: int) -> Iterator[dict]:
+    with fs.open_file(file.url, "rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw) if file.gzip else raw
+        try:
+            for position, doc in read_documents(stream, stats=stats, max_line_bytes=max_line_bytes):
+                yield _bad(doc) if isinstance(doc, Bad) else {"p": position, "s": doc}
+        except (EOFError, gzip.BadGzipFile, OSError) as e:
+            yield {"p": 0, "r": "gzip_invalid", "d": f"{file.url}: the gzip stream is damaged ({e})", "x": ""}
+
+
+def _bad(bad: Bad) -> dict:
+    raw = bad.raw.decode("latin-1") if isinstance(bad.raw, bytes) else bad.raw
+    return {"p": bad.position, "r": bad.reason, "d": bad.detail, "x": raw[:1024]}
+
+
+def _column_entries(file: InputFile, units: Sequence, columns: tuple[str, str | None, str | None],
+                    stats: DocumentStats) -> Iterator[dict]:
+    from shardprep import formats
+
+    text, pair, label = columns
+    for unit in units:
+        for position, row in formats.read_unit(unit):
+            if isinstance(row, Bad):
+                yield _bad(row)
+                continue
+            value = row.get(text)
+            if not isinstance(value, str):
+                yield {"p": position, "r": "missing_value" if value is None else "not_text",
+                       "d": f"record {position}: column {text!r} is {'missing' if value is None else type(value).__name__}, "
+                       "expected text", "x": json.dumps(row, default=repr)[:1024]}
+                continue
+            if label is not None:  # classification: one example per record
+                lab = row.get(label)
+                if lab is None:
+                    yield {"p": position, "r": "missing_value", "d": f"record {position}: no label in {label!r}",
+                           "x": value[:1024]}
+                    continue
+                b = row.get(pair) if pair else None
+                stats.documents += 1
+                yield {"p": position, "a": value, "b": b if isinstance(b, str) else None, "l": str(lab)}
+                continue
+            sentences = [s.strip() for s in value.split("\n") if s.strip()]
+            if not sentences:
+                stats.empty_documents += 1
+                continue
+            stats.documents += 1
+            stats.sentences += len(sentences)
+            yield {"p": position, "s": sentences}
+
+
+def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
+                columns: tuple[str | None, str | None, str | None], max_line_bytes: int) -> StoreResult:
+    """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
+
+    ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
+    index), read for ``columns`` = (text, pair, label); ``.txt`` files are read whole."""
+    stats = DocumentStats()
+    offsets: list[int] = []
+    units: list[StoreUnit] = []
+    labels: set[str] = set()
+    at = 0
+    with fs.write_atomic(f"{folder}/store.jsonl") as out:
+        buffer = bytearray()
+        for file in files:
+            start, first = at, len(offsets)
+            if file.format == "text":
+                entries = _text_entries(file, stats, max_line_bytes)
+            else:
+                if columns[0] is None:
+                    raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
+                entries = _column_entries(file, column_units.get(file.index, ()), columns, stats)  # type: ignore[arg-type]
+            for entry in entries:
+                line = json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
+                if "r" not in entry:
+                    offsets.append(at)
+                    if "l" in entry:
+                        labels.add(entry["l"])
+                buffer += line
+                if len(buffer) >= 1 << 20:
+                    out.write(bytes(buffer))
+                    buffer.clear()
+                at += len(line)
+                if at - start >= unit_bytes:
+                    units.append(StoreUnit(file.index, start, at, first))
+                    start, first = at, len(offsets)
+            if at > start or not units or units[-1].file_index != file.index:
+                units.append(StoreUnit(file.index, start, at, first))  # every file has a unit, maybe empty
+        out.write(bytes(buffer))
+    index = io.BytesIO()
+    np.save(index, np.asarray(offsets, dtype=np.int64))
+    with fs.write_atomic(f"{folder}/index.npy") as out:
+        out.write(index.getvalue())
+    return StoreResult(units, len(offsets), tuple(sorted(labels)), stats)
+
+
+def entries(store_url: str, start: int, end: int) -> Iterator[dict]:
+    """The store's entries in ``[start, end)``, in order."""
+    if end <= start:
+        return
+    with fs.open_file(store_url, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            line = f.readline()
+            if not line:
+                break
+            left -= len(line)
+            yield json.loads(line)
+
+
+def sentences(store_url: str) -> Iterator[str]:
+    """Every sentence (or classification text) of the store, in order: ``--train-vocab``'s pass."""
+    with fs.open_file(store_url, "rb") as f:
+        for line in f:
+            entry = json.loads(line)
+            if "s" in entry:
+                yield from entry["s"]
+            elif "a" in entry:
+                yield entry["a"]
+                if entry.get("b"):
+                    yield entry["b"]
+
+
+class DocumentReader:
+    """Document ``id`` of the store, tokenized by ``tokenize``; an LRU of ``cache`` documents."""
+
+    def __init__(self, store_url: str, index_url: str, tokenize, cache: int = CACHE_DOCUMENTS) -> None:
+        self._offsets = np.load(io.BytesIO(fs.read_bytes(index_url)))
+        self._store = fs.open_file(store_url, "rb")
+        self._tokenize = tokenize
+        self._cache: collections.OrderedDict[int, list] = collections.OrderedDict()
+        self._size = cache
+
+    def close(self) -> None:
+        self._store.close()
+
+    def put(self, doc_id: int, document: list) -> None:
+        self._cache[doc_id] = document
+        self._cache.move_to_end(doc_id)
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+
+    def __call__(self, doc_id: int) -> list:
+        """The document, tokenized; one that tokenizes to nothing gives the next id's (mod N), deterministically."""
+        for k in range(len(self._offsets)):
+            i = (doc_id + k) % len(self._offsets)
+            doc = self._cache.get(i)
+            if doc is None:
+                self._store.seek(int(self._offsets[i]))
+                doc = self._tokenize(json.loads(self._store.readline())["s"])
+                self.put(i, doc)
+            else:
+                self._cache.move_to_end(i)
+            if doc:
+                return doc
+        raise ValueError("no document of the corpus holds a token")

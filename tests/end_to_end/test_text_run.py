@@ -1,0 +1,190 @@
+"""``shardprep.run --task``: BERT's pre-training and classification features from text, end to end.
+
+Real runs of the CLI on a small generated corpus (.txt, .txt.gz, a CSV text column), the shards read
+with BERT run_pretraining.py's exact feature spec by TensorFlow, byte identity across worker counts,
+a real Dask LocalCluster and Beam's in-process runner, and bad input.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from shardprep import manifest, run
+from shardprep.text.vocab import train_vocab, write_vocab
+from tests.conftest import run_cli
+
+WORDS = ("the cat sat on a mat running quickly über house of and to jumped over lazy dog tokenization "
+         "unbelievable river stone music night").split()
+BASE = ["--num-shards", 3, "--task", "bert-pretraining", "--dupe-factor", 2, "--max-seq-length", 64,
+        "--max-predictions-per-seq", 10]
+
+
+def _document(r: random.Random) -> str:
+    return "\n".join(" ".join(r.choice(WORDS) for _ in range(r.randint(3, 25))) + "."
+                     for _ in range(r.randint(1, 10)))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """a.txt (BERT's layout, with extra blank lines), b.txt.gz, c.csv (a ``body`` column), v/vocab.txt."""
+    folder = tmp_path_factory.mktemp("text")
+    r = random.Random(7)
+    docs = [_document(r) for _ in range(240)]
+    (folder / "a.txt").write_text("\n\n\n".join(docs[:100]) + "\n")
+    with gzip.open(folder / "b.txt.gz", "wt") as f:
+        f.write("\n\n".join(docs[100:200]) + "\n")
+    with open(folder / "c.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["body", "topic"])
+        for i, d in enumerate(docs[200:]):
+            w.writerow([d, ["pets", "music", "rivers"][i % 3]])
+    (folder / "v").mkdir()
+    write_vocab(train_vocab(docs, 300), folder / "v" / "vocab.txt")
+    return folder
+
+
+def _run(out: Path, *args) -> int:
+    return run.main([str(a) for a in ("--output", out, *args)])
+
+
+def _shard_digests(out: Path) -> dict[str, str]:
+    m = manifest.load(str(out))
+    return {s.path.split("/", 1)[1]: hashlib.sha256((out / s.path).read_bytes()).hexdigest()
+            for split in m.splits.values() for s in split.shards}
+
+
+def _bert_records(out: Path, max_seq_length: int, max_predictions: int) -> list[dict]:
+    """Every record, parsed with run_pretraining.py's input_fn_builder feature spec."""
+    tf = pytest.importorskip("tensorflow")
+    name_to_features = {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+    m = manifest.load(str(out))
+    files = [str(out / s.path) for s in m.splits["train"].shards]
+    out_rows = []
+    for raw in tf.data.TFRecordDataset(files):
+        ex = tf.io.parse_single_example(raw, name_to_features)
+        out_rows.append({k: v.numpy().tolist() for k, v in ex.items()})
+    return out_rows
+
+
+def test_txt_and_gz_give_berts_features_read_by_run_pretrainings_spec(corpus, tmp_path):
+    out = tmp_path / "ds"
+    assert _run(out, "--input", corpus / "*.txt*", "--vocab", corpus / "v" / "vocab.txt", *BASE) == 0
+    doc = json.loads((out / "manifest.json").read_text())
+    vocab = (corpus / "v" / "vocab.txt").read_text().split("\n")[:-1]
+    assert doc["text"] == {"task": "bert-pretraining", "vocab": "vocab.txt", "vocab_size": len(vocab), "cased": False,
+                           "max_seq_length": 64, "max_predictions_per_seq": 10, "masked_lm_prob": 0.15,
+                           "short_seq_prob": 0.1, "dupe_factor": 2, "whole_word_masking": False, "seed": 42}
+    assert (out / "vocab.txt").read_text() == (corpus / "v" / "vocab.txt").read_text()
+    rows = _bert_records(out, 64, 10)
+    assert len(rows) == doc["accounting"]["written"] > 200
+    sizes = [len(s["shards"]) for s in doc["splits"].values()]
+    assert sizes == [3]
+    counts = [s["num_records"] for s in doc["splits"]["train"]["shards"]]
+    assert max(counts) - min(counts) <= 1  # exactly balanced
+    cls, sep, mask = vocab.index("[CLS]"), vocab.index("[SEP]"), vocab.index("[MASK]")
+    for row in rows:
+        n = sum(row["input_mask"])
+        assert row["input_ids"][0] == cls and row["input_ids"][n - 1] == sep and row["input_ids"][n:] == [0] * (64 - n)
+        assert row["segment_ids"][:n].count(1) >= 2 and row["segment_ids"][n:] == [0] * (64 - n)
+        k = int(sum(row["masked_lm_weights"]))
+        assert 1 <= k <= 10 and all(0 < p < n for p in row["masked_lm_positions"][:k])
+        assert row["next_sentence_labels"][0] in (0, 1)
+    masked = [row["input_ids"][p] for row in rows for p in row["masked_lm_positions"][:int(sum(row["masked_lm_weights"]))]]
+    assert 0.7 < masked.count(mask) / len(masked) < 0.9  # BERT's 80% [MASK]
+    random_next = sum(row["next_sentence_labels"][0] for row in rows) / len(rows)
+    assert 0.3 < random_next < 0.7
+
+
+def test_a_csv_text_column_and_a_trained_vocabulary(corpus, tmp_path):
+    out = tmp_path / "ds"
+    assert _run(out, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
+    doc = json.loads((out / "manifest.json").read_text())
+    tokens = (out / "vocab.txt").read_text().split("\n")[:-1]
+    assert doc["text"]["vocab_size"] == len(tokens) <= 200 and tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(_bert_records(out, 64, 10)) == doc["accounting"]["written"] > 20
+    again = tmp_path / "again"
+    assert _run(again, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
+    assert (again / "vocab.txt").read_bytes() == (out / "vocab.txt").read_bytes()
+    assert _shard_digests(again) == _shard_digests(out)
+
+
+def test_text_classification_maps_sorted_labels(corpus, tmp_path):
+    out = tmp_path / "ds"
+    assert _run(out, "--input", corpus / "c.csv", "--task", "text-classification", "--text-column", "body",
+                "--label", "topic", "--vocab", corpus / "v" / "vocab.txt", "--max-seq-length", 32, "--num-shards", 2) == 0
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["text"]["labels"] == ["music", "pets", "rivers"] and doc["text"]["task"] == "text-classification"
+    assert set(doc["features"]) == {"input_ids", "input_mask", "segment_ids", "label_ids"}
+    assert doc["accounting"]["written"] == 40
+
+
+@pytest.mark.slow
+def test_bytes_are_the_same_on_every_engine_and_worker_count(corpus, tmp_path):
+    from distributed import LocalCluster
+
+    args = ["--input", corpus / "*.txt*", "--vocab", corpus / "v" / "vocab.txt", "--unit-mb", 0.02, *BASE]
+    digests = {}
+    for name, extra in (("one", ["--local-workers", 1]), ("default", []), ("beam", ["--runner", "beam"])):
+        assert _run(tmp_path / name, *args, *extra) == 0, name
+        digests[name] = _shard_digests(tmp_path / name)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c:
+        assert _run(tmp_path / "dask", *args, "--runner", "dask", "--dask-address", c.scheduler_address) == 0
+    digests["dask"] = _shard_digests(tmp_path / "dask")
+    assert len(manifest.load(str(tmp_path / "one")).sources) == 2
+    assert digests["one"] == digests["default"] == digests["beam"] == digests["dask"], digests
+
+
+def test_bad_input_empty_documents_long_lines_and_invalid_utf8(corpus, tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    long_line = " ".join(["unbelievable"] * 500)  # far more tokens than one sequence holds
+    (raw / "bad.txt").write_bytes(b"\n\n\nthe cat sat.\nthe dog ran.\n\n\n\n" + long_line.encode() + b"\nmusic.\n\n"
+                                  b"the river \xff\xfe stone.\nthe night.\n\n")
+    out = tmp_path / "ds"
+    proc = run_cli("shardprep.run", "--input", raw / "bad.txt", "--output", out, "--vocab", corpus / "v" / "vocab.txt", *BASE)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr  # one bad line, --max-bad-records 0
+    assert _run(out, "--input", raw / "bad.txt", "--vocab", corpus / "v" / "vocab.txt", "--max-bad-records", 1, *BASE) == 0
+    m = manifest.load(str(out))
+    assert m.rejected.by_reason == {"invalid_utf8": 1}
+    letter = json.loads(gzip.decompress((out / m.rejected.paths[0]).read_bytes()) if m.rejected.paths[0].endswith(".gz")
+                        else (out / m.rejected.paths[0]).read_bytes())
+    assert letter["reason"] == "invalid_utf8" and letter["position"] == 12 and letter["source"].endswith("bad.txt")
+    rows = _bert_records(out, 64, 10)
+    assert rows and max(sum(r["input_mask"]) for r in rows) == 64  # the long line fills a sequence, truncated
+
+
+@pytest.mark.parametrize("drop", ["[CLS]", "[SEP]", "[MASK]", "[UNK]"])
+def test_a_vocabulary_without_a_special_token_is_one_line_before_any_input_is_read(corpus, tmp_path, drop):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in (corpus / "v" / "vocab.txt").read_text().split("\n")[:-1] if t != drop))
+    proc = run_cli("shardprep.run", "--input", tmp_path / "no-such-*.txt", "--output", tmp_path / "ds",
+                   "--vocab", vocab, *BASE)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and drop in lines[0] and "--vocab" in lines[0], proc.stderr
+
+
+def test_a_vocabulary_whose_case_does_not_match_cased_is_refused(corpus, tmp_path):
+    proc = run_cli("shardprep.run", "--input", tmp_path / "no-such-*.txt", "--output", tmp_path / "ds",
+                   "--vocab", corpus / "v" / "vocab.txt", "--cased", *BASE)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "uncased" in lines[0], proc.stderr
+
+
+def test_text_without_a_task_is_refused(corpus, tmp_path):
+    proc = run_cli("shardprep.run", "--input", corpus / "a.txt", "--output", tmp_path / "ds", "--num-shards", 2)
+    assert proc.returncode == 2 and "--task bert-pretraining" in proc.stderr and "Traceback" not in proc.stderr
