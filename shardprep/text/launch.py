@@ -13,7 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-from shardprep import naming
+from shardprep import formats, naming
 from shardprep.errors import InputError, UsageError
 from shardprep.formats.base import InputFile, WorkUnit
 from shardprep.schema import Schema
@@ -124,7 +124,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
     total = sum(f.size for f in files)
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
-                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes)
+                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes, read_unit=formats.read_unit)
     if result.num_documents == 0:
         raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
                          f"{result.stats.empty_documents} empty documents): check --input and --text-column")

@@ -21,7 +21,8 @@ import dataclasses
 import gzip
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,12 +71,10 @@ def _bad(bad: Bad) -> dict:
 
 
 def _column_entries(file: InputFile, units: Sequence, columns: tuple[str, str | None, str | None],
-                    stats: DocumentStats) -> Iterator[dict]:
-    from shardprep import formats
-
+                    stats: DocumentStats, read_unit: Callable[[Any], Iterator]) -> Iterator[dict]:
     text, pair, label = columns
     for unit in units:
-        for position, row in formats.read_unit(unit):
+        for position, row in read_unit(unit):
             if isinstance(row, Bad):
                 yield _bad(row)
                 continue
@@ -105,11 +104,13 @@ def _column_entries(file: InputFile, units: Sequence, columns: tuple[str, str | 
 
 
 def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
-                columns: tuple[str | None, str | None, str | None], max_line_bytes: int) -> StoreResult:
+                columns: tuple[str | None, str | None, str | None], max_line_bytes: int,
+                read_unit: Callable[[Any], Iterator]) -> StoreResult:
     """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
 
     ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
-    index), read for ``columns`` = (text, pair, label); ``.txt`` files are read whole."""
+    index), read by ``read_unit`` (``formats.read_unit``: (position, row or Bad)) for ``columns`` =
+    (text, pair, label); ``.txt`` files are read whole."""
     stats = DocumentStats()
     offsets: list[int] = []
     units: list[StoreUnit] = []
@@ -124,7 +125,7 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
             else:
                 if columns[0] is None:
                     raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
-                entries = _column_entries(file, column_units.get(file.index, ()), columns, stats)  # type: ignore[arg-type]
+                entries = _column_entries(file, column_units.get(file.index, ()), columns, stats, read_unit)  # type: ignore[arg-type]
             for entry in entries:
                 line = json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
                 if "r" not in entry:
