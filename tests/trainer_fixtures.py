@@ -135,7 +135,7 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 
 def small_model(*, features: Mapping[str, Mapping[str, Any]], label: str, num_classes: int | None) -> Any:
-    """A user model for ``--model trainer_fixtures:small_model``: numeric inputs, one hidden layer."""
+    """A user model for ``--model tests.trainer_fixtures:small_model``: numeric inputs, one hidden layer."""
     import keras
 
     inputs = {name: keras.Input(shape=tuple(info["shape"]), dtype=info["dtype"], name=name) for name, info in features.items()}

@@ -364,7 +364,7 @@ def test_a_resume_pins_the_data_run_across_an_overwrite(tmp_path):
     src, data, model_dir = tmp_path / "d.csv", tmp_path / "ds", tmp_path / "model"
     src.write_text("x0,x1,x2,x3,label\n" + "".join(f"{i},{i},{i},{i},{i % 2}\n" for i in range(64)))
     run_cli(RUN, "--input", src, "--output", data, "--num-shards", 2, check=True)
-    config = train.parse_args(["--data", str(data), "--model", "trainer_fixtures:small_model", "--label", "label",
+    config = train.parse_args(["--data", str(data), "--model", "tests.trainer_fixtures:small_model", "--label", "label",
                                "--features", "x0,x1,x2,x3", "--per-replica-batch", "4", "--epochs", "1",
                                "--model-dir", str(model_dir), "--export", "none"])
     cluster = ClusterInfo(jobs={"worker": ("h:1",)}, task_index=0)

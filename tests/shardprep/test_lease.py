@@ -39,10 +39,10 @@ def _race(out: str, trial: int, rng: random.Random, barrier: Path) -> None:
     procs = []
     for k in range(2):
         delays = f"{STEPS[(trial + 4 * k) % len(STEPS)]}={rng.uniform(0.05, 0.6):.2f}"
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "SHARDPREP_TEST_DELAYS": delays}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": delays}
         procs.append(subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "commit_fixtures.py"), out, _run_id(2 * trial + k + 1), str(barrier)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            [sys.executable, "-m", "tests.commit_fixtures", out, _run_id(2 * trial + k + 1), str(barrier)],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = [(p.wait(360), *p.communicate()) for p in procs]
     assert not any("barrier:" in r[2] for r in results), results
     codes = sorted(r[0] for r in results)

@@ -117,7 +117,7 @@ def test_two_workers_keras_fit_text_model(dataset: str, tmp_path) -> None:
 def test_single_process_user_model_float16_staged(dataset: str, tmp_path) -> None:
     model_dir = str(tmp_path / "user")
     run = subprocess.run(
-        [*TRAIN, "--data", dataset, "--model", "trainer_fixtures:small_model", "--label", "label",
+        [*TRAIN, "--data", dataset, "--model", "tests.trainer_fixtures:small_model", "--label", "label",
          "--features", "x0,x1,x2", "--per-replica-batch", "32", "--epochs", "2", "--steps-per-epoch", "10",
          "--mixed-precision", "float16", "--scale-lr", "--stage-dir", str(tmp_path / "stage"),
          "--model-dir", model_dir, "--eval-split", "eval"],

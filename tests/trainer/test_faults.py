@@ -34,7 +34,7 @@ KILLS = [(_rng.randint(lo, hi), _rng.randrange(WORKERS)) for lo, hi in ((4, 24),
 
 def _args(data: str, model_dir: str, *extra: str) -> list[str]:
     return [
-        "--data", data, "--model", "trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1,x2,x3",
+        "--data", data, "--model", "tests.trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1,x2,x3",
         "--per-replica-batch", str(BATCH), "--epochs", str(EPOCHS), "--model-dir", model_dir, "--learning-rate", "0.01",
         "--checkpoint-every", str(CHECKPOINT_EVERY), "--log-every", "1", "--shuffle-buffer", "128", "--seed", "7", "--export", "none",
         "--debug-record-ids", *extra,

@@ -27,7 +27,7 @@ def test_killed_worker_is_restarted_and_the_job_ends_at_the_same_step(tmp_path) 
     data, model_dir = str(tmp_path / "ds"), str(tmp_path / "run")
     fx.make_dataset(data, rows=ROWS, num_shards=3, eval_fraction=0.0)
     args = [sys.executable, "-m", "trainer.launch", "--workers", str(WORKERS), "--", "--data", data,
-            "--model", "trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1,x2,x3",
+            "--model", "tests.trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1,x2,x3",
             "--per-replica-batch", str(BATCH), "--epochs", str(EPOCHS), "--model-dir", model_dir,
             "--learning-rate", "0.01", "--log-every", "1", "--shuffle-buffer", "128", "--seed", "7", "--export", "none",
             "--debug-record-ids"]

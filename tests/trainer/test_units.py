@@ -88,7 +88,7 @@ def test_no_manifest_is_one_line(monkeypatch, capsys, tmp_path) -> None:
         ("mlp", (), ("x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7")),
         ("mlp", ("x3", "x1"), ("x3", "x1")),
         ("text", (), ("text",)),
-        ("trainer_fixtures:small_model", ("x0",), ("x0",)),
+        ("tests.trainer_fixtures:small_model", ("x0",), ("x0",)),
     ],
 )
 def test_input_features(model: str, requested: tuple[str, ...], expected: tuple[str, ...]) -> None:

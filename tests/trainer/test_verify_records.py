@@ -20,7 +20,7 @@ def test_verify_records_names_the_shard_and_offset_before_training(monkeypatch, 
     path.write_bytes(bytes(raw))
     addresses = ["127.0.0.1:9", "127.0.0.1:10"]  # never reached: the refusal comes before the strategy connects
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 0}}))
-    args = ["--data", data, "--model", "trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1",
+    args = ["--data", data, "--model", "tests.trainer_fixtures:small_model", "--label", "label", "--features", "x0,x1",
             "--per-replica-batch", "8", "--epochs", "1", "--model-dir", str(tmp_path / "run"), "--export", "none",
             "--verify-records"]
     code = train.main(args)

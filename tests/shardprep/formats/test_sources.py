@@ -66,7 +66,7 @@ def test_format_comes_from_the_extension(url, expected):
     assert detect_format(url) == expected
 
 
-@pytest.mark.parametrize("url", ["a.tsv", "data", "a.gz", "a.txt.gz"])
+@pytest.mark.parametrize("url", ["a.tsv", "data", "a.gz", "a.dat.gz"])
 def test_unknown_extensions_ask_for_format(url):
     with pytest.raises(InputError, match=r"cannot tell the format of .* use --format csv\|jsonl\|parquet\|tfrecord"):
         detect_format(url)
@@ -89,12 +89,13 @@ def test_inputs_are_sorted_deduplicated_and_indexed(tmp_path):
         ("nothing-*.csv", "auto", "matches no files"),
         ("", "auto", "is a folder: give a pattern for its files"),
         ("a.csv", "xml", "--format 'xml' is not supported"),
-        ("notes.txt", "auto", "cannot tell the format of"),
+        ("notes.dat", "auto", "cannot tell the format of"),
     ],
 )
 def test_input_errors_name_the_pattern(tmp_path, pattern, fmt, message):
     write(tmp_path / "a.csv", "x\n1\n")
     write(tmp_path / "notes.txt", "x")
+    write(tmp_path / "notes.dat", "x")
     with pytest.raises(InputError, match=message):
         expand_inputs([str(tmp_path / pattern) if pattern else str(tmp_path)], fmt)
 
