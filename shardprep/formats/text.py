@@ -11,24 +11,35 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, WorkUnit
 from shardprep.schema import FeatureSpec, Schema
-from shardprep.text.pretraining import create_instances, instance_row, tokenize_document
-from shardprep.text.spec import CLASSIFICATION, TextSpec
-from shardprep.text.store import DocumentReader, entries
-from shardprep.text.vocab import Vocab, load_vocab
+
+if TYPE_CHECKING:
+    from shardprep.text.spec import TextSpec
+    from shardprep.text.store import DocumentReader
+    from shardprep.text.vocab import Vocab
+
+# shardprep.text's modules are imported where they are used: they import formats.base, whose
+# package imports this module (the format registry), so a first import of shardprep.text.* would
+# otherwise find this module half made.
 
 __all__ = ["TextFormat", "classification_row", "classification_schema"]
 
 
 @functools.lru_cache(maxsize=4)
 def _vocab(url: str, cased: bool) -> Vocab:
+    from shardprep.text.vocab import load_vocab
+
     return load_vocab(url, cased=cased)
 
 
 @functools.lru_cache(maxsize=2)
 def _reader(spec: TextSpec) -> DocumentReader:
+    from shardprep.text.pretraining import tokenize_document
+    from shardprep.text.store import DocumentReader
+
     vocab = _vocab(spec.vocab_url, spec.cased)
     return DocumentReader(spec.store_url, spec.index_url, functools.partial(tokenize_document, vocab))
 
@@ -66,6 +77,10 @@ class TextFormat(Format):
                          "a blank line between documents) and --vocab FILE or --train-vocab SIZE")
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
+        from shardprep.text.pretraining import create_instances, instance_row, tokenize_document
+        from shardprep.text.spec import CLASSIFICATION
+        from shardprep.text.store import entries
+
         spec: TextSpec = unit.file.text
         vocab = _vocab(spec.vocab_url, spec.cased)
         if spec.task == CLASSIFICATION:
@@ -85,6 +100,8 @@ class TextFormat(Format):
             doc_id += 1
 
     def _classification(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab) -> Iterator[Record]:
+        from shardprep.text.store import entries
+
         label_ids = {label: i for i, label in enumerate(spec.labels)}
         n = spec.config.max_seq_length
         for entry in entries(spec.store_url, unit.start, unit.end):

@@ -18,6 +18,7 @@ import pytest
 from shardprep import manifest, run
 from shardprep.text.vocab import train_vocab, write_vocab
 from tests.conftest import run_cli
+from tests.shardprep.text.test_pretraining import run_pretraining_features
 
 WORDS = ("the cat sat on a mat running quickly über house of and to jumped over lazy dog tokenization "
          "unbelievable river stone music night").split()
@@ -62,15 +63,7 @@ def _shard_digests(out: Path) -> dict[str, str]:
 def _bert_records(out: Path, max_seq_length: int, max_predictions: int) -> list[dict]:
     """Every record, parsed with run_pretraining.py's input_fn_builder feature spec."""
     tf = pytest.importorskip("tensorflow")
-    name_to_features = {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
+    name_to_features = run_pretraining_features(tf, max_seq_length, max_predictions)
     m = manifest.load(str(out))
     files = [str(out / s.path) for s in m.splits["train"].shards]
     out_rows = []

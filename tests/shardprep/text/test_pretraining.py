@@ -294,16 +294,7 @@ def test_rows_parse_with_bert_feature_spec() -> None:
     instances = [x for xs in _instances(CORPUS[:10], range(10), config).values() for x in xs]
     rows = [instance_row(x, config) for x in instances]
     records = [encode(r) for r in rows]
-    max_seq_length, max_predictions_per_seq = 128, 20
-    name_to_features = {  # run_pretraining.py's input_fn_builder
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
+    name_to_features = run_pretraining_features(tf, 128, 20)
     parsed = tf.io.parse_example(tf.constant(records), name_to_features)
     for name in name_to_features:
         got = parsed[name].numpy().tolist()
@@ -326,3 +317,16 @@ def test_create_instances_arguments() -> None:
     with pytest.raises(ValueError, match="more than"):
         instance_row(next(create_instances(CORPUS[3], 3, **kw)), PretrainingConfig(max_seq_length=8))
     assert len(row["input_ids"]) == 128 and row["masked_lm_weights"].count(1.0) == sum(1 for p in row["masked_lm_ids"] if p)
+
+
+def run_pretraining_features(tf, max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    """BERT run_pretraining.py's input_fn_builder feature spec, as it is written there."""
+    return {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
