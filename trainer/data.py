@@ -168,6 +168,22 @@ def input_options() -> tf.distribute.InputOptions:
     return tf.distribute.InputOptions(experimental_fetch_to_device=True)
 
 
+def epoch_shuffle(ds: tf.data.Dataset, buffer: int, *, seed: int, epoch: tf.Tensor) -> tf.data.Dataset:
+    """``ds`` shuffled in an order fixed by ``(seed, epoch)``, so that a resumed job replays it.
+
+    Blocks of ``buffer`` records are permuted by stateless ops keyed by the epoch, then mixed across
+    blocks by a buffer shuffle with a fixed seed. The epoch is never an op seed: TF compares op
+    seeds to 0 in Python, which fails for a tensor once a model sets ``tf.random.set_seed(0)``.
+    """
+    key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+
+    def permute(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
+        return tf.random.experimental.stateless_shuffle(records, seed=tf.random.experimental.stateless_fold_in(key, block))
+
+    ds = ds.batch(buffer).enumerate().map(permute).unbatch()
+    return ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+
+
 def worker_batches(
     plan: InputPlan,
     *,
@@ -191,8 +207,7 @@ def worker_batches(
     def epoch(index: tf.Tensor) -> tf.data.Dataset:
         ds = records
         if shuffle_buffer:
-            # Seeded by epoch so that a resumed job replays the same order.
-            ds = ds.shuffle(shuffle_buffer, seed=index * 1_000_003 + seed, reshuffle_each_iteration=False)
+            ds = epoch_shuffle(ds, shuffle_buffer, seed=seed, epoch=index)
         ds = ds.batch(batch_size, drop_remainder=True).take(batches_per_epoch)
         return ds.skip(tf.where(index == start_epoch, tf.constant(skip_batches, tf.int64), 0))
 

@@ -74,7 +74,17 @@ def test_every_worker_same_full_steps_each_record_at_most_once(datasets: dict[in
     assert plan.num_records - len(seen) == plan.dropped_records < plan.global_batch + workers
 
 
-def test_resume_position_replays_the_epoch_tail(datasets: dict[int, str]) -> None:
+@pytest.mark.parametrize("global_seed", [None, 0, 7])
+def test_resume_position_replays_the_epoch_tail(datasets: dict[int, str], global_seed: int | None) -> None:
+    """Whatever global seed the user's model sets (0 once broke the per-epoch shuffle)."""
+    tf.random.set_seed(global_seed)
+    try:
+        _check_resume(datasets)
+    finally:
+        tf.random.set_seed(None)
+
+
+def _check_resume(datasets: dict[int, str]) -> None:
     plan = _plan(datasets[12], 3, 8)
     spe = plan.steps_per_epoch
     mine = {i for p in plan.pieces(1) for i in range(p.shard, 1001, 12)[p.skip: p.skip + p.take]}
