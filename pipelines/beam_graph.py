@@ -148,9 +148,6 @@ class BeamEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return self._in_process
 
-    def prepare(self, options: RunOptions) -> None:
-        pass
-
     def options(self, beam_args: Sequence[str]) -> PipelineOptions:
         if self._dataflow:
             from pipelines.dataflow_flags import dataflow_args

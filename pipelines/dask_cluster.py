@@ -2,18 +2,17 @@
 ``--dask-address``, or a ``LocalCluster`` started for the run (``ahead``), as a pool of the
 job's heavy stages (``graph.pool.executor_pool`` over ``Client.get_executor``).
 
-A ``LocalCluster`` worker was a fresh interpreter that imported distributed and the steps again in
-every worker. Its workers now come from a fork server (``start_fork_server``: the command starts it
-once its inputs are listed) that imports them once while the launcher plans the run; each worker is
-forked from it with all that imported. Nothing here imports Beam, and no worker does.
+On Linux a run's own cluster forks its workers from the launcher (Dask's ``fork``
+multiprocessing method), which has imported distributed and the steps already: no interpreter
+starts and nothing is imported twice. Nothing here imports Beam, and no worker does.
 """
 from __future__ import annotations
 
 import contextlib
 import ipaddress
 import logging
-import os
 import signal
+import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -22,13 +21,12 @@ from typing import Any
 from shardprep.config import ReshardConfig
 from shardprep.graph import pool
 
-__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine", "start_fork_server", "workers"]
+__all__ = ["PRELOAD", "QUIET", "ahead", "on_this_machine", "workers"]
 
 log = logging.getLogger("shardprep")
 
 PRELOAD = ["pipelines.dask_worker"]  # what a worker imports before it joins: the stages' work
-
-STOP_WAIT_S = 10.0  # the most the command waits for the fork server to end (``_stop_fork_server``)
+_LAUNCHER_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # the launcher's to answer (``ahead``)
 
 # distributed's periodic housekeeping, slowed down: an idle 2-worker LocalCluster used 2.4 CPU s in
 # 20 s without the profiler but otherwise default (mostly the 20 ms event-loop tick of every server),
@@ -43,38 +41,17 @@ QUIET = {
 }
 
 
-def start_fork_server() -> None:
-    """Starts this process's fork server (once), which imports distributed and ``PRELOAD`` now, in
-    the background: the local cluster's workers are forked from it (``ahead``) with all that
-    imported, instead of each importing it in a fresh interpreter."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *PRELOAD])
-    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to set
-        forkserver.ensure_running()
-        return
-    # The server starts with SIGINT ignored (a disposition a new program inherits, and Python keeps)
-    # and so do the workers forked from it: Ctrl-C in a terminal reaches the whole process group,
-    # and the launcher answers it in one line (it stops the cluster, its workers with it); the
-    # server printed a KeyboardInterrupt traceback from the middle of its imports, a worker from its
-    # event loop. Blocked meanwhile, a Ctrl-C of these few milliseconds reaches this thread after.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
 @contextlib.contextmanager
 def ahead(workers: int) -> Iterator[Callable[[], str]]:
     """Starts a ``LocalCluster`` of ``workers`` single-threaded worker processes on loopback now,
-    in a thread, forked from the fork server, with ``QUIET`` housekeeping (the scheduler and the
-    nannies run in this process);
+    in a thread, with ``QUIET`` housekeeping (the scheduler and the nannies run in this process);
     yields a function that waits until it is up and gives its scheduler address (or raises why it
-    could not start). The cluster is closed when the block ends, however it ends."""
+    could not start). The cluster is closed when the block ends, however it ends.
+
+    The cluster's threads, and the workers forked from them, start with SIGINT and SIGTERM
+    blocked: the launcher's main thread answers them (Ctrl-C reaches the whole process group, and
+    the launcher stops the cluster, its workers with it); a worker then ignores SIGINT and dies of
+    SIGTERM (``pipelines.dask_worker.dask_setup``), not of the launcher's handlers it was forked with."""
     import dask
     import distributed  # here, before the thread: one import of it at a time
 
@@ -84,6 +61,7 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
     quiet = logging.WARNING if log.isEnabledFor(logging.DEBUG) else logging.CRITICAL
 
     def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _LAUNCHER_SIGNALS)  # this thread's, inherited by the cluster's
         try:
             started["cluster"] = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
@@ -93,8 +71,8 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
 
     log.info("starting a Dask LocalCluster with %d worker processes", workers)
     thread = threading.Thread(target=start, name="shardprep-dask-cluster", daemon=True)
-    start_fork_server()  # if the command has not (a test, a caller of its own)
-    with dask.config.set({**QUIET, "distributed.worker.multiprocessing-method": "forkserver"}):
+    method = "fork" if sys.platform == "linux" else "spawn"  # fork is unsafe with threads on macOS
+    with dask.config.set({**QUIET, "distributed.worker.multiprocessing-method": method}):
         thread.start()
 
         def address() -> str:
@@ -111,11 +89,8 @@ def ahead(workers: int) -> Iterator[Callable[[], str]]:
             yield address
         finally:
             thread.join()
-            try:
-                if "cluster" in started:
-                    started["cluster"].close()
-            finally:
-                _stop_fork_server()
+            if "cluster" in started:
+                started["cluster"].close()
 
 
 @contextlib.contextmanager
@@ -141,30 +116,6 @@ def workers(config: ReshardConfig, *, address: str | None, workers: int) -> Iter
                             config.run_id, pool.IDLE_WAIT_S, config.output)
 
         yield stack.enter_context(pool.executor_pool(client.get_executor(pure=False), count, drain))
-
-
-def _stop_fork_server() -> None:
-    """Ends the fork server and reaps it, once the cluster is closed (the server has reaped its
-    workers by then: a Nanny waits for its worker's exit status, which the server sends): no process
-    outlives the command, and the workers' CPU time counts as the command's (``wait4``, ``time``).
-
-    It is killed, not asked to stop: with nothing left to do, its own exit (the finalisation of an
-    interpreter holding distributed and the steps) added ~0.1 s to every run; and asked to stop it
-    ends only once every process it forked has (each holds the end of the pipe it watches), so a
-    worker that a cluster cut short left running held the command. Such a worker ends with its
-    Nanny's pipe. The wait is bounded all the same.
-    """
-    from multiprocessing import forkserver
-
-    server = forkserver._forkserver  # CPython's own attributes (its tests use them); 3.9 to 3.13 at least
-    pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if stop is not None:
-        stopping = threading.Thread(target=stop, name="shardprep-fork-server-stop", daemon=True)
-        stopping.start()
-        stopping.join(STOP_WAIT_S)
 
 
 def on_this_machine(address: str) -> bool:

@@ -38,10 +38,6 @@ class DaskEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return options.dask_address is None or dask_cluster.on_this_machine(options.dask_address)
 
-    def prepare(self, options: RunOptions) -> None:
-        if options.dask_address is None:  # the local cluster's workers import while the run is planned
-            dask_cluster.start_fork_server()
-
     def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions) -> bool:
         job = reshard_job(config, len(units_))
         units.stage(config, units_)

@@ -60,9 +60,6 @@ class Engine(Protocol):
     def on_this_machine(self, options: RunOptions) -> bool:
         """Whether every worker runs on this machine (the spill may then be read in place: ``graph.spill``)."""
 
-    def prepare(self, options: RunOptions) -> None:
-        """Begins what the engine may start while the run is planned (a Dask cluster's fork server)."""
-
     def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
         """Runs the job to its commit; False when nothing ran (a Dataflow ``--dry_run=True``)."""
 

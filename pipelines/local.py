@@ -53,9 +53,6 @@ class LocalEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return True
 
-    def prepare(self, options: RunOptions) -> None:
-        pass
-
     def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions) -> bool:
         count = plan_workers(requested=options.local_workers, input_bytes=sum(size for _, size in config.sources),
                              num_units=len(units_), cores=machine_cores())

@@ -238,7 +238,6 @@ def _main(argv: Sequence[str] | None) -> int:
     _refuse_output_in_input(args.output, files)
     files = formats.prepare_inputs(files, _input_options(args))
     in_place = _spill_in_place(engine.on_this_machine(options), files)
-    engine.prepare(options)  # e.g. a local Dask cluster's workers import while this plans
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     max_record_bytes = int(args.max_record_mb * 1024 * 1024)

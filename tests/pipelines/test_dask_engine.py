@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -159,29 +160,36 @@ def test_a_worker_that_ran_a_task_reuses_the_memory_it_frees():
     assert after < 64 * 16, after
 
 
-def _imported(modules: list[str]) -> tuple[bool, bool]:
-    return "apache_beam" in modules, "shardprep.graph.stages" in modules
+_OWN_CLUSTER = """
+import json, os, signal, sys
+from distributed import Client
+from pipelines import dask_cluster
+
+with dask_cluster.ahead(2) as address:
+    with Client(address(), timeout=60) as client:
+        run = lambda code: list(client.run(eval, code).values())  # a builtin: nothing of this script is imported
+        print(json.dumps({
+            "workers": len(client.scheduler_info()["workers"]),
+            "beam": run("'apache_beam' in __import__('sys').modules"),
+            "steps": run("'shardprep.graph.stages' in __import__('sys').modules"),
+            "parent_is_launcher": [p == os.getpid() for p in run("__import__('os').getppid()")],
+            "handlers": run("[int(__import__('signal').getsignal(s)) for s in (2, 15)]"),
+            "blocked": run("sorted(__import__('signal').pthread_sigmask(0, []))"),
+            "launcher_blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        }))
+"""
 
 
-def test_a_runs_own_cluster_starts_apart_and_its_workers_join_with_the_steps_imported():
-    """``pipelines.dask_cluster.ahead``: the cluster starts in a thread; its workers preload the
-    stages and are forked from one fork server, which imported them once, not started as an
-    interpreter each. They never import Beam."""
-    from distributed import Client
-
-    from pipelines import dask_cluster
-
-    with dask_cluster.ahead(2) as address:
-        with Client(address(), timeout=60) as client:
-            assert len(client.scheduler_info()["workers"]) == 2
-            # a worker's modules, asked through a builtin: a function of this module would import it, and Beam
-            imported = [_imported(modules) for modules in client.run(eval, "list(__import__('sys').modules)").values()]
-            parents = set(client.run(os.getppid).values())
-            server = Path(f"/proc/{min(parents)}/cmdline").read_bytes()
-    assert imported == [(False, True)] * 2, imported
-    assert len(parents) == 1 and os.getpid() not in parents, parents  # not this process's (the nannies') children
-    assert b"forkserver" in server and b"pipelines.dask_worker" in server, server
-    assert not Path(f"/proc/{parents.pop()}").exists()  # the fork server stopped with the cluster
+def test_a_runs_own_cluster_forks_its_workers_with_the_steps_imported_and_ctrl_c_left_to_the_launcher():
+    """``pipelines.dask_cluster.ahead``, in a fresh launcher: its workers are forked from it with the
+    stages imported (no interpreter starts per worker), never import Beam, ignore SIGINT and end on
+    SIGTERM (the launcher answers both); the launcher's own signal mask is untouched."""
+    out = subprocess.run([sys.executable, "-c", _OWN_CLUSTER], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got == {"workers": 2, "beam": [False] * 2, "steps": [True] * 2, "parent_is_launcher": [True] * 2,
+                   "handlers": [[int(signal.SIG_IGN), int(signal.SIG_DFL)]] * 2, "blocked": [[]] * 2,
+                   "launcher_blocked": []}, got
 
 
 @pytest.fixture(scope="module")
