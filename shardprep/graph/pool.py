@@ -139,13 +139,14 @@ def local_pool(processes: int) -> Iterator[Workers]:
     else:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
+    others = set(multiprocessing.active_children())
     executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_start_process,
                                    initargs=(log.getEffectiveLevel(), os.getpid()))
     executor.submit(os.getpid)  # forks every process now, from this thread
     try:
         yield Workers(executor, processes, run_task)
     finally:
-        alive = list((getattr(executor, "_processes", None) or {}).values())  # no public way before 3.14
+        alive = [p for p in multiprocessing.active_children() if p not in others]  # the executor's
         for process in alive:
             process.terminate()
         for process in alive:
