@@ -156,14 +156,17 @@ def local_pool(processes: int) -> Iterator[Workers]:
 
 @contextlib.contextmanager
 def executor_pool(executor: Executor, processes: int, drain: Callable[[], None]) -> Iterator[Workers]:
-    """Another engine's worker processes (they import this module) as a pool; when the block ends
-    the tasks not yet started are cancelled and ``drain`` returns once no worker runs one any more
-    (``remote_idle`` on each)."""
+    """Another engine's worker processes (they import this module) as a pool. When the block ends
+    the tasks not yet started are cancelled; when it ends by an exception, ``drain`` returns once no
+    worker runs one any more (``remote_idle`` on each). A block that ends normally has read every
+    task's result: no task runs then."""
     try:
         yield Workers(executor, processes, functools.partial(remote_task, log.getEffectiveLevel()))
-    finally:
+    except BaseException:
         executor.shutdown(wait=False)  # Dask's ClientExecutor: cancels the futures not yet done
         drain()
+        raise
+    executor.shutdown(wait=False)
 
 
 def split_output(out: Any) -> tuple[str | None, Any]:
