@@ -1,8 +1,8 @@
 """Runs contenders as subprocesses, alternating, and measures each run's wall time, CPU and memory.
 
 Wall time is that of the whole process (imports included). CPU time and the largest single
-process's peak RSS come from ``wait4`` (the child and every descendant it waited for, so Dask
-workers count; shardprep's pool processes count once its fork server exits); the peak of the
+process's peak RSS come from ``wait4`` (the child and every descendant it waited for: shardprep's
+pool processes and a run's own Dask workers, all forked from the launcher); the peak of the
 whole process tree's summed RSS and summed PSS (shared pages split among the processes that map
 them, so a page forked copy-on-write counts once) come from psutil, polled. On a shared machine
 CPU seconds move less than wall seconds, so both are kept.

@@ -301,7 +301,7 @@ def section_tfrecord(results: dict) -> list[str]:
                 "Peak memory is that of the whole process tree, sampled every 50 ms in a round of its own (sampling "
                 "takes CPU from the timed rounds: on 2 cores it slowed the two-process run by ~0.6 s): RSS sums every "
                 "process's resident pages, so "
-                "pages the pool processes share copy-on-write with their fork server count once per process; PSS "
+                "pages the pool processes share copy-on-write with the launcher they were forked from count once per process; PSS "
                 "splits each shared page among the processes that map it (what the tree really holds).", ""]
     prof = part.get("profile")
     if prof:  # py-spy, added by hand from the commands it names (see BENCHMARKS.md)
