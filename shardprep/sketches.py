@@ -15,19 +15,21 @@ lowest (nearest zero) are folded into the lowest bucket kept, which depends only
 seen, so it too is independent of order and grouping. Integer counts: merging is exact.
 
 ``HyperLogLog``: distinct values estimated with ``2**HLL_P`` one-byte registers (precision 14:
-16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = the first 8 bytes of BLAKE2b
-(stable across processes, unlike ``hash()``); merging is the elementwise maximum.
+16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = BLAKE2b of 8 bytes keyed with 8
+zero bytes (``native.hash_values``, compiled, or its Python twin: the same bits; stable across
+processes, unlike ``hash()``); merging is the elementwise maximum.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch"]
+from shardprep import native
+
+__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch", "column_hashes"]
 
 ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -107,9 +109,25 @@ def _bounds() -> tuple[np.ndarray, int]:
 _BOUNDS, _LOW_KEY = _bounds()
 
 
+_LOG_GAMMA = math.log(GAMMA)
+
+
 def bucket_keys(magnitudes: np.ndarray) -> np.ndarray:
-    """``ceil(log_gamma x)`` of positive finite values: the smallest ``k`` with ``gamma**k >= x``."""
-    return np.searchsorted(_BOUNDS, magnitudes, side="left").astype(np.int64) + _LOW_KEY
+    """``ceil(log_gamma x)`` of positive finite values: the smallest ``k`` with ``gamma**k >= x``.
+    A guess from ``np.log`` (within one bucket of it, whatever its last bit), then set exactly by
+    comparing with the table of bounds: the result is ``searchsorted`` in the table (the same on
+    every machine), at a few element-wise passes instead of a binary search per value."""
+    x = np.asarray(magnitudes, np.float64)
+    top = _BOUNDS.size - 1
+    with np.errstate(divide="ignore"):
+        guess = np.ceil(np.log(x) * (1.0 / _LOG_GAMMA)) - _LOW_KEY
+    at = np.clip(guess, 1, top).astype(np.int64)
+    at += _BOUNDS[at] < x  # the bound at the guess is below x: one up
+    at -= _BOUNDS[at - 1] >= x  # the one below already holds x: one down
+    wrong = (_BOUNDS[np.minimum(at, top)] < x) | ((at > 0) & (_BOUNDS[np.maximum(at - 1, 0)] >= x))
+    if wrong.any():  # never seen: the guess off by more than one bucket
+        at[wrong] = np.searchsorted(_BOUNDS, x[wrong], side="left")
+    return at + _LOW_KEY
 
 
 def representative(keys: np.ndarray) -> np.ndarray:
@@ -196,11 +214,19 @@ class LogSketch:
         feature = np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
         nonzero = x != 0
         zeros = np.bincount(feature[~nonzero], minlength=len(arrays)).tolist()
-        span = np.int64(_BOUNDS.size + 1)
         group = feature[nonzero] * 2 + (x[nonzero] < 0)  # 2 f: positive values of feature f, 2 f + 1: negative
-        code, counts = np.unique(group * span + (bucket_keys(np.abs(x[nonzero])) - _LOW_KEY), return_counts=True)
+        key = bucket_keys(np.abs(x[nonzero]))
+        low = int(key.min()) if key.size else 0
+        span = np.int64(int(key.max()) - low + 1 if key.size else 1)
+        code = group * span + (key - low)
+        if 2 * len(arrays) * int(span) <= 2 * code.size + (1 << 18):  # a dense count: no sort
+            per_code = np.bincount(code, minlength=2 * len(arrays) * int(span))
+            code = np.flatnonzero(per_code)
+            counts = per_code[code]
+        else:
+            code, counts = np.unique(code, return_counts=True)
         starts = np.searchsorted(code // span, np.arange(2 * len(arrays) + 1)).tolist()
-        keys = code % span + _LOW_KEY
+        keys = code % span + low
         counts = counts.astype(np.int64)
         out = []
         for f in range(len(arrays)):
@@ -233,10 +259,16 @@ def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple
     return [float(e) for e in edges], per_bin.tolist()
 
 
+def column_hashes(data: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
+    """The sketch's 64-bit hashes of values ``data[offsets[i]:offsets[i + 1]]`` (one compiled pass)."""
+    return np.frombuffer(native.hash_values(data, np.ascontiguousarray(offsets, np.int64), 0), np.uint64)
+
+
 def _hashes(values: Iterable[bytes]) -> np.ndarray:
-    """64-bit stable hashes (BLAKE2b, 8 bytes, little-endian) of each value."""
-    joined = b"".join([hashlib.blake2b(v, digest_size=8).digest() for v in values])
-    return np.frombuffer(joined, "<u8")
+    values = list(values)
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+    return column_hashes(b"".join(values), offsets)
 
 
 class HyperLogLog:
@@ -250,7 +282,11 @@ class HyperLogLog:
     @classmethod
     def of(cls, values: Iterable[bytes]) -> HyperLogLog:
         """The sketch of distinct values (hashes each distinct value once: pass a set)."""
-        h = _hashes(values)
+        return cls.of_hashes(_hashes(values))
+
+    @classmethod
+    def of_hashes(cls, h: np.ndarray) -> HyperLogLog:
+        """The sketch of values given by their ``column_hashes`` (repeats change nothing)."""
         registers = np.zeros(1 << HLL_P, np.uint8)
         if h.size:
             index = (h >> np.uint64(64 - HLL_P)).astype(np.intp)

@@ -27,11 +27,12 @@ from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import Counts, HyperLogLog, LogSketch, integer_histogram
 
-__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_LENGTHS", "QUANTILES", "FeatureStats", "batch_stats", "merge",
-           "to_json"]
+__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
+           "batch_stats", "cap", "merge", "to_json"]
 
 DEFAULT_TOP_K = 1000  # string values listed per feature and split (--stats-top-k)
 MAX_DISTINCT = 100_000  # exact counts kept up to this many distinct strings per feature and split
+MAX_HELD_BYTES = 8 << 20  # and while those strings take at most this many bytes (images, long texts)
 MAX_LENGTHS = 4096  # exact counts of list lengths up to this many distinct lengths, then a LogSketch
 QUANTILES = {"p1": 0.01, "p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95, "p99": 0.99}
 BINS = 10  # bins of the histograms
@@ -71,7 +72,7 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> np.ndarray:
     else:  # NaN and infinities (--allow-non-finite) are left out of every number
         x = np.asarray(values, np.float32).astype(np.float64)
         x = x[np.isfinite(x)]
-        lo, hi = (float(x.min()), float(x.max())) if x.size else (None, None)
+        lo, hi = (float(x.min()) + 0.0, float(x.max()) + 0.0) if x.size else (None, None)  # -0.0 as 0.0: order-free
         s.total += _scaled_total(x, _F_SHIFT, 24)  # a float32 has 24 significant bits
         s.squares += _scaled_total(x * x, 2 * _F_SHIFT, 48)  # its square is exact in float64
         s.values += x.size
@@ -131,7 +132,15 @@ def _add_strings(s: FeatureStats, values: list) -> None:
         s.hll = s.hll.merge(HyperLogLog.of(set(values))) if s.hll is not None else HyperLogLog.of(set(values))
         return
     s.counts.update(values)
-    if len(s.counts) > MAX_DISTINCT:
+    cap(s)
+
+
+def cap(s: FeatureStats) -> None:
+    """Drops the exact counts for their sketch once they hold over ``MAX_DISTINCT`` values or over
+    ``MAX_HELD_BYTES`` of them: both grow with the set of values seen, so whether a split's feature
+    ends capped depends on its values only, not on how the batches were grouped."""
+    if s.counts is not None and (len(s.counts) > MAX_DISTINCT or (
+            s.bytes_total > MAX_HELD_BYTES and sum(map(len, s.counts)) > MAX_HELD_BYTES)):
         s.hll, s.counts = HyperLogLog.of(s.counts.keys()), None
 
 
@@ -205,8 +214,7 @@ def merge(a: dict[str, FeatureStats], b: dict[str, FeatureStats]) -> dict[str, F
         x.bytes_min, x.bytes_max = _lesser(x.bytes_min, y.bytes_min, min), _lesser(x.bytes_max, y.bytes_max, max)
         if x.counts is not None and y.counts is not None:  # exact while the union is under the cap
             x.counts.update(y.counts)
-            if len(x.counts) > MAX_DISTINCT:
-                x.hll, x.counts = HyperLogLog.of(x.counts.keys()), None
+            cap(x)
         else:  # the sketch of every distinct value seen on either side
             mine = x.hll if x.counts is None else HyperLogLog.of(x.counts.keys())
             theirs = y.hll if y.counts is None else HyperLogLog.of(y.counts.keys())
