@@ -1,25 +1,37 @@
-"""What ``--statistics on`` costs (issue 36): one CSV (about ``--mb`` MB: floats, ints, strings of a
-few thousand values, a high-cardinality id) re-sharded with statistics off and on, and a TFDV-style
-contender on the same records: each Example decoded (the same decoder) and every value fed to
-per-feature Python accumulators (count, min, max, sums, zeros, a Counter per string feature, the
-numbers kept for numpy's exact percentiles at the end).
+"""What ``--statistics on`` (the default) costs (issue 36), side by side in one run:
 
-    python -m benchmarks.stats_cost --mb 50
+- a CSV (about ``--mb`` MB: floats, ints, strings of a few thousand values, a high-cardinality id)
+  and a TFRecord input (the CSV's records, as the stats-off run wrote them, about ``--mb`` x 0.9),
+  each re-sharded with statistics off and on, in one process (``--local-workers 1``) and by default;
+- a TFDV-style contender on the same records: each Example decoded in Python (``example.decoder``,
+  no protobuf) and every value fed to per-feature Python accumulators (count, min, max, sums,
+  zeros, a Counter per string feature, the numbers kept for numpy's exact percentiles at the end),
+  on the first ``--contender-records`` records;
+- ``--distinct N``: the statistics' memory for one id column of N distinct strings, fed as Parse
+  feeds it (column batches of 65,536 rows into one partial), Python and numpy (tracemalloc) and
+  Arrow's pool at their peak.
+
+    python -m benchmarks.stats_cost --mb 150 --distinct 2000000
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import math
+import pickle
 import random
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
-from shardprep import manifest, run, tfrecord
+from shardprep import manifest, run, stats_columns, tfrecord
 from shardprep.example.decoder import decode_example
+from shardprep.schema import FeatureSpec
 
 
 def write_csv(path: Path, mb: float, seed: int = 0) -> int:
@@ -39,13 +51,16 @@ def write_csv(path: Path, mb: float, seed: int = 0) -> int:
     return rows
 
 
-def reshard(src: Path, out: Path, statistics: str) -> float:
+def reshard(inputs: list[str], out: Path, statistics: str, workers: int | None) -> float:
     start = time.perf_counter()
-    assert run.main(["--input", str(src), "--output", str(out), "--num-shards", "8", "--statistics", statistics]) == 0
+    argv = [arg for path in inputs for arg in ("--input", path)]
+    argv += ["--output", str(out), "--num-shards", "8", "--statistics", statistics, "--overwrite"]
+    argv += ["--local-workers", str(workers)] if workers else []
+    assert run.main(argv) == 0
     return time.perf_counter() - start
 
 
-def contender(out: Path) -> tuple[float, int]:
+def contender(out: Path, limit: int) -> tuple[float, int]:
     """Per record, per value Python accumulation (how a TFDV-style Python generator would do it)."""
     m = manifest.load(str(out))
     paths = [out / s.path for sp in m.splits.values() for s in sp.shards]
@@ -69,6 +84,10 @@ def contender(out: Path) -> tuple[float, int]:
                             a["sum"] += v
                             a["squares"] += v * v
                             a["zeros"] += v == 0
+                if records >= limit:
+                    break
+        if records >= limit:
+            break
     for a in acc.values():  # the end: exact percentiles and histograms of the kept numbers
         if a["values"]:
             x = np.asarray(a["values"])
@@ -77,23 +96,66 @@ def contender(out: Path) -> tuple[float, int]:
     return time.perf_counter() - start, records
 
 
+def distinct_memory(n: int, batch: int = 1 << 16) -> tuple[int, int, int, int]:
+    """(Python + numpy peak bytes, Arrow pool peak bytes, pickled partial bytes, distinct estimate) for
+    one string column of ``n`` distinct ids added batch by batch into one partial."""
+    features = {"id": FeatureSpec("string")}
+    partial: dict = {}
+    tracemalloc.start()
+    arrow_peak = 0
+    for lo in range(0, n, batch):
+        ids = np.arange(lo, min(n, lo + batch))
+        values = pa.array(np.char.add("user-", ids.astype(str)).astype(object), pa.string()).cast(pa.binary())
+        stats_columns.add(partial, {"id": stats_columns.Column(values)}, features, len(ids))
+        arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
+        del values
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    s = partial["id"]
+    return peak, arrow_peak, len(pickle.dumps(partial)), s.hll.estimate() if s.hll is not None else len(s.counts)
+
+
+def _line(name: str, off: float, on: float, rows: int) -> str:
+    return (f"{name}: off {off:6.2f} s, on {on:6.2f} s (x{on / off:.3f}, +{100 * (on - off) / off:4.1f}%; "
+            f"statistics {(on - off) / rows * 1e6:5.2f} us/record)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mb", type=float, default=50.0, help="size of the CSV (default: 50)")
+    p.add_argument("--contender-records", type=int, default=200_000, help="records the contender reads (default: 200000)")
+    p.add_argument("--distinct", type=int, default=0, help="also measure an id column of this many distinct strings")
+    p.add_argument("--no-tfrecord", action="store_true", help="the CSV input only")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.csv"
         rows = write_csv(src, args.mb)
-        off = reshard(src, Path(tmp) / "off", "off")
-        on = reshard(src, Path(tmp) / "on", "on")
-        python, records = contender(Path(tmp) / "on")
-    stats_cost = on - off
-    print(f"{rows:,} rows, {args.mb:g} MB of CSV")
-    print(f"re-shard, --statistics off: {off:.2f} s")
-    print(f"re-shard, --statistics on:  {on:.2f} s  (x{on / off:.2f}; statistics {stats_cost:.2f} s, "
-          f"{stats_cost / rows * 1e6:.2f} us/record)")
-    print(f"TFDV-style per-record Python, {records:,} records: {python:.2f} s ({python / records * 1e6:.2f} us/record; "
-          f"x{python / max(stats_cost, 1e-9):.1f} the statistics' own cost, x{python / off:.2f} the whole re-shard)")
+        inputs = {"csv": [str(src)]}
+        times: dict[tuple[str, str], dict[str, float]] = {}
+        for fmt in ("csv", "tfrecord"):
+            if fmt == "tfrecord":
+                if args.no_tfrecord:
+                    break
+                shards = sorted(glob.glob(str(Path(tmp) / "csv-1-off" / "*" / "*" / "*.tfrecord*")))
+                inputs[fmt] = shards
+            for workers, label in ((1, "1"), (None, "default")):
+                times[fmt, label] = {s: reshard(inputs[fmt], Path(tmp) / f"{fmt}-{label}-{s}", s, workers)
+                                     for s in ("off", "on")}
+        python, records = contender(Path(tmp) / "csv-1-on", args.contender_records)
+        tf_mb = sum(Path(s).stat().st_size for s in inputs.get("tfrecord", [])) / 1e6
+    print(f"{rows:,} rows, {args.mb:g} MB of CSV" + (f", {tf_mb:.0f} MB of TFRecord (the same records)" if tf_mb else ""))
+    for (fmt, label), t in times.items():
+        print(_line(f"{fmt:8s} --local-workers {label:7s}", t["off"], t["on"], rows))
+    per_record = python / records
+    one = times["csv", "1"]
+    own = max(one["on"] - one["off"], 1e-9) / rows
+    print(f"TFDV-style per-record Python, {records:,} records: {per_record * 1e6:.2f} us/record "
+          f"(x{per_record / own:.1f} the statistics' own cost in one process, "
+          f"x{per_record * rows / one['off']:.2f} the whole one-process re-shard)")
+    if args.distinct:
+        peak, arrow, pickled, estimate = distinct_memory(args.distinct)
+        print(f"id column of {args.distinct:,} distinct strings: statistics peak {peak / 2**20:.1f} MiB Python+numpy, "
+              f"{arrow / 2**20:.1f} MiB Arrow pool; partial pickled {pickled / 1024:.0f} KiB; distinct ~{estimate:,}")
     return 0
 
 

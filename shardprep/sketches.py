@@ -5,6 +5,9 @@ worker count writes the same manifest bytes.
 ``Counts``: exact integer counts per integer key, kept sparse (sorted key and count arrays: only the
 keys seen, so a feature of 20 values costs 20 entries, not a fixed table).
 
+``StringCounts``: exact counts per distinct byte string, as a pyarrow array of the values and an
+int64 array of their counts (merged by one ``group_by``: no Python object per value).
+
 ``LogSketch``: DDSketch-style numbers with relative accuracy ``ALPHA`` (1%). A value ``x != 0`` falls
 in bucket ``k = ceil(log_gamma |x|)``, ``gamma = (1 + ALPHA) / (1 - ALPHA)``, with separate counts
 for positive values, negative values and zeros; the bucket's representative ``2 gamma**k / (gamma + 1)``
@@ -15,9 +18,9 @@ lowest (nearest zero) are folded into the lowest bucket kept, which depends only
 seen, so it too is independent of order and grouping. Integer counts: merging is exact.
 
 ``HyperLogLog``: distinct values estimated with ``2**HLL_P`` one-byte registers (precision 14:
-16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = BLAKE2b of 8 bytes keyed with 8
-zero bytes (``native.hash_values``, compiled, or its Python twin: the same bits; stable across
-processes, unlike ``hash()``); merging is the elementwise maximum.
+16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = ``native.hash_values`` (the
+length, then each 8-byte word, through MurmurHash3's 64-bit finalizer; compiled, or its Python twin:
+the same bits; stable across processes, unlike ``hash()``); merging is the elementwise maximum.
 """
 from __future__ import annotations
 
@@ -26,10 +29,13 @@ import sys
 from collections.abc import Iterable
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from shardprep import native
 
-__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch", "column_hashes"]
+__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch", "StringCounts", "binary_hashes",
+           "column_hashes"]
 
 ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -95,6 +101,67 @@ class Counts:
 
     def __setstate__(self, state: tuple) -> None:
         self.keys, self.counts = state
+
+
+class StringCounts:
+    """Exact counts per distinct byte string: ``values`` (a pyarrow large_binary array, each value
+    once, in no particular order) and ``counts`` (int64). Treated as immutable, like ``Counts``;
+    what it holds (the value -> count mapping) depends only on the values counted."""
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, values: pa.Array | None = None, counts: np.ndarray | None = None) -> None:
+        self.values = pa.array([], pa.large_binary()) if values is None else values
+        self.counts = np.zeros(0, np.int64) if counts is None else counts
+
+    @classmethod
+    def of(cls, values: pa.Array, weights: np.ndarray | None = None) -> StringCounts:
+        """The counts of a binary array's values (each once, or ``weights`` times): one hash pass
+        (``dictionary_encode``, ~3x faster than ``value_counts`` and ~10x ``group_by``) and a bincount."""
+        values = values.cast(pa.large_binary()) if values.type != pa.large_binary() else values
+        encoded = pc.dictionary_encode(values)
+        counts = np.bincount(encoded.indices.to_numpy(zero_copy_only=False), weights=weights,
+                             minlength=len(encoded.dictionary))  # float64 weights: exact below 2**53
+        return cls(encoded.dictionary, counts.astype(np.int64))
+
+    def merge(self, other: StringCounts) -> StringCounts:
+        if not len(other):
+            return self
+        if not len(self):
+            return other
+        return StringCounts.of(pa.concat_arrays([self.values, other.values]), np.concatenate([self.counts, other.counts]))
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the values held (each distinct value once)."""
+        return int(pc.sum(pc.binary_length(self.values)).as_py() or 0) if len(self) else 0
+
+    def hashes(self) -> np.ndarray:
+        """``binary_hashes`` of the values (the HyperLogLog's input)."""
+        return binary_hashes(self.values)
+
+    def top(self, k: int) -> list[tuple[bytes, int]]:
+        """The ``k`` most frequent values and their counts, by count (descending) then by value
+        (ascending bytes): the same order everywhere, ties included."""
+        if not len(self) or k <= 0:
+            return []
+        table = pa.table({"v": self.values, "c": pa.array(self.counts)})
+        order = pc.sort_indices(table, sort_keys=[("c", "descending"), ("v", "ascending")])[:k]
+        picked = table.take(order)
+        return list(zip(picked.column("v").to_pylist(), picked.column("c").to_numpy().tolist()))
+
+    def items(self) -> list[tuple[bytes, int]]:
+        """Every (value, count), by value (tests, small features)."""
+        return sorted(zip(self.values.to_pylist(), self.counts.tolist()))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getstate__(self) -> tuple:
+        return self.values, self.counts
+
+    def __setstate__(self, state: tuple) -> None:
+        self.values, self.counts = state
 
 
 def _bounds() -> tuple[np.ndarray, int]:
@@ -262,6 +329,14 @@ def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple
 def column_hashes(data: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
     """The sketch's 64-bit hashes of values ``data[offsets[i]:offsets[i + 1]]`` (one compiled pass)."""
     return np.frombuffer(native.hash_values(data, np.ascontiguousarray(offsets, np.int64), 0), np.uint64)
+
+
+def binary_hashes(values: pa.Array) -> np.ndarray:
+    """``column_hashes`` of a pyarrow binary array's values (in place: no copy of the bytes)."""
+    values = values.cast(pa.large_binary()) if values.type != pa.large_binary() else values
+    _, offsets, data = values.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[values.offset:values.offset + len(values) + 1]
+    return column_hashes(data if data is not None else b"", offsets)
 
 
 def _hashes(values: Iterable[bytes]) -> np.ndarray:

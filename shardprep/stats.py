@@ -15,17 +15,16 @@ sketch's state depends only on the values seen, never on the grouping, so merges
 from __future__ import annotations
 
 import dataclasses
-import heapq
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, HyperLogLog, LogSketch, integer_histogram
+from shardprep.sketches import Counts, HyperLogLog, LogSketch, StringCounts, integer_histogram
 
 __all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
            "batch_stats", "cap", "merge", "to_json"]
@@ -52,7 +51,7 @@ class FeatureStats:
     squares: int = 0  # exact sum of squares (floats scaled by 2**298)
     length_min: int | None = None
     length_max: int | None = None
-    counts: Counter | None = dataclasses.field(default_factory=Counter)  # None: over MAX_DISTINCT
+    counts: StringCounts | None = dataclasses.field(default_factory=StringCounts)  # None: capped (``cap``)
     sketch: LogSketch | None = None  # numbers' distribution (quantiles, histograms, zeros)
     lengths: Counts | LogSketch | None = None  # lists' lengths: exact up to MAX_LENGTHS distinct, then a sketch
     strings: int = 0  # string values seen (all list items)
@@ -131,7 +130,8 @@ def _add_strings(s: FeatureStats, values: list) -> None:
     if s.counts is None:
         s.hll = s.hll.merge(HyperLogLog.of(set(values))) if s.hll is not None else HyperLogLog.of(set(values))
         return
-    s.counts.update(values)
+    if values:
+        s.counts = s.counts.merge(StringCounts.of(pa.array(values, pa.large_binary())))
     cap(s)
 
 
@@ -140,8 +140,8 @@ def cap(s: FeatureStats) -> None:
     ``MAX_HELD_BYTES`` of them: both grow with the set of values seen, so whether a split's feature
     ends capped depends on its values only, not on how the batches were grouped."""
     if s.counts is not None and (len(s.counts) > MAX_DISTINCT or (
-            s.bytes_total > MAX_HELD_BYTES and sum(map(len, s.counts)) > MAX_HELD_BYTES)):
-        s.hll, s.counts = HyperLogLog.of(s.counts.keys()), None
+            s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES)):
+        s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
 
 
 def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, FeatureSpec]) -> dict[str, FeatureStats]:
@@ -176,22 +176,6 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
     return out
 
 
-def _rank(item: tuple[bytes, int]) -> tuple[int, bytes]:
-    return -item[1], item[0]
-
-
-def _top(counts: Counter, k: int) -> list[tuple[bytes, int]]:
-    """The ``k`` most frequent values and their counts, by count then by value: the ``k``-th count
-    first, then only the values at it sorted (a sort of every value by a key tuple cost 0.1 s for
-    50,000 distinct strings)."""
-    if len(counts) > k > 0:
-        floor = heapq.nlargest(k, counts.values())[-1]
-        above = [item for item in counts.items() if item[1] > floor]
-        at = heapq.nsmallest(k - len(above), (v for v, c in counts.items() if c == floor))
-        return sorted(above, key=_rank) + [(v, floor) for v in at]
-    return sorted(counts.items(), key=_rank)[:k]
-
-
 def _lesser(a: Any, b: Any, pick: Any) -> Any:
     return b if a is None else a if b is None else pick(a, b)
 
@@ -213,11 +197,11 @@ def merge(a: dict[str, FeatureStats], b: dict[str, FeatureStats]) -> dict[str, F
         x.bytes_total += y.bytes_total
         x.bytes_min, x.bytes_max = _lesser(x.bytes_min, y.bytes_min, min), _lesser(x.bytes_max, y.bytes_max, max)
         if x.counts is not None and y.counts is not None:  # exact while the union is under the cap
-            x.counts.update(y.counts)
+            x.counts = x.counts.merge(y.counts)
             cap(x)
         else:  # the sketch of every distinct value seen on either side
-            mine = x.hll if x.counts is None else HyperLogLog.of(x.counts.keys())
-            theirs = y.hll if y.counts is None else HyperLogLog.of(y.counts.keys())
+            mine = x.hll if x.counts is None else HyperLogLog.of_hashes(x.counts.hashes())
+            theirs = y.hll if y.counts is None else HyperLogLog.of_hashes(y.counts.hashes())
             x.hll, x.counts = mine.merge(theirs), None
     return a
 
@@ -254,12 +238,13 @@ def to_json(stats: Mapping[str, FeatureStats], features: Mapping[str, FeatureSpe
         if spec is not None and spec.dtype == "string":
             if s.strings:
                 doc.update(bytes_mean=s.bytes_total / s.strings, bytes_min=s.bytes_min, bytes_max=s.bytes_max)
-            if s.counts is None:
-                estimate = max(s.hll.estimate() if s.hll is not None else 0, MAX_DISTINCT + 1)
+            if s.counts is None:  # capped by count: over MAX_DISTINCT for sure (not where bytes may have capped it)
+                estimate = s.hll.estimate() if s.hll is not None else 0
+                estimate = max(estimate, MAX_DISTINCT + 1) if s.bytes_total <= MAX_HELD_BYTES else estimate
                 doc.update(distinct=estimate, distinct_capped=True, distinct_estimated=True)
             else:
                 doc.update(distinct=len(s.counts), distinct_estimated=False,
-                           top=[[_text(v), c] for v, c in _top(s.counts, top_k)])
+                           top=[[_text(v), c] for v, c in s.counts.top(top_k)])
         elif s.values:
             shift = 0 if spec is not None and spec.dtype == "int64" else _F_SHIFT
             mean = Fraction(s.total, s.values << shift)

@@ -19,7 +19,6 @@ HyperLogLog through ``native.hash_values``).
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -29,12 +28,9 @@ import pyarrow.compute as pc
 
 from shardprep import native, stats
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, HyperLogLog, LogSketch, column_hashes
+from shardprep.sketches import Counts, HyperLogLog, LogSketch, StringCounts, binary_hashes
 
 __all__ = ["Column", "add", "from_columnar", "from_examples", "select"]
-
-_FLOAT_SHIFT = 149  # as stats: float32 values times 2**149 (squares times 2**298) are integers
-
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -139,20 +135,11 @@ def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
     sizes = pc.binary_length(values).to_numpy(zero_copy_only=False)
     s.strings = int(sizes.size)
     s.bytes_total, s.bytes_min, s.bytes_max = int(sizes.sum()), int(sizes.min()), int(sizes.max())
-    counted = pc.value_counts(values)
-    distinct = counted.field("values")
-    if capped or len(distinct) > stats.MAX_DISTINCT:
-        s.counts, s.hll = None, HyperLogLog.of_hashes(_hashes(distinct))
+    if capped:  # the partial holds no counts any more: the batch's values straight to the sketch
+        s.counts, s.hll = None, HyperLogLog.of_hashes(binary_hashes(values))
         return
-    s.counts = Counter(dict(zip(distinct.to_pylist(), counted.field("counts").to_numpy().tolist())))
+    s.counts = StringCounts.of(values)
     stats.cap(s)
-
-
-def _hashes(values: pa.Array) -> np.ndarray:
-    values = values.cast(pa.large_binary()) if values.type != pa.large_binary() else values
-    _, offsets, data = values.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[values.offset:values.offset + len(values) + 1]
-    return column_hashes(data if data is not None else b"", offsets)
 
 
 def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -191,44 +178,40 @@ def _int_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
 
 
 def _float_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
-    """Counts, minima, maxima and exact scaled sums (``stats._scaled_total``, for all features at once)
-    of finite float64 values that are float32 values."""
+    """Counts, minima, maxima and the exact scaled sums of ``stats`` (a float32 times 2**149, its
+    square times 2**298: integers) of finite float64 values that are float32 values, for all
+    features at once: each value is ``+-M * 2**(e - 1)`` times 2**-149 with ``M`` its 24-bit
+    significand and ``e`` its float32 exponent field (1 for subnormals), so the sums are per
+    (feature, e) sums of ``M`` and of ``M**2`` in 12-bit pieces, each exact in a float64 ``bincount``
+    (pieces below 2**24, fewer than 2**29 values), shifted into place as Python ints."""
     items = [(s, x) for s, x in items if x.size]
     if not items:
         return
     x, starts, feature = _segments([x for _, x in items])
     lo, hi = (np.minimum.reduceat(x, starts) + 0.0).tolist(), (np.maximum.reduceat(x, starts) + 0.0).tolist()  # as stats
-    totals = _scaled_totals(x, feature, len(items), _FLOAT_SHIFT, 24)
-    squares = _scaled_totals(x * x, feature, len(items), 2 * _FLOAT_SHIFT, 48)
+    bits = x.astype(np.float32).view(np.uint32)
+    field = (bits >> np.uint32(23)) & np.uint32(0xFF)
+    significand = ((bits & np.uint32(0x7FFFFF)) | ((field > 0).astype(np.uint32) << np.uint32(23))).astype(np.int64)
+    exponent = np.maximum(field, 1).astype(np.int64)  # e: value * 2**149 = +-M * 2**(e - 1)
+    negative = bits >> np.uint32(31) != 0
+    group = feature * 256 + exponent
+    seen = None
+    if len(items) * 256 > 4 * x.size + 4096:  # many features, few values: number the groups seen
+        seen, group = np.unique(group, return_inverse=True)
+    size = len(items) * 256 if seen is None else seen.size
+    high, low = significand >> 12, significand & 0xFFF
+    per = [np.bincount(group, weights=np.where(negative, -significand, significand), minlength=size),
+           np.bincount(group, weights=high * high, minlength=size),
+           np.bincount(group, weights=high * low, minlength=size),
+           np.bincount(group, weights=low * low, minlength=size)]
+    used = np.flatnonzero((per[1] != 0) | (per[3] != 0) | (per[0] != 0))
+    keys = (seen[used] if seen is not None else used).tolist()
+    totals, squares = [0] * len(items), [0] * len(items)
+    for g, m, hh, hl, ll in zip(keys, *(p[used].tolist() for p in per)):
+        f, e = divmod(g, 256)
+        totals[f] += int(m) << (e - 1)
+        squares[f] += ((int(hh) << 24) + (int(hl) << 13) + int(ll)) << (2 * (e - 1))
     for f, (s, values) in enumerate(items):
         s.values = int(values.size)
         s.minimum, s.maximum = lo[f], hi[f]
         s.total, s.squares = totals[f], squares[f]
-
-
-def _scaled_totals(x: np.ndarray, feature: np.ndarray, features: int, shift: int, bits: int) -> list[int]:
-    """Per feature, ``sum(int(v * 2**shift))`` exactly (``stats._scaled_total`` grouped by feature
-    and binary exponent in one ``bincount`` per 24-bit piece of the significands)."""
-    mantissa, exponent = np.frexp(x)
-    significand = (mantissa * float(1 << bits)).astype(np.int64)  # exact: at most ``bits`` bits
-    lowest = int(exponent.min())
-    width = int(exponent.max()) - lowest + 1
-    group = feature * width + (exponent - lowest)
-    if features * width > 4 * x.size + 4096:  # many features, few values: number the groups seen
-        seen, group = np.unique(group, return_inverse=True)
-    else:
-        seen = None
-    sums: dict[int, int] = {}
-    for low in range(0, bits, 24):
-        piece = significand >> low if low + 24 >= bits else (significand >> low) & 0xFFFFFF
-        per_group = np.bincount(group, weights=piece)  # float64: exact (pieces < 2**24, < 2**29 values)
-        nonzero = np.flatnonzero(per_group)
-        keys = (seen[nonzero] if seen is not None else nonzero).tolist()
-        for g, total in zip(keys, per_group[nonzero].tolist()):
-            sums[g] = sums.get(g, 0) + (int(total) << low)
-    totals = [0] * features
-    for g, part in sums.items():
-        f, k = divmod(g, width)
-        scale = k + lowest - bits + shift
-        totals[f] += part << scale if scale >= 0 else part >> -scale
-    return totals

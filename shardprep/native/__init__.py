@@ -12,8 +12,8 @@ back); ``pread_records`` (byte ranges of an open file, back to back, without map
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
 ``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
-for ``shardprep.stats_columns``; its twin declines every batch) and ``hash_values`` (blake2b8 of
-each value of a column: the distinct-count sketch's hash); ``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
+for ``shardprep.stats_columns``; its twin declines every batch) and ``hash_values`` (the
+distinct-count sketch's 64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
 ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """

@@ -1532,8 +1532,19 @@ done:
     return result;
 }
 
-/* hash_values(data, offsets, seed) -> bytes: blake2b8 (``py_blake2b8``) of each value
- * data[offsets[i]:offsets[i + 1]] (int64 offsets), as uint64: the distinct-count sketch's hash. */
+/* The distinct-count sketch's hash of one value: the length and seed mixed in first, then each
+ * 8-byte little-endian word (the last one zero-padded, always taken) through fmix64 (MurmurHash3's
+ * finalizer, a bijection with full avalanche): ~5 ns for a short id, a quarter of BLAKE2b's. */
+static uint64_t value_hash(const uint8_t *p, size_t n, uint64_t seed) {
+    uint64_t h = fmix64(seed ^ 0x9E3779B97F4A7C15ULL ^ (uint64_t)n);
+    for (; n >= 8; p += 8, n -= 8) h = fmix64(h ^ le64(p));
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
+    return fmix64(h ^ w);
+}
+
+/* hash_values(data, offsets, seed) -> bytes: ``value_hash`` of each value data[offsets[i]:offsets[i + 1]]
+ * (int64 offsets), as uint64. */
 static PyObject *py_hash_values(PyObject *self, PyObject *args) {
     Py_buffer data, offs;
     long long seed;
@@ -1551,11 +1562,9 @@ static PyObject *py_hash_values(PyObject *self, PyObject *args) {
     out = PyBytes_FromStringAndSize(NULL, 8 * n);
     if (!out) goto done;
     uint64_t *w = (uint64_t *)PyBytes_AS_STRING(out);
-    uint8_t key[8];
-    for (int i = 0; i < 8; i++) key[i] = (uint8_t)((uint64_t)seed >> (8 * i));
     const uint8_t *base = data.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) w[i] = blake2b8(key, base + o[i], (size_t)(o[i + 1] - o[i]));
+    for (Py_ssize_t i = 0; i < n; i++) w[i] = value_hash(base + o[i], (size_t)(o[i + 1] - o[i]), (uint64_t)seed);
     Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&data);
@@ -1578,7 +1587,7 @@ static PyMethodDef methods[] = {
     {"jsonl_columns", py_jsonl_columns, METH_VARARGS, "Columns of a block of JSON Lines, or None."},
     {"decode_example", py_decode_example, METH_VARARGS, "A tf.train.Example as {name: [values]}, or None."},
     {"example_columns", py_example_columns, METH_VARARGS, "Per-feature values and lengths of a framed batch, or None."},
-    {"hash_values", py_hash_values, METH_VARARGS, "blake2b8 of each value of (data, offsets), as uint64 bytes."},
+    {"hash_values", py_hash_values, METH_VARARGS, "The sketch hash of each value of (data, offsets), as uint64 bytes."},
     {"feistel", py_feistel, METH_VARARGS, "The keyed permutation of [0, n), or its inverse, in place."},
     {NULL, NULL, 0, NULL}};
 

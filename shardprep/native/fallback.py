@@ -311,4 +311,20 @@ def hash_values(data: bytes | memoryview, offsets: bytes | memoryview, seed: int
     view = memoryview(data)
     if len(o) < 1 or any(o[i] < 0 or o[i + 1] < o[i] or o[i + 1] > len(view) for i in range(len(o) - 1)):
         raise ValueError("hash_values: offsets not rising within the data")
-    return b"".join(_U64.pack(blake2b8(view[o[i]:o[i + 1]], seed)) for i in range(len(o) - 1))
+    return b"".join(_U64.pack(_value_hash(bytes(view[o[i]:o[i + 1]]), seed)) for i in range(len(o) - 1))
+
+
+def _fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 33)
+
+
+def _value_hash(value: bytes, seed: int) -> int:
+    h = _fmix64((seed ^ 0x9E3779B97F4A7C15 ^ len(value)) & 0xFFFFFFFFFFFFFFFF)
+    full = len(value) - len(value) % 8
+    for i in range(0, full, 8):
+        h = _fmix64(h ^ int.from_bytes(value[i:i + 8], "little"))
+    return _fmix64(h ^ int.from_bytes(value[full:], "little"))
