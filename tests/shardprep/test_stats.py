@@ -268,24 +268,37 @@ def test_wide_rows_allocate_only_what_they_hold():
 
 @pytest.mark.slow
 def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
-    """The manifest's statistics (sketches included) on the local engine with one unit and with many,
-    on Dask with two workers and on Beam's runner: the same JSON bytes."""
+    """The manifest's statistics (sketches included, the id column past the exact cap) on the local
+    engine in one process and by default, with one unit and with many, on Dask with two workers and
+    on Beam's runner: the same JSON bytes. The CSV's first rows hold missing values (the per-record
+    path), the rest none (the column-wise path); its shards read back as TFRecord input (the compiled
+    reader) give the same statistics again: each record keeps its split (a hash of its bytes)."""
     rng = random.Random(11)
-    lines = ["x,n,city,label"]
+    lines = ["x,n,city,id,label"]
     for i in range(4000):
-        x = "NA" if i % 17 == 0 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
-        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},{i % 3}")
+        x = "NA" if i % 17 == 0 and i < 1500 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
+        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},u{i},{i % 3}")
     src = tmp_path / "in.csv"
     src.write_text("\n".join(lines) + "\n")
     docs = {}
-    for name, extra in {"one": ["--unit-mb", "1"], "many": ["--unit-mb", "0.005"],
-                        "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
-                        "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
-        out = tmp_path / name
-        assert run.main(["--input", str(src), "--output", str(out), "--num-shards", "3", "--split",
-                         "train=0.7,eval=0.3", "--statistics", *extra]) == 0
-        docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+    split = ["--num-shards", "3", "--split", "train=0.7,eval=0.3"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "MAX_DISTINCT", 1000)  # in this process: the local engine's workers fork from it
+        for name, extra in {"one": ["--unit-mb", "1", "--local-workers", "1"], "default": [],
+                            "many": ["--unit-mb", "0.005"], "many-1": ["--unit-mb", "0.005", "--local-workers", "1"],
+                            "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
+                            "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
+            out = tmp_path / name
+            assert run.main(["--input", str(src), "--output", str(out), *split, *extra]) == 0  # statistics: on by default
+            docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+        m = manifest.load(str(tmp_path / "one"))
+        shards = [str(tmp_path / "one" / s.path) for sp in m.splits.values() for s in sp.shards]
+        assert run.main([a for s in shards for a in ("--input", s)] + ["--output", str(tmp_path / "tf"), *split]) == 0
+    docs["tfrecord"] = json.dumps(manifest.load(str(tmp_path / "tf")).statistics, sort_keys=True)
+    if {"dask", "beam"} - set(docs):
+        pytest.fail("an engine did not run")
     assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
+    assert json.loads(docs["one"])["train"]["id"]["distinct_capped"]
     train = json.loads(docs["one"])["train"]
     assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
 
