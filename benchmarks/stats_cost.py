@@ -1,8 +1,8 @@
 """What ``--statistics on`` (the default) costs (issue 36), side by side in one run:
 
 - a CSV (about ``--mb`` MB: floats, ints, strings of a few thousand values, a high-cardinality id)
-  and a TFRecord input (the CSV's records, as the stats-off run wrote them, about ``--mb`` x 0.9),
-  each re-sharded with statistics off and on, in one process (``--local-workers 1``) and by default;
+  and a TFRecord input (about ``--tfrecord-mb`` MB: the records of a smaller CSV of the same kind,
+  as a stats-off run wrote them; an Example takes ~2.8x its CSV line), each re-sharded with statistics off and on, in one process (``--local-workers 1``) and by default;
 - a TFDV-style contender on the same records: each Example decoded in Python (``example.decoder``,
   no protobuf) and every value fed to per-feature Python accumulators (count, min, max, sums,
   zeros, a Counter per string feature, the numbers kept for numpy's exact percentiles at the end),
@@ -125,27 +125,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=50.0, help="size of the CSV (default: 50)")
     p.add_argument("--contender-records", type=int, default=200_000, help="records the contender reads (default: 200000)")
     p.add_argument("--distinct", type=int, default=0, help="also measure an id column of this many distinct strings")
-    p.add_argument("--no-tfrecord", action="store_true", help="the CSV input only")
+    p.add_argument("--tfrecord-mb", type=float, default=0.0, help="size of the TFRecord input (default: none)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.csv"
         rows = write_csv(src, args.mb)
+        tf_rows = 0
         inputs = {"csv": [str(src)]}
         times: dict[tuple[str, str], dict[str, float]] = {}
-        for fmt in ("csv", "tfrecord"):
-            if fmt == "tfrecord":
-                if args.no_tfrecord:
-                    break
-                shards = sorted(glob.glob(str(Path(tmp) / "csv-1-off" / "*" / "*" / "*.tfrecord*")))
-                inputs[fmt] = shards
+        if args.tfrecord_mb:
+            tf_src = Path(tmp) / "tf.csv"
+            tf_rows = write_csv(tf_src, args.tfrecord_mb / 2.8, seed=1)
+            reshard([str(tf_src)], Path(tmp) / "tf-made", "off", None)
+            inputs["tfrecord"] = sorted(glob.glob(str(Path(tmp) / "tf-made" / "*" / "*" / "*.tfrecord*")))
+        for fmt in inputs:
             for workers, label in ((1, "1"), (None, "default")):
                 times[fmt, label] = {s: reshard(inputs[fmt], Path(tmp) / f"{fmt}-{label}-{s}", s, workers)
                                      for s in ("off", "on")}
         python, records = contender(Path(tmp) / "csv-1-on", args.contender_records)
         tf_mb = sum(Path(s).stat().st_size for s in inputs.get("tfrecord", [])) / 1e6
-    print(f"{rows:,} rows, {args.mb:g} MB of CSV" + (f", {tf_mb:.0f} MB of TFRecord (the same records)" if tf_mb else ""))
+    print(f"{rows:,} rows, {args.mb:g} MB of CSV" + (f"; {tf_rows:,} records, {tf_mb:.0f} MB of TFRecord" if tf_mb else ""))
     for (fmt, label), t in times.items():
-        print(_line(f"{fmt:8s} --local-workers {label:7s}", t["off"], t["on"], rows))
+        print(_line(f"{fmt:8s} --local-workers {label:7s}", t["off"], t["on"], rows if fmt == "csv" else tf_rows))
     per_record = python / records
     one = times["csv", "1"]
     own = max(one["on"] - one["off"], 1e-9) / rows

@@ -41,6 +41,7 @@ ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 MAX_BUCKETS = 2048  # per sign; beyond, the lowest buckets are folded together
 HLL_P = 14  # HyperLogLog precision: 2**14 registers
+MAX_PARTS = 64  # a StringCounts counts its parts together beyond this many
 
 
 class Counts:
@@ -106,13 +107,17 @@ class Counts:
 class StringCounts:
     """Exact counts per distinct byte string: ``values`` (a pyarrow large_binary array, each value
     once, in no particular order) and ``counts`` (int64). Treated as immutable, like ``Counts``;
-    what it holds (the value -> count mapping) depends only on the values counted."""
+    what it holds (the value -> count mapping) depends only on the values counted.
 
-    __slots__ = ("values", "counts")
+    A merge only lists both sides' parts; they are counted together (one ``dictionary_encode``) when
+    asked for the values, their number or their bytes. ``size_bound`` (the parts' sizes summed) is
+    an upper bound of the distinct values that needs no counting: a feature far under the cap is
+    merged at no cost per value, one at it counted once per doubling, not at every merge."""
+
+    __slots__ = ("_parts",)
 
     def __init__(self, values: pa.Array | None = None, counts: np.ndarray | None = None) -> None:
-        self.values = pa.array([], pa.large_binary()) if values is None else values
-        self.counts = np.zeros(0, np.int64) if counts is None else counts
+        self._parts = [(values, counts)] if values is not None and len(values) else []
 
     @classmethod
     def of(cls, values: pa.Array, weights: np.ndarray | None = None) -> StringCounts:
@@ -125,20 +130,43 @@ class StringCounts:
         return cls(encoded.dictionary, counts.astype(np.int64))
 
     def merge(self, other: StringCounts) -> StringCounts:
-        if not len(other):
-            return self
-        if not len(self):
-            return other
-        return StringCounts.of(pa.concat_arrays([self.values, other.values]), np.concatenate([self.counts, other.counts]))
+        merged = StringCounts()
+        merged._parts = self._parts + other._parts
+        if len(merged._parts) > MAX_PARTS:
+            merged._whole()
+        return merged
+
+    def _whole(self) -> tuple[pa.Array, np.ndarray]:
+        if not self._parts:
+            return pa.array([], pa.large_binary()), np.zeros(0, np.int64)
+        if len(self._parts) > 1:
+            whole = StringCounts.of(pa.concat_arrays([v for v, _ in self._parts]),
+                                    np.concatenate([c for _, c in self._parts]))
+            self._parts = whole._parts  # the same mapping, counted once
+        return self._parts[0]
+
+    @property
+    def values(self) -> pa.Array:
+        return self._whole()[0]
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self._whole()[1]
+
+    @property
+    def size_bound(self) -> int:
+        """At least the number of distinct values (exact once counted together)."""
+        return sum(len(v) for v, _ in self._parts)
 
     @property
     def held_bytes(self) -> int:
         """The bytes of the values held (each distinct value once)."""
-        return int(pc.sum(pc.binary_length(self.values)).as_py() or 0) if len(self) else 0
+        values = self.values
+        return int(pc.sum(pc.binary_length(values)).as_py() or 0) if len(values) else 0
 
     def hashes(self) -> np.ndarray:
-        """``binary_hashes`` of the values (the HyperLogLog's input)."""
-        return binary_hashes(self.values)
+        """``binary_hashes`` of the values (the HyperLogLog's input; repeats across parts change nothing)."""
+        return np.concatenate([binary_hashes(v) for v, _ in self._parts]) if self._parts else np.zeros(0, np.uint64)
 
     def top(self, k: int) -> list[tuple[bytes, int]]:
         """The ``k`` most frequent values and their counts, by count (descending) then by value
@@ -152,16 +180,17 @@ class StringCounts:
 
     def items(self) -> list[tuple[bytes, int]]:
         """Every (value, count), by value (tests, small features)."""
-        return sorted(zip(self.values.to_pylist(), self.counts.tolist()))
+        values, counts = self._whole()
+        return sorted(zip(values.to_pylist(), counts.tolist()))
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self._whole()[0])
 
     def __getstate__(self) -> tuple:
-        return self.values, self.counts
+        return self._whole()
 
     def __setstate__(self, state: tuple) -> None:
-        self.values, self.counts = state
+        self._parts = [state] if len(state[0]) else []
 
 
 def _bounds() -> tuple[np.ndarray, int]:

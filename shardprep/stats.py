@@ -139,8 +139,9 @@ def cap(s: FeatureStats) -> None:
     """Drops the exact counts for their sketch once they hold over ``MAX_DISTINCT`` values or over
     ``MAX_HELD_BYTES`` of them: both grow with the set of values seen, so whether a split's feature
     ends capped depends on its values only, not on how the batches were grouped."""
-    if s.counts is not None and (len(s.counts) > MAX_DISTINCT or (
-            s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES)):
+    if s.counts is None or (s.counts.size_bound <= MAX_DISTINCT and s.bytes_total <= MAX_HELD_BYTES):
+        return  # under both caps for sure: nothing counted
+    if len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
         s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
 
 

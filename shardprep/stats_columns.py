@@ -103,12 +103,12 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
         else:
             numbers[spec.dtype].append((s, np.asarray(column.values)))
     ints = [(s, x.astype(np.int64, copy=False)) for s, x in numbers["int64"]]
-    floats = [(s, x.astype(np.float32, copy=False).astype(np.float64)) for s, x in numbers["float32"]]
+    floats = [(s, x.astype(np.float32, copy=False)) for s, x in numbers["float32"]]
     floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]  # as stats: NaN, inf left out
     _int_sums(ints)
     _float_sums(floats)
     sketched = ints + floats
-    for (s, _), sketch in zip(sketched, LogSketch.of_many([x.astype(np.float64) for _, x in sketched])):
+    for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one float64 copy of all
         s.sketch = sketch
     stats.merge(into, batch)
 
@@ -179,7 +179,7 @@ def _int_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
 
 def _float_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
     """Counts, minima, maxima and the exact scaled sums of ``stats`` (a float32 times 2**149, its
-    square times 2**298: integers) of finite float64 values that are float32 values, for all
+    square times 2**298: integers) of finite float32 values, for all
     features at once: each value is ``+-M * 2**(e - 1)`` times 2**-149 with ``M`` its 24-bit
     significand and ``e`` its float32 exponent field (1 for subnormals), so the sums are per
     (feature, e) sums of ``M`` and of ``M**2`` in 12-bit pieces, each exact in a float64 ``bincount``
@@ -188,8 +188,9 @@ def _float_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
     if not items:
         return
     x, starts, feature = _segments([x for _, x in items])
-    lo, hi = (np.minimum.reduceat(x, starts) + 0.0).tolist(), (np.maximum.reduceat(x, starts) + 0.0).tolist()  # as stats
-    bits = x.astype(np.float32).view(np.uint32)
+    lo = (np.minimum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()  # -0.0 as 0.0, as stats
+    hi = (np.maximum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()
+    bits = x.view(np.uint32)
     field = (bits >> np.uint32(23)) & np.uint32(0xFF)
     significand = ((bits & np.uint32(0x7FFFFF)) | ((field > 0).astype(np.uint32) << np.uint32(23))).astype(np.int64)
     exponent = np.maximum(field, 1).astype(np.int64)  # e: value * 2**149 = +-M * 2**(e - 1)
