@@ -130,6 +130,8 @@ class StringCounts:
         return cls(encoded.dictionary, counts.astype(np.int64))
 
     def merge(self, other: StringCounts) -> StringCounts:
+        if not other._parts or not self._parts:  # a number feature's empty counts: no cost per feature
+            return other if not self._parts else self
         merged = StringCounts()
         merged._parts = self._parts + other._parts
         if len(merged._parts) > MAX_PARTS:

@@ -1,10 +1,12 @@
 """Feature statistics per split, mergeable in any order, so every runner gives the same manifest.
 
-``batch_stats`` decodes one batch of Examples into ``SplitStats`` (feature name -> ``FeatureStats``);
-``merge`` adds partial results; ``to_json`` writes the manifest's ``"statistics"`` object. Sums are
-kept exact as Python integers (a float32 times 2**149 and its square times 2**298 are integers), so
-the mean and standard deviation do not depend on how the runner grouped the batches. Strings keep
-exact counts of every value up to ``MAX_DISTINCT`` distinct values per feature and split; beyond
+``batch_stats`` decodes one batch of Examples in Python into feature name -> ``FeatureStats``: the
+fallback, and the reference that ``shardprep.stats_columns`` (the same statistics from columns, the
+path Parse takes) matches exactly. ``merge`` adds partial results; ``to_json`` writes the manifest's
+``"statistics"`` object. Sums are kept exact as Python integers (a float32 times 2**149 and its
+square times 2**298 are integers), so the mean and standard deviation do not depend on how the
+runner grouped the batches. Strings keep exact counts (``sketches.StringCounts``) while a feature
+and split holds at most ``MAX_DISTINCT`` distinct values of at most ``MAX_HELD_BYTES``; beyond
 that the counts are dropped and ``distinct`` is a HyperLogLog estimate (``distinct_capped`` and
 ``distinct_estimated``); the top values are ordered by count, then by value, so ties are broken the
 same way everywhere. Numbers also keep a log-bucket sketch (``shardprep.sketches.LogSketch``, 1%
@@ -139,7 +141,8 @@ def cap(s: FeatureStats) -> None:
     """Drops the exact counts for their sketch once they hold over ``MAX_DISTINCT`` values or over
     ``MAX_HELD_BYTES`` of them: both grow with the set of values seen, so whether a split's feature
     ends capped depends on its values only, not on how the batches were grouped."""
-    if s.counts is None or (s.counts.size_bound <= MAX_DISTINCT and s.bytes_total <= MAX_HELD_BYTES):
+    if s.counts is None or (s.bytes_total <= MAX_HELD_BYTES and (s.strings <= MAX_DISTINCT
+                                                                or s.counts.size_bound <= MAX_DISTINCT)):
         return  # under both caps for sure: nothing counted
     if len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
         s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None

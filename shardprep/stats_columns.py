@@ -104,7 +104,8 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
             numbers[spec.dtype].append((s, np.asarray(column.values)))
     ints = [(s, x.astype(np.int64, copy=False)) for s, x in numbers["int64"]]
     floats = [(s, x.astype(np.float32, copy=False)) for s, x in numbers["float32"]]
-    floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]  # as stats: NaN, inf left out
+    if floats and not np.isfinite(np.concatenate([x for _, x in floats])).all():  # as stats: NaN, inf left out
+        floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]
     _int_sums(ints)
     _float_sums(floats)
     sketched = ints + floats
