@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -286,20 +286,54 @@ class LogSketch:
 
     def summary(self, qs: Iterable[float], lo: float, hi: float,
                 bins: int = 10) -> tuple[list[float], list[float], list[int]]:
-        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (a few numpy calls
-        whatever the number of quantiles)."""
-        values, counts = self.ordered(lo, hi)
+        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (``summaries``)."""
+        return LogSketch.summaries([self], [lo], [hi], qs, bins)[0]
+
+    @staticmethod
+    def summaries(sketches: Sequence[LogSketch], los: Sequence[float], his: Sequence[float], qs: Iterable[float],
+                  bins: int = 10) -> list[tuple[list[float], list[float], list[int]]]:
+        """``summary`` of many sketches (a split's features) in a few numpy calls for all of them: every
+        sketch's ``ordered`` buckets back to back, one ``searchsorted`` in their running counts for
+        every quantile, one ``bincount`` for every histogram. The same float operations on the same
+        numbers as one sketch at a time, so the same results bit for bit."""
+        m = len(sketches)
+        if not m:
+            return []
+        pieces_k: list[np.ndarray] = []
+        pieces_c: list[np.ndarray] = []
+        zero_key = np.zeros(1, np.int64) + _LOW_KEY
+        for s in sketches:
+            pieces_k += [s.negative.keys[::-1], zero_key, s.positive.keys]
+            pieces_c += [s.negative.counts[::-1], np.array([s.zeros], np.int64), s.positive.counts]
+        keys, counts = np.concatenate(pieces_k), np.concatenate(pieces_c)
+        sizes = np.fromiter((s.negative.keys.size + 1 + s.positive.keys.size for s in sketches), np.int64, m)
+        starts = np.cumsum(sizes) - sizes
+        segment = np.repeat(np.arange(m, dtype=np.int64), sizes)
+        below_zero = np.fromiter((s.negative.keys.size for s in sketches), np.int64, m)
+        kind = np.sign(np.arange(keys.size, dtype=np.int64) - starts[segment] - below_zero[segment])  # -1, 0 (zeros), 1
+        lo, hi = np.asarray(los, np.float64), np.asarray(his, np.float64)
+        values = np.where(kind == 0, 0.0, kind * representative(keys))
+        values = np.clip(values, lo[segment], hi[segment])
         q = np.asarray(list(qs), np.float64)
-        out: list[float] = []
+        out_q: list[list[float]] = [[] for _ in range(m)]
         if q.size:
             cumulative = np.cumsum(counts)
-            rank = q * float(int(cumulative[-1]) - 1)
+            total = np.add.reduceat(counts, starts)  # each sketch's count (every segment holds its zeros)
+            base = (cumulative[starts + sizes - 1] - total).astype(np.float64)
+            rank = q[None, :] * (total - 1).astype(np.float64)[:, None]
             below = np.floor(rank)
-            at = np.searchsorted(cumulative, np.concatenate([below, np.ceil(rank)]), side="right")
-            a, b = values[at[:q.size]], values[at[q.size:]]
-            out = np.where(q <= 0, lo, np.where(q >= 1, hi, a + (rank - below) * (b - a))).tolist()
-        edges, per_bin = _equal_width(values, counts, lo, hi, bins)
-        return out, edges, per_bin
+            at_lo = np.searchsorted(cumulative, base[:, None] + below, side="right")
+            at_hi = np.searchsorted(cumulative, base[:, None] + np.ceil(rank), side="right")
+            a, b = values[at_lo], values[at_hi]
+            picked = np.where(q <= 0, lo[:, None], np.where(q >= 1, hi[:, None], a + (rank - below) * (b - a)))
+            out_q = picked.tolist()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo_e, hi_e = lo[segment], hi[segment]
+            at = np.where(hi_e > lo_e, np.minimum(np.floor((values - lo_e) / (hi_e - lo_e) * bins), bins - 1), bins - 1)
+        at = np.clip(at.astype(np.int64), 0, bins - 1)
+        per_bin = np.bincount(segment * bins + at, weights=counts, minlength=m * bins)  # float64: exact below 2**53
+        per_bin = per_bin.astype(np.int64).reshape(m, bins).tolist()
+        return [(out_q[f], _edges(float(lo[f]), float(hi[f]), bins), per_bin[f]) for f in range(m)]
 
     @classmethod
     def of_many(cls, arrays: list[np.ndarray]) -> list[LogSketch]:
@@ -334,15 +368,8 @@ class LogSketch:
         return out
 
 
-def _equal_width(values: np.ndarray, counts: np.ndarray, lo: float, hi: float,
-                 bins: int) -> tuple[list[float], list[int]]:
-    edges = [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
-    if hi > lo:
-        at = np.minimum(np.floor((values - lo) / (hi - lo) * bins), bins - 1).astype(np.int64)
-    else:  # one value: all in the last bin (the one that holds the maximum)
-        at = np.full(values.size, bins - 1, np.int64)
-    per_bin = np.bincount(np.clip(at, 0, bins - 1), weights=counts, minlength=bins)  # float64: exact below 2**53
-    return edges, per_bin.astype(np.int64).tolist()
+def _edges(lo: float, hi: float, bins: int) -> list[float]:
+    return [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
 
 
 def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple[list[float], list[int]]:

@@ -309,3 +309,16 @@ def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
                             "--contender-records", "500"]) == 0
     out = capsys.readouterr().out
     assert "TFDV-style per-record Python" in out and "tfrecord --local-workers 1" in out and "70,000 distinct" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), min_size=1, max_size=50))
+def test_mean_and_std_are_the_exact_fractions_rounded_once(values):
+    """``to_json`` divides the exact integer sums (int / int: correctly rounded) instead of building
+    Fractions: the same floats as ``float(Fraction(...))``."""
+    from fractions import Fraction
+    features = {"n": FeatureSpec("int64")}
+    doc = stats.to_json(stats.batch_stats(_records([{"n": v} for v in values], features), features), features)["n"]
+    mean = Fraction(sum(values), len(values))
+    variance = max(Fraction(sum(v * v for v in values), len(values)) - mean * mean, Fraction(0))
+    assert doc["mean"] == float(mean) and doc["std"] == float(variance) ** 0.5
