@@ -7,6 +7,9 @@
   no protobuf) and every value fed to per-feature Python accumulators (count, min, max, sums,
   zeros, a Counter per string feature, the numbers kept for numpy's exact percentiles at the end),
   on the first ``--contender-records`` records;
+- ``--wide C``: a wide table's cost per column (C numeric columns of 20 rows: the column-wise
+  encoding of the batch beside its statistics from the columns, from the compiled reader, and the
+  split's ``to_json``);
 - ``--distinct N``: the statistics' memory for one id column of N distinct strings, fed as Parse
   feeds it (column batches of 65,536 rows into one partial), Python and numpy (tracemalloc) and
   Arrow's pool at their peak.
@@ -115,6 +118,27 @@ def distinct_memory(n: int, batch: int = 1 << 16) -> tuple[int, int, int, int]:
     return peak, arrow_peak, len(pickle.dumps(partial)), s.hll.estimate() if s.hll is not None else len(s.counts)
 
 
+def wide_cost(columns: int, rows: int = 20) -> dict[str, float]:
+    """Seconds for one batch of ``columns`` numeric columns (a third int64) of ``rows`` rows."""
+    from shardprep import stats
+    from shardprep.example import columnar
+    features = {f"f{i:05d}": FeatureSpec("int64" if i % 3 == 0 else "float32") for i in range(columns)}
+    rng = np.random.default_rng(0)
+    data = {name: rng.integers(0, 100, rows) if spec.dtype == "int64" else rng.normal(size=rows).astype(np.float32)
+            for name, spec in features.items()}
+    t0 = time.perf_counter()
+    batch = next(iter(columnar.framed_batches(features, data, rows)))
+    t1 = time.perf_counter()
+    partial: dict = {}
+    stats_columns.add(partial, stats_columns.from_columnar(batch.columns, features), features, rows)
+    t2 = time.perf_counter()
+    stats_columns.add({}, stats_columns.from_examples(batch.blob, batch.ends, features), features, rows)
+    t3 = time.perf_counter()
+    stats.to_json(partial, features)
+    t4 = time.perf_counter()
+    return {"encode": t1 - t0, "columns": t2 - t1, "compiled": t3 - t2, "to_json": t4 - t3}
+
+
 def _line(name: str, off: float, on: float, rows: int) -> str:
     return (f"{name}: off {off:6.2f} s, on {on:6.2f} s (x{on / off:.3f}, +{100 * (on - off) / off:4.1f}%; "
             f"statistics {(on - off) / rows * 1e6:5.2f} us/record)")
@@ -124,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mb", type=float, default=50.0, help="size of the CSV (default: 50)")
     p.add_argument("--contender-records", type=int, default=200_000, help="records the contender reads (default: 200000)")
+    p.add_argument("--wide", type=int, default=0, help="also measure a wide table of this many columns (20 rows)")
     p.add_argument("--distinct", type=int, default=0, help="also measure an id column of this many distinct strings")
     p.add_argument("--tfrecord-mb", type=float, default=0.0, help="size of the TFRecord input (default: none)")
     args = p.parse_args(argv)
@@ -153,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"TFDV-style per-record Python, {records:,} records: {per_record * 1e6:.2f} us/record "
           f"(x{per_record / own:.1f} the statistics' own cost in one process, "
           f"x{per_record * rows / one['off']:.2f} the whole one-process re-shard)")
+    if args.wide:
+        w = wide_cost(args.wide)
+        print(f"wide table, {args.wide:,} columns x 20 rows: encoding {w['encode']:.2f} s; statistics from the columns "
+              f"{w['columns']:.2f} s, from the compiled reader {w['compiled']:.2f} s, to_json {w['to_json']:.2f} s "
+              f"({(w['columns'] + w['to_json']) / args.wide * 1e6:.0f} us/column)")
     if args.distinct:
         peak, arrow, pickled, estimate = distinct_memory(args.distinct)
         print(f"id column of {args.distinct:,} distinct strings: statistics peak {peak / 2**20:.1f} MiB Python+numpy, "

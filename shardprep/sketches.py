@@ -44,6 +44,10 @@ HLL_P = 14  # HyperLogLog precision: 2**14 registers
 MAX_PARTS = 64  # a StringCounts counts its parts together beyond this many
 
 
+_NONE = np.zeros(0, np.int64)
+_NONE.flags.writeable = False
+
+
 class Counts:
     """Exact counts per integer key, as sorted unique ``keys`` and their ``counts`` (int64 arrays).
     Treated as immutable: ``merge`` returns a new object, so partials may be shared safely."""
@@ -51,8 +55,8 @@ class Counts:
     __slots__ = ("keys", "counts")
 
     def __init__(self, keys: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
-        self.keys = np.zeros(0, np.int64) if keys is None else keys
-        self.counts = np.zeros(0, np.int64) if counts is None else counts
+        self.keys = _NONE if keys is None else keys  # shared when empty: never written to
+        self.counts = _NONE if counts is None else counts
 
     @classmethod
     def of(cls, keys: np.ndarray, weights: np.ndarray | None = None) -> Counts:
@@ -195,6 +199,9 @@ class StringCounts:
         self._parts = [state] if len(state[0]) else []
 
 
+_NO_COUNTS = Counts()
+
+
 def _bounds() -> tuple[np.ndarray, int]:
     """``gamma**k`` for every ``k`` from below the smallest float32 subnormal (1.4e-45) to above the
     largest float64 (``inf`` closes the table), and the ``k`` of the first entry."""
@@ -239,8 +246,8 @@ class LogSketch:
     __slots__ = ("positive", "negative", "zeros")
 
     def __init__(self, positive: Counts | None = None, negative: Counts | None = None, zeros: int = 0) -> None:
-        self.positive = positive or Counts()
-        self.negative = negative or Counts()
+        self.positive = positive if positive is not None else _NO_COUNTS
+        self.negative = negative if negative is not None else _NO_COUNTS
         self.zeros = zeros
 
     @classmethod

@@ -111,7 +111,9 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
     sketched = ints + floats
     for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one float64 copy of all
         s.sketch = sketch
-    stats.merge(into, batch)
+    later = {name: s for name, s in batch.items() if name in into}
+    into.update((name, s) for name, s in batch.items() if name not in into)  # this batch's own objects: taken as they are
+    stats.merge(into, later)
 
 
 def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | None, n: int) -> None:

@@ -306,7 +306,7 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
 def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
     from benchmarks import stats_cost
     assert stats_cost.main(["--mb", "0.2", "--tfrecord-mb", "0.3", "--distinct", "70000",
-                            "--contender-records", "500"]) == 0
+                            "--contender-records", "500", "--wide", "300"]) == 0
     out = capsys.readouterr().out
     assert "TFDV-style per-record Python" in out and "tfrecord --local-workers 1" in out and "70,000 distinct" in out
 
