@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shardprep import native, stats
 from shardprep.schema import FeatureSpec
@@ -135,7 +134,9 @@ def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
     """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog)."""
     if not len(values):
         return
-    sizes = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    wide = values.type == pa.large_binary() or values.type == pa.large_string()
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
+    sizes = np.diff(offsets)
     s.strings = int(sizes.size)
     s.bytes_total, s.bytes_min, s.bytes_max = int(sizes.sum()), int(sizes.min()), int(sizes.max())
     if capped:  # the partial holds no counts any more: the batch's values straight to the sketch

@@ -1423,7 +1423,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
 
 /* One Example [pos, end) as record ``r`` of ``n``: 1, 0 refused, -1 no memory. */
 static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExName *names, const uint8_t *kinds,
-                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t r, Py_ssize_t n) {
+                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t r, Py_ssize_t n, Py_ssize_t *hint) {
     static const uint64_t list_tag[3] = {0x0A, 0x12, 0x1A};
     uint64_t tag;
     Py_ssize_t start, stop;
@@ -1439,7 +1439,10 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                 else if (tag == 0x12 && value < 0) { value = lo; value_end = hi; }
                 else return 0; /* a key or value given twice, or another field */
             }
-            Py_ssize_t f = key < 0 ? ex_lookup(names, k, (const uint8_t *)"", 0) : ex_lookup(names, k, b + key, key_end - key);
+            const uint8_t *kp = key < 0 ? (const uint8_t *)"" : b + key;
+            Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = *hint; /* entries mostly come in name order */
+            if (f >= k || ex_cmp(names[f].p, names[f].n, kp, kn)) f = ex_lookup(names, k, kp, kn);
+            *hint = f + 1;
             if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
             if (lengths[f * n + r] >= 0) return 0; /* the key given twice: the decoder keeps the last */
             int64_t count = 0;
@@ -1493,8 +1496,9 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "example_columns: names not in strictly ascending order");
             goto done;
         }
+        if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : 8 * n) < 0) { ok = -1; break; } /* a value each */
         if (!kinds[f]) { /* string offsets start with 0 */
-            if (jbuf_reserve(col + 2 * f + 1, 8) < 0) { ok = -1; break; }
+            if (jbuf_reserve(col + 2 * f + 1, 8 * (n + 1)) < 0) { ok = -1; break; }
             memset(JBUF_END(col + 2 * f + 1), 0, 8);
             col[2 * f + 1].len = 8;
         }
@@ -1504,7 +1508,8 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     uint64_t prev = 0;
     for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
         if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
-        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths, r, n);
+        Py_ssize_t hint = 0;
+        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths, r, n, &hint);
     }
     if (ok < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
