@@ -5,7 +5,7 @@ fallback, and the reference that ``shardprep.stats_columns`` (the same statistic
 path Parse takes) matches exactly. ``merge`` adds partial results; ``to_json`` writes the manifest's
 ``"statistics"`` object. Sums are kept exact as Python integers (a float32 times 2**149 and its
 square times 2**298 are integers), so the mean and standard deviation do not depend on how the
-runner grouped the batches. Strings keep exact counts (``sketches.StringCounts``) while a feature
+runner grouped the batches. Strings keep exact counts (``distinct.StringCounts``) while a feature
 and split holds at most ``MAX_DISTINCT`` distinct values of at most ``MAX_HELD_BYTES``; beyond
 that the counts are dropped and ``distinct`` is a HyperLogLog estimate (``distinct_capped`` and
 ``distinct_estimated``); the top values are ordered by count, then by value, so ties are broken the
@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from shardprep.distinct import HyperLogLog, StringCounts
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, HyperLogLog, LogSketch, StringCounts, integer_histogram
+from shardprep.sketches import Counts, LogSketch, integer_histogram
 
 __all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
            "batch_stats", "cap", "merge", "to_json"]

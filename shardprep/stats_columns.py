@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from shardprep import native, stats
+from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, HyperLogLog, LogSketch, StringCounts, binary_hashes
+from shardprep.sketches import Counts, LogSketch
 
 __all__ = ["Column", "add", "from_columnar", "from_examples", "select"]
 

@@ -53,7 +53,7 @@ feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
 decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
 example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats_columns)
-hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (sketches.HyperLogLog)
+hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (distinct.HyperLogLog)
 
 
 def kind_of(dtype: str) -> int:

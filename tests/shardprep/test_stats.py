@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import example, manifest, native, run, sketches, stats, stats_columns, tfrecord
+from shardprep import distinct, example, manifest, native, run, sketches, stats, stats_columns, tfrecord
 from shardprep.example import columnar
 from shardprep.schema import FeatureSpec
 
@@ -232,10 +232,10 @@ def test_histograms_and_byte_lengths():
 
 def test_hyperloglog_is_within_three_percent_at_a_million():
     values = [b"v%d" % i for i in range(1_000_000)]
-    halves = sketches.HyperLogLog.of(values[::2]).merge(sketches.HyperLogLog.of(values[1::2]))
+    halves = distinct.HyperLogLog.of(values[::2]).merge(distinct.HyperLogLog.of(values[1::2]))
     assert abs(halves.estimate() - 1_000_000) <= 30_000
-    assert np.array_equal(halves.registers, sketches.HyperLogLog.of(values).registers)
-    small = sketches.HyperLogLog.of(values[:1000])
+    assert np.array_equal(halves.registers, distinct.HyperLogLog.of(values).registers)
+    small = distinct.HyperLogLog.of(values[:1000])
     assert abs(small.estimate() - 1000) <= 30
 
 
