@@ -41,7 +41,6 @@ from shardprep.summary import print_summary
 from shardprep.text import launch as text_launch
 
 log = logging.getLogger("shardprep")
-AUTO_STATISTICS_MB = 32  # --statistics auto: computed for tabular inputs up to this size
 
 EPILOG = """\
 examples:
@@ -105,9 +104,8 @@ def parser() -> argparse.ArgumentParser:
     tab.add_argument("--statistics", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
                      help="per split and feature statistics in the manifest (count, missing, zeros, min/max/mean/std, "
                      "quantiles and histograms, list lengths, string lengths, distinct and most frequent values: the "
-                     "trainer's normalisation and label vocabulary, and python -m shardprep.report); they decode "
-                     f"every record again, so auto = on for tabular inputs up to {AUTO_STATISTICS_MB} MB "
-                     "(default: %(default)s)")
+                     "trainer's normalisation and label vocabulary, and python -m shardprep.report), computed from the "
+                     "columns as they are read; auto = on (off for --task text runs) (default: %(default)s)")
     tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
                      help="most frequent values per string feature and split in the manifest's statistics "
                      "(default: %(default)s)")
@@ -266,7 +264,7 @@ def _main(argv: Sequence[str] | None) -> int:
         tfds_features=tfds_input.output_features(files, args.schema),
         on_missing=args.on_missing,
         required=_names(args.required, "--required"),
-        statistics=False if args.task else _statistics(args.statistics, files),
+        statistics=not args.task and args.statistics != "off",  # auto: on at every size (shardprep.stats)
         stats_top_k=args.stats_top_k,
         spill_in_place=in_place,
     )
@@ -328,21 +326,6 @@ def _finish(cfg: config.ReshardConfig) -> int:
             manifest.write_run_copy(cfg.output, cfg.run_id, result)
     print_summary(cfg.output, result)
     return 0
-
-
-def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
-    """Whether to compute statistics: as asked, or (auto) for tabular inputs small enough that they cost little."""
-    if choice != "auto":
-        return choice == "on"
-    if not formats.statistics_by_default(files):
-        log.info("statistics off (--statistics auto: off for %s input; --statistics on computes them)",
-                 " and ".join(sorted({f.format for f in files})))
-        return False
-    size = sum(f.size for f in files)
-    on = size <= AUTO_STATISTICS_MB * 1024 * 1024
-    log.info("statistics %s (--statistics auto: on for tabular inputs up to %d MB; this one is %.1f MB)",
-             "on" if on else "off", AUTO_STATISTICS_MB, size / 1e6)
-    return on
 
 
 def main(argv: Sequence[str] | None = None) -> int:

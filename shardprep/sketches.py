@@ -8,31 +8,31 @@ keys seen, so a feature of 20 values costs 20 entries, not a fixed table).
 ``LogSketch``: DDSketch-style numbers with relative accuracy ``ALPHA`` (1%). A value ``x != 0`` falls
 in bucket ``k = ceil(log_gamma |x|)``, ``gamma = (1 + ALPHA) / (1 - ALPHA)``, with separate counts
 for positive values, negative values and zeros; the bucket's representative ``2 gamma**k / (gamma + 1)``
-is within ``ALPHA`` of every value in it. The index is ``searchsorted`` in a table of the bucket
-bounds ``gamma**k`` (computed once, in Python floats), exact and the same on every machine, rather than
-``np.log`` whose last bit may differ between SIMD paths. At most ``MAX_BUCKETS`` buckets per sign: the
+is within ``ALPHA`` of every value in it. The index is that of a table of the bucket bounds
+``gamma**k`` (computed once, in Python floats: ``bucket_keys``), exact and the same on every machine
+whatever the last bit of ``np.log``. At most ``MAX_BUCKETS`` buckets per sign: the
 lowest (nearest zero) are folded into the lowest bucket kept, which depends only on the set of keys
 seen, so it too is independent of order and grouping. Integer counts: merging is exact.
 
-``HyperLogLog``: distinct values estimated with ``2**HLL_P`` one-byte registers (precision 14:
-16 KiB, a standard error of ``1.04 / sqrt(2**14)`` ~ 0.8%), hash = the first 8 bytes of BLAKE2b
-(stable across processes, unlike ``hash()``); merging is the elementwise maximum.
+The strings' sketches (exact counts, HyperLogLog) are ``shardprep.distinct``.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["ALPHA", "HLL_P", "MAX_BUCKETS", "Counts", "HyperLogLog", "LogSketch"]
+__all__ = ["ALPHA", "MAX_BUCKETS", "Counts", "LogSketch", "integer_histogram"]
 
 ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 MAX_BUCKETS = 2048  # per sign; beyond, the lowest buckets are folded together
-HLL_P = 14  # HyperLogLog precision: 2**14 registers
+
+
+_NONE = np.zeros(0, np.int64)
+_NONE.flags.writeable = False
 
 
 class Counts:
@@ -42,8 +42,8 @@ class Counts:
     __slots__ = ("keys", "counts")
 
     def __init__(self, keys: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
-        self.keys = np.zeros(0, np.int64) if keys is None else keys
-        self.counts = np.zeros(0, np.int64) if counts is None else counts
+        self.keys = _NONE if keys is None else keys  # shared when empty: never written to
+        self.counts = _NONE if counts is None else counts
 
     @classmethod
     def of(cls, keys: np.ndarray, weights: np.ndarray | None = None) -> Counts:
@@ -95,6 +95,9 @@ class Counts:
         self.keys, self.counts = state
 
 
+_NO_COUNTS = Counts()
+
+
 def _bounds() -> tuple[np.ndarray, int]:
     """``gamma**k`` for every ``k`` from below the smallest float32 subnormal (1.4e-45) to above the
     largest float64 (``inf`` closes the table), and the ``k`` of the first entry."""
@@ -107,9 +110,25 @@ def _bounds() -> tuple[np.ndarray, int]:
 _BOUNDS, _LOW_KEY = _bounds()
 
 
+_LOG_GAMMA = math.log(GAMMA)
+
+
 def bucket_keys(magnitudes: np.ndarray) -> np.ndarray:
-    """``ceil(log_gamma x)`` of positive finite values: the smallest ``k`` with ``gamma**k >= x``."""
-    return np.searchsorted(_BOUNDS, magnitudes, side="left").astype(np.int64) + _LOW_KEY
+    """``ceil(log_gamma x)`` of positive finite values: the smallest ``k`` with ``gamma**k >= x``.
+    A guess from ``np.log`` (within one bucket of it, whatever its last bit), then set exactly by
+    comparing with the table of bounds: the result is ``searchsorted`` in the table (the same on
+    every machine), at a few element-wise passes instead of a binary search per value."""
+    x = np.asarray(magnitudes, np.float64)
+    top = _BOUNDS.size - 1
+    with np.errstate(divide="ignore"):
+        guess = np.ceil(np.log(x) * (1.0 / _LOG_GAMMA)) - _LOW_KEY
+    at = np.clip(guess, 1, top).astype(np.int64)
+    at += _BOUNDS[at] < x  # the bound at the guess is below x: one up
+    at -= _BOUNDS[at - 1] >= x  # the one below already holds x: one down
+    wrong = (_BOUNDS[np.minimum(at, top)] < x) | ((at > 0) & (_BOUNDS[np.maximum(at - 1, 0)] >= x))
+    if wrong.any():  # never seen: the guess off by more than one bucket
+        at[wrong] = np.searchsorted(_BOUNDS, x[wrong], side="left")
+    return at + _LOW_KEY
 
 
 def representative(keys: np.ndarray) -> np.ndarray:
@@ -123,8 +142,8 @@ class LogSketch:
     __slots__ = ("positive", "negative", "zeros")
 
     def __init__(self, positive: Counts | None = None, negative: Counts | None = None, zeros: int = 0) -> None:
-        self.positive = positive or Counts()
-        self.negative = negative or Counts()
+        self.positive = positive if positive is not None else _NO_COUNTS
+        self.negative = negative if negative is not None else _NO_COUNTS
         self.zeros = zeros
 
     @classmethod
@@ -170,20 +189,54 @@ class LogSketch:
 
     def summary(self, qs: Iterable[float], lo: float, hi: float,
                 bins: int = 10) -> tuple[list[float], list[float], list[int]]:
-        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (a few numpy calls
-        whatever the number of quantiles)."""
-        values, counts = self.ordered(lo, hi)
+        """``quantiles(qs)`` and ``histogram(bins)`` from one pass over the buckets (``summaries``)."""
+        return LogSketch.summaries([self], [lo], [hi], qs, bins)[0]
+
+    @staticmethod
+    def summaries(sketches: Sequence[LogSketch], los: Sequence[float], his: Sequence[float], qs: Iterable[float],
+                  bins: int = 10) -> list[tuple[list[float], list[float], list[int]]]:
+        """``summary`` of many sketches (a split's features) in a few numpy calls for all of them: every
+        sketch's ``ordered`` buckets back to back, one ``searchsorted`` in their running counts for
+        every quantile, one ``bincount`` for every histogram. The same float operations on the same
+        numbers as one sketch at a time, so the same results bit for bit."""
+        m = len(sketches)
+        if not m:
+            return []
+        pieces_k: list[np.ndarray] = []
+        pieces_c: list[np.ndarray] = []
+        zero_key = np.zeros(1, np.int64) + _LOW_KEY
+        for s in sketches:
+            pieces_k += [s.negative.keys[::-1], zero_key, s.positive.keys]
+            pieces_c += [s.negative.counts[::-1], np.array([s.zeros], np.int64), s.positive.counts]
+        keys, counts = np.concatenate(pieces_k), np.concatenate(pieces_c)
+        sizes = np.fromiter((s.negative.keys.size + 1 + s.positive.keys.size for s in sketches), np.int64, m)
+        starts = np.cumsum(sizes) - sizes
+        segment = np.repeat(np.arange(m, dtype=np.int64), sizes)
+        below_zero = np.fromiter((s.negative.keys.size for s in sketches), np.int64, m)
+        kind = np.sign(np.arange(keys.size, dtype=np.int64) - starts[segment] - below_zero[segment])  # -1, 0 (zeros), 1
+        lo, hi = np.asarray(los, np.float64), np.asarray(his, np.float64)
+        values = np.where(kind == 0, 0.0, kind * representative(keys))
+        values = np.clip(values, lo[segment], hi[segment])
         q = np.asarray(list(qs), np.float64)
-        out: list[float] = []
+        out_q: list[list[float]] = [[] for _ in range(m)]
         if q.size:
             cumulative = np.cumsum(counts)
-            rank = q * float(int(cumulative[-1]) - 1)
+            total = np.add.reduceat(counts, starts)  # each sketch's count (every segment holds its zeros)
+            base = (cumulative[starts + sizes - 1] - total).astype(np.float64)
+            rank = q[None, :] * (total - 1).astype(np.float64)[:, None]
             below = np.floor(rank)
-            at = np.searchsorted(cumulative, np.concatenate([below, np.ceil(rank)]), side="right")
-            a, b = values[at[:q.size]], values[at[q.size:]]
-            out = np.where(q <= 0, lo, np.where(q >= 1, hi, a + (rank - below) * (b - a))).tolist()
-        edges, per_bin = _equal_width(values, counts, lo, hi, bins)
-        return out, edges, per_bin
+            at_lo = np.searchsorted(cumulative, base[:, None] + below, side="right")
+            at_hi = np.searchsorted(cumulative, base[:, None] + np.ceil(rank), side="right")
+            a, b = values[at_lo], values[at_hi]
+            picked = np.where(q <= 0, lo[:, None], np.where(q >= 1, hi[:, None], a + (rank - below) * (b - a)))
+            out_q = picked.tolist()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo_e, hi_e = lo[segment], hi[segment]
+            at = np.where(hi_e > lo_e, np.minimum(np.floor((values - lo_e) / (hi_e - lo_e) * bins), bins - 1), bins - 1)
+        at = np.clip(at.astype(np.int64), 0, bins - 1)
+        per_bin = np.bincount(segment * bins + at, weights=counts, minlength=m * bins)  # float64: exact below 2**53
+        per_bin = per_bin.astype(np.int64).reshape(m, bins).tolist()
+        return [(out_q[f], _edges(float(lo[f]), float(hi[f]), bins), per_bin[f]) for f in range(m)]
 
     @classmethod
     def of_many(cls, arrays: list[np.ndarray]) -> list[LogSketch]:
@@ -196,11 +249,19 @@ class LogSketch:
         feature = np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
         nonzero = x != 0
         zeros = np.bincount(feature[~nonzero], minlength=len(arrays)).tolist()
-        span = np.int64(_BOUNDS.size + 1)
         group = feature[nonzero] * 2 + (x[nonzero] < 0)  # 2 f: positive values of feature f, 2 f + 1: negative
-        code, counts = np.unique(group * span + (bucket_keys(np.abs(x[nonzero])) - _LOW_KEY), return_counts=True)
+        key = bucket_keys(np.abs(x[nonzero]))
+        low = int(key.min()) if key.size else 0
+        span = np.int64(int(key.max()) - low + 1 if key.size else 1)
+        code = group * span + (key - low)
+        if 2 * len(arrays) * int(span) <= 2 * code.size + (1 << 18):  # a dense count: no sort
+            per_code = np.bincount(code, minlength=2 * len(arrays) * int(span))
+            code = np.flatnonzero(per_code)
+            counts = per_code[code]
+        else:
+            code, counts = np.unique(code, return_counts=True)
         starts = np.searchsorted(code // span, np.arange(2 * len(arrays) + 1)).tolist()
-        keys = code % span + _LOW_KEY
+        keys = code % span + low
         counts = counts.astype(np.int64)
         out = []
         for f in range(len(arrays)):
@@ -210,15 +271,8 @@ class LogSketch:
         return out
 
 
-def _equal_width(values: np.ndarray, counts: np.ndarray, lo: float, hi: float,
-                 bins: int) -> tuple[list[float], list[int]]:
-    edges = [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
-    if hi > lo:
-        at = np.minimum(np.floor((values - lo) / (hi - lo) * bins), bins - 1).astype(np.int64)
-    else:  # one value: all in the last bin (the one that holds the maximum)
-        at = np.full(values.size, bins - 1, np.int64)
-    per_bin = np.bincount(np.clip(at, 0, bins - 1), weights=counts, minlength=bins)  # float64: exact below 2**53
-    return edges, per_bin.astype(np.int64).tolist()
+def _edges(lo: float, hi: float, bins: int) -> list[float]:
+    return [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
 
 
 def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple[list[float], list[int]]:
@@ -231,49 +285,3 @@ def integer_histogram(counts: Counts, lo: int, hi: int, bins: int = 10) -> tuple
     per_bin = np.zeros(bins, np.int64)
     np.add.at(per_bin, at, counts.counts)
     return [float(e) for e in edges], per_bin.tolist()
-
-
-def _hashes(values: Iterable[bytes]) -> np.ndarray:
-    """64-bit stable hashes (BLAKE2b, 8 bytes, little-endian) of each value."""
-    joined = b"".join([hashlib.blake2b(v, digest_size=8).digest() for v in values])
-    return np.frombuffer(joined, "<u8")
-
-
-class HyperLogLog:
-    """Distinct values to ~0.8% (precision 14): ``registers`` is a uint8 array of ``2**HLL_P``."""
-
-    __slots__ = ("registers",)
-
-    def __init__(self, registers: np.ndarray | None = None) -> None:
-        self.registers = np.zeros(1 << HLL_P, np.uint8) if registers is None else registers
-
-    @classmethod
-    def of(cls, values: Iterable[bytes]) -> HyperLogLog:
-        """The sketch of distinct values (hashes each distinct value once: pass a set)."""
-        h = _hashes(values)
-        registers = np.zeros(1 << HLL_P, np.uint8)
-        if h.size:
-            index = (h >> np.uint64(64 - HLL_P)).astype(np.intp)
-            rest = (h & np.uint64((1 << (64 - HLL_P)) - 1)).astype(np.float64)  # < 2**50: exact in float64
-            _, exponent = np.frexp(rest)  # rest = m * 2**e, 0.5 <= m < 1: leading zeros = 50 - e (0 -> e = 0)
-            rank = (64 - HLL_P + 1 - exponent).astype(np.uint8)
-            np.maximum.at(registers, index, rank)
-        return cls(registers)
-
-    def merge(self, other: HyperLogLog) -> HyperLogLog:
-        return HyperLogLog(np.maximum(self.registers, other.registers))
-
-    def estimate(self) -> int:
-        m = float(1 << HLL_P)
-        alpha = 0.7213 / (1 + 1.079 / m)
-        raw = alpha * m * m / float(np.ldexp(1.0, -self.registers.astype(np.int64)).sum())
-        empty = int(np.count_nonzero(self.registers == 0))
-        if raw <= 2.5 * m and empty:
-            return round(m * math.log(m / empty))  # linear counting for small cardinalities
-        return round(raw)
-
-    def __getstate__(self) -> tuple:
-        return (self.registers,)
-
-    def __setstate__(self, state: tuple) -> None:
-        (self.registers,) = state

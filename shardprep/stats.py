@@ -1,10 +1,12 @@
 """Feature statistics per split, mergeable in any order, so every runner gives the same manifest.
 
-``batch_stats`` decodes one batch of Examples into ``SplitStats`` (feature name -> ``FeatureStats``);
-``merge`` adds partial results; ``to_json`` writes the manifest's ``"statistics"`` object. Sums are
-kept exact as Python integers (a float32 times 2**149 and its square times 2**298 are integers), so
-the mean and standard deviation do not depend on how the runner grouped the batches. Strings keep
-exact counts of every value up to ``MAX_DISTINCT`` distinct values per feature and split; beyond
+``batch_stats`` decodes one batch of Examples in Python into feature name -> ``FeatureStats``: the
+fallback, and the reference that ``shardprep.stats_columns`` (the same statistics from columns, the
+path Parse takes) matches exactly. ``merge`` adds partial results; ``to_json`` writes the manifest's
+``"statistics"`` object. Sums are kept exact as Python integers (a float32 times 2**149 and its
+square times 2**298 are integers), so the mean and standard deviation do not depend on how the
+runner grouped the batches. Strings keep exact counts (``distinct.StringCounts``) while a feature
+and split holds at most ``MAX_DISTINCT`` distinct values of at most ``MAX_HELD_BYTES``; beyond
 that the counts are dropped and ``distinct`` is a HyperLogLog estimate (``distinct_capped`` and
 ``distinct_estimated``); the top values are ordered by count, then by value, so ties are broken the
 same way everywhere. Numbers also keep a log-bucket sketch (``shardprep.sketches.LogSketch``, 1%
@@ -15,23 +17,23 @@ sketch's state depends only on the values seen, never on the grouping, so merges
 from __future__ import annotations
 
 import dataclasses
-import heapq
-from collections import Counter
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from shardprep.distinct import HyperLogLog, StringCounts
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, HyperLogLog, LogSketch, integer_histogram
+from shardprep.sketches import Counts, LogSketch, integer_histogram
 
-__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_LENGTHS", "QUANTILES", "FeatureStats", "batch_stats", "merge",
-           "to_json"]
+__all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
+           "batch_stats", "cap", "merge", "to_json"]
 
 DEFAULT_TOP_K = 1000  # string values listed per feature and split (--stats-top-k)
 MAX_DISTINCT = 100_000  # exact counts kept up to this many distinct strings per feature and split
+MAX_HELD_BYTES = 8 << 20  # and while those strings take at most this many bytes (images, long texts)
 MAX_LENGTHS = 4096  # exact counts of list lengths up to this many distinct lengths, then a LogSketch
 QUANTILES = {"p1": 0.01, "p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95, "p99": 0.99}
 BINS = 10  # bins of the histograms
@@ -51,7 +53,7 @@ class FeatureStats:
     squares: int = 0  # exact sum of squares (floats scaled by 2**298)
     length_min: int | None = None
     length_max: int | None = None
-    counts: Counter | None = dataclasses.field(default_factory=Counter)  # None: over MAX_DISTINCT
+    counts: StringCounts | None = dataclasses.field(default_factory=StringCounts)  # None: capped (``cap``)
     sketch: LogSketch | None = None  # numbers' distribution (quantiles, histograms, zeros)
     lengths: Counts | LogSketch | None = None  # lists' lengths: exact up to MAX_LENGTHS distinct, then a sketch
     strings: int = 0  # string values seen (all list items)
@@ -71,7 +73,7 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> np.ndarray:
     else:  # NaN and infinities (--allow-non-finite) are left out of every number
         x = np.asarray(values, np.float32).astype(np.float64)
         x = x[np.isfinite(x)]
-        lo, hi = (float(x.min()), float(x.max())) if x.size else (None, None)
+        lo, hi = (float(x.min()) + 0.0, float(x.max()) + 0.0) if x.size else (None, None)  # -0.0 as 0.0: order-free
         s.total += _scaled_total(x, _F_SHIFT, 24)  # a float32 has 24 significant bits
         s.squares += _scaled_total(x * x, 2 * _F_SHIFT, 48)  # its square is exact in float64
         s.values += x.size
@@ -130,9 +132,20 @@ def _add_strings(s: FeatureStats, values: list) -> None:
     if s.counts is None:
         s.hll = s.hll.merge(HyperLogLog.of(set(values))) if s.hll is not None else HyperLogLog.of(set(values))
         return
-    s.counts.update(values)
-    if len(s.counts) > MAX_DISTINCT:
-        s.hll, s.counts = HyperLogLog.of(s.counts.keys()), None
+    if values:
+        s.counts = s.counts.merge(StringCounts.of(pa.array(values, pa.large_binary())))
+    cap(s)
+
+
+def cap(s: FeatureStats) -> None:
+    """Drops the exact counts for their sketch once they hold over ``MAX_DISTINCT`` values or over
+    ``MAX_HELD_BYTES`` of them: both grow with the set of values seen, so whether a split's feature
+    ends capped depends on its values only, not on how the batches were grouped."""
+    if s.counts is None or (s.bytes_total <= MAX_HELD_BYTES and (s.strings <= MAX_DISTINCT
+                                                                or s.counts.size_bound <= MAX_DISTINCT)):
+        return  # under both caps for sure: nothing counted
+    if len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
+        s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
 
 
 def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, FeatureSpec]) -> dict[str, FeatureStats]:
@@ -167,22 +180,6 @@ def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, Fe
     return out
 
 
-def _rank(item: tuple[bytes, int]) -> tuple[int, bytes]:
-    return -item[1], item[0]
-
-
-def _top(counts: Counter, k: int) -> list[tuple[bytes, int]]:
-    """The ``k`` most frequent values and their counts, by count then by value: the ``k``-th count
-    first, then only the values at it sorted (a sort of every value by a key tuple cost 0.1 s for
-    50,000 distinct strings)."""
-    if len(counts) > k > 0:
-        floor = heapq.nlargest(k, counts.values())[-1]
-        above = [item for item in counts.items() if item[1] > floor]
-        at = heapq.nsmallest(k - len(above), (v for v, c in counts.items() if c == floor))
-        return sorted(above, key=_rank) + [(v, floor) for v in at]
-    return sorted(counts.items(), key=_rank)[:k]
-
-
 def _lesser(a: Any, b: Any, pick: Any) -> Any:
     return b if a is None else a if b is None else pick(a, b)
 
@@ -204,25 +201,29 @@ def merge(a: dict[str, FeatureStats], b: dict[str, FeatureStats]) -> dict[str, F
         x.bytes_total += y.bytes_total
         x.bytes_min, x.bytes_max = _lesser(x.bytes_min, y.bytes_min, min), _lesser(x.bytes_max, y.bytes_max, max)
         if x.counts is not None and y.counts is not None:  # exact while the union is under the cap
-            x.counts.update(y.counts)
-            if len(x.counts) > MAX_DISTINCT:
-                x.hll, x.counts = HyperLogLog.of(x.counts.keys()), None
+            x.counts = x.counts.merge(y.counts)
+            cap(x)
         else:  # the sketch of every distinct value seen on either side
-            mine = x.hll if x.counts is None else HyperLogLog.of(x.counts.keys())
-            theirs = y.hll if y.counts is None else HyperLogLog.of(y.counts.keys())
+            mine = x.hll if x.counts is None else HyperLogLog.of_hashes(x.counts.hashes())
+            theirs = y.hll if y.counts is None else HyperLogLog.of_hashes(y.counts.hashes())
             x.hll, x.counts = mine.merge(theirs), None
     return a
 
 
-def _distribution(sketch: LogSketch, lo: float, hi: float, n: int) -> dict[str, Any]:
-    """``zeros``, ``quantiles`` and the two histograms of a numeric feature, from its sketch (within
-    its 1% relative accuracy) and its exact minimum and maximum."""
-    qs, edges, counts = sketch.summary([*QUANTILES.values(), *(i / BINS for i in range(BINS + 1))], lo, hi, BINS)
-    deciles = qs[len(QUANTILES):]
-    per_decile = [n * (i + 1) // BINS - n * i // BINS for i in range(BINS)]  # by rank: a tenth each
-    return {"zeros": sketch.zeros, "quantiles": dict(zip(QUANTILES, qs[:len(QUANTILES)])),
-            "histogram": {"edges": edges, "counts": counts},
-            "quantile_histogram": {"edges": deciles, "counts": per_decile}}
+def _distributions(docs: list[tuple[dict[str, Any], FeatureStats]]) -> None:
+    """Adds ``zeros``, ``quantiles`` and the two histograms to each numeric feature's doc, from its
+    sketch (within its 1% relative accuracy) and its exact minimum and maximum: one
+    ``LogSketch.summaries`` for all of a split's features (a wide table's 50,000 columns: a few
+    numpy calls, not a few per column)."""
+    summaries = LogSketch.summaries([s.sketch for _, s in docs], [float(s.minimum) for _, s in docs],
+                                    [float(s.maximum) for _, s in docs],
+                                    [*QUANTILES.values(), *(i / BINS for i in range(BINS + 1))], BINS)
+    for (doc, s), (qs, edges, counts) in zip(docs, summaries):
+        n = s.values
+        per_decile = [n * (i + 1) // BINS - n * i // BINS for i in range(BINS)]  # by rank: a tenth each
+        doc.update({"zeros": s.sketch.zeros, "quantiles": dict(zip(QUANTILES, qs[:len(QUANTILES)])),
+                    "histogram": {"edges": edges, "counts": counts},
+                    "quantile_histogram": {"edges": qs[len(QUANTILES):], "counts": per_decile}})
 
 
 def _text(value: bytes) -> str:
@@ -233,6 +234,7 @@ def to_json(stats: Mapping[str, FeatureStats], features: Mapping[str, FeatureSpe
             top_k: int = DEFAULT_TOP_K) -> dict[str, dict[str, Any]]:
     """The manifest's statistics of one split, by feature name (sorted)."""
     out: dict[str, dict[str, Any]] = {}
+    sketched: list[tuple[dict[str, Any], FeatureStats]] = []
     for name in sorted(stats):
         s, spec = stats[name], features.get(name)
         doc: dict[str, Any] = {"count": s.count, "missing": s.missing}
@@ -246,19 +248,21 @@ def to_json(stats: Mapping[str, FeatureStats], features: Mapping[str, FeatureSpe
         if spec is not None and spec.dtype == "string":
             if s.strings:
                 doc.update(bytes_mean=s.bytes_total / s.strings, bytes_min=s.bytes_min, bytes_max=s.bytes_max)
-            if s.counts is None:
-                estimate = max(s.hll.estimate() if s.hll is not None else 0, MAX_DISTINCT + 1)
+            if s.counts is None:  # capped by count: over MAX_DISTINCT for sure (not where bytes may have capped it)
+                estimate = s.hll.estimate() if s.hll is not None else 0
+                estimate = max(estimate, MAX_DISTINCT + 1) if s.bytes_total <= MAX_HELD_BYTES else estimate
                 doc.update(distinct=estimate, distinct_capped=True, distinct_estimated=True)
             else:
                 doc.update(distinct=len(s.counts), distinct_estimated=False,
-                           top=[[_text(v), c] for v, c in _top(s.counts, top_k)])
+                           top=[[_text(v), c] for v, c in s.counts.top(top_k)])
         elif s.values:
             shift = 0 if spec is not None and spec.dtype == "int64" else _F_SHIFT
-            mean = Fraction(s.total, s.values << shift)
-            square = Fraction(s.squares, s.values << (2 * shift))
-            variance = max(square - mean * mean, Fraction(0))
-            doc.update(min=s.minimum, max=s.maximum, mean=float(mean), std=float(variance) ** 0.5)
+            # exact fractions, each rounded once (int / int is correctly rounded, as float(Fraction))
+            spread = max(s.squares * s.values - s.total * s.total, 0)  # n^2 var, scaled by 2**(2 shift)
+            doc.update(min=s.minimum, max=s.maximum, mean=s.total / (s.values << shift),
+                       std=(spread / ((s.values * s.values) << (2 * shift))) ** 0.5)
             if s.sketch is not None:
-                doc.update(_distribution(s.sketch, float(s.minimum), float(s.maximum), s.values))
+                sketched.append((doc, s))
         out[name] = doc
+    _distributions(sketched)
     return out

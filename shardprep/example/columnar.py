@@ -25,7 +25,7 @@ from shardprep import native, tfrecord
 from shardprep.example.wire import scalar_entry_prefix, scalar_runs
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
-__all__ = ["encode_framed", "framed_batches", "from_rows", "supports"]
+__all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -156,16 +156,28 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces,
 MAX_ROWS = 1 << 16
 
 
-def framed_batches(schema: Schema, columns: Mapping[str, Any], n: int) -> Iterator[tfrecord.FramedBatch]:
+class ColumnBatch(tfrecord.FramedBatch):
+    """A ``FramedBatch`` with the ``columns`` its records were encoded from (as this module takes
+    them), for the statistics (``shardprep.stats_columns``); Parse drops them once counted, keeping
+    the records' splits (``which``) it computed for them."""
+
+    def __new__(cls, blob: bytes | bytearray, ends: np.ndarray, columns: Mapping[str, Any] | None = None) -> ColumnBatch:
+        self = super().__new__(cls, blob, ends)
+        self.columns = columns
+        self.which: np.ndarray | None = None
+        return self
+
+
+def framed_batches(schema: Schema, columns: Mapping[str, Any], n: int) -> Iterator[ColumnBatch]:
     """The framed TFRecords of ``n`` rows, back to back, ``MAX_ROWS`` rows a batch: the slices are
     handed on apart (Parse keeps a batch's blocks apart too), not joined into one more copy."""
     if n <= MAX_ROWS:
-        yield tfrecord.FramedBatch(*_encode_framed(schema, columns, n))
+        yield ColumnBatch(*_encode_framed(schema, columns, n), columns)
         return
     for lo in range(0, n, MAX_ROWS):
         hi = min(n, lo + MAX_ROWS)
-        yield tfrecord.FramedBatch(*_encode_framed(schema, {name: _rows(col, lo, hi) for name, col in columns.items()},
-                                                   hi - lo))
+        part = {name: _rows(col, lo, hi) for name, col in columns.items()}
+        yield ColumnBatch(*_encode_framed(schema, part, hi - lo), part)
 
 
 def encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytes | bytearray, np.ndarray]:

@@ -39,7 +39,6 @@ from shardprep.formats.files import (
     prepare_inputs,
     read_unit,
     sample_rows,
-    statistics_by_default,
 )
 
 __all__ = [
@@ -63,5 +62,4 @@ __all__ = [
     "prepare_inputs",
     "read_unit",
     "sample_rows",
-    "statistics_by_default",
 ]

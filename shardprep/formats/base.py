@@ -138,7 +138,6 @@ class Format:
 
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
-    statistics_by_default: ClassVar[bool] = True  # --statistics auto (images: no numbers a model normalises)
 
     def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:
         """The run's files, this format's made ready to plan; the others as given."""

@@ -41,7 +41,7 @@ from shardprep.formats.tfrecord import TFRecordFormat
 from shardprep.schema import Schema
 
 __all__ = ["REGISTRY", "auto_unit_bytes", "detect_format", "expand_inputs", "format_of", "own_schema", "own_splits",
-           "plan_units", "prepare_inputs", "read_unit", "sample_rows", "statistics_by_default"]
+           "plan_units", "prepare_inputs", "read_unit", "sample_rows"]
 
 AUTO_UNITS = 16  # --unit-mb's default aims at this many units: a core each on a workstation, several on a laptop
 AUTO_UNIT_BYTES = (16 << 20, 64 << 20)  # ... each between these sizes: per-unit costs vs the last units' balance
@@ -82,11 +82,6 @@ def own_schema(files: Sequence[InputFile], schema_given: bool) -> Schema | None:
 def own_splits(files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
     """(files, splits) where the input carries its splits (``Format.own_splits``: TFDS), else None."""
     return format_of(files[0]).own_splits(files, spec) if files else None
-
-
-def statistics_by_default(files: Sequence[InputFile]) -> bool:
-    """Whether ``--statistics auto`` may compute statistics for these files' formats."""
-    return all(REGISTRY[name].statistics_by_default for name in {f.format for f in files})
 
 
 # --- finding inputs --------------------------------------------------------------------------------

@@ -95,7 +95,6 @@ class ImageFormat(Format):
 
     name = "images"
     extensions = ()  # never picked by extension: --format images names a folder or a listing
-    statistics_by_default = False
 
     def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:
         if schema_given:

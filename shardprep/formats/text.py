@@ -70,7 +70,6 @@ def classification_row(a: list[int], b: list[int] | None, label_id: int, vocab: 
 class TextFormat(Format):
     name = "text"
     extensions = (".txt",)
-    statistics_by_default = False
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         raise InputError(f"{file.url} is text: give --task bert-pretraining (BERT's layout: a sentence per line, "

@@ -39,7 +39,6 @@ class TfdsFormat(TFRecordFormat):
 
     name = "tfds"
     extensions = ()  # never chosen by extension: --format tfds names a folder
-    statistics_by_default = False  # the TFDS folder's own features.json describes it
 
     def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:
         return None if schema_given else read_schema(files)  # from its features.json, no sampling

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import formats, planning, schema, stats, tfrecord, writer
+from shardprep import formats, planning, schema, stats, stats_columns, tfrecord, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
+from shardprep.example.columnar import ColumnBatch
 from shardprep.formats import Bad, Unsupported, WorkUnit
 from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
@@ -94,6 +95,8 @@ class Parse:
                         yield block  # the batch goes on: a record's place is its order in the unit, not its batch
                         done += 1
                         continue
+                    if isinstance(block, ColumnBatch):
+                        self._count_columns(block)
                     pending.append(block)  # blocks of a few MB, gathered into batches as large as the per-record path's
                     waiting, held = waiting + len(block.ends), held + len(block.blob)
                     if waiting >= limit or held >= max_bytes:
@@ -134,6 +137,33 @@ class Parse:
         if framed:
             yield [joined(framed)]
 
+    def _count_columns(self, block: ColumnBatch) -> None:
+        """The statistics of a column-wise block, per split, from its columns (``stats_columns``);
+        then its columns are let go (a block holds its records' splits instead, for ``_by_split``)."""
+        if self._config.statistics and block.columns is not None:
+            block.which = _splits(block, self._config.seed, self._thresholds) if not self._unit.file.split else None
+            columns = stats_columns.from_columnar(block.columns, self._schema)
+            if block.which is None:
+                split = self._split_index[self._unit.file.split] if self._unit.file.split else 0
+                stats_columns.add(self._partial.setdefault(split, {}), columns, self._schema, len(block.ends))
+            else:
+                for s in np.unique(block.which).tolist():
+                    keep = block.which == s
+                    stats_columns.add(self._partial.setdefault(s, {}), stats_columns.select(columns, keep),
+                                      self._schema, int(keep.sum()))
+        block.columns = None
+
+    def _count(self, s: int, piece: FramedBatch) -> None:
+        """The statistics of records that came as Examples: the compiled reader, else Python's."""
+        into = self._partial.setdefault(s, {})
+        columns = stats_columns.from_examples(piece.blob, piece.ends, self._schema)
+        if columns is not None:
+            stats_columns.add(into, columns, self._schema, len(piece.ends))
+            return
+        starts = [0, *piece.ends[:-1].tolist()]
+        records = [piece.blob[a + 12:b - 4] for a, b in zip(starts, piece.ends.tolist())]  # unframed
+        stats.merge(into, stats.batch_stats(records, self._schema))
+
     def _encoded(self, position: int, row: dict) -> bytes | Bad:
         """One row through the per-record encoder: its framed record, or its dead letter."""
         try:
@@ -156,7 +186,8 @@ class Parse:
         read = 0
         unit_name = f"{unit.file.index}:{unit.index}"
         self._missing.clear()
-        partial: dict[int, dict[str, stats.FeatureStats]] = {}
+        self._unit = unit
+        self._partial = partial = {}  # split -> feature -> its statistics in this unit
         for item in () if empty else self._batches(unit):
             if isinstance(item, Bad):
                 read += 1
@@ -169,15 +200,13 @@ class Parse:
             fixed = unit.file.split  # a TFDS shard keeps its split; other records split by the keyed hash
             pieces: dict[int, list[FramedBatch]] = {}  # by split: its records of the batch, in order
             for block in item:
+                counted = isinstance(block, ColumnBatch)  # its statistics came from its columns
                 for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
                                                                                               self._thresholds):
                     pieces.setdefault(s, []).append(piece)
+                    if cfg.statistics and not counted:
+                        self._count(s, piece)
             for s in sorted(pieces):
-                if cfg.statistics:
-                    for piece in pieces[s]:
-                        starts = [0, *piece.ends[:-1].tolist()]
-                        records = [piece.blob[a + 12:b - 4] for a, b in zip(starts, piece.ends.tolist())]  # unframed
-                        stats.merge(partial.setdefault(s, {}), stats.batch_stats(records, self._schema))
                 yield pack(cfg, s, unit.key, parts[s], pieces[s])
                 kept[s] += sum(len(piece.ends) for piece in pieces[s])
                 parts[s] += 1
@@ -200,13 +229,23 @@ class Parse:
                 self._total / max(now - self._started, 1e-9))
 
 
-def _by_split(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, FramedBatch]]:
-    """A framed batch cut by split (a keyed hash of each Example's bytes), records kept in order."""
+def _splits(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> np.ndarray | None:
+    """Each record's split (a keyed hash of its Example's bytes), or None where there is one split."""
     if len(thresholds) == 1:
+        return None
+    ends = batch.ends.astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    return planning.split_indices(batch.blob, starts + 12, ends - 4, seed, thresholds)  # the Examples, unframed
+
+
+def _by_split(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, FramedBatch]]:
+    """A framed batch cut by split, records kept in order (``ColumnBatch``: by the splits it holds)."""
+    which = batch.which if isinstance(batch, ColumnBatch) and batch.which is not None else _splits(batch, seed,
+                                                                                                    thresholds)
+    if which is None:
         return [(0, batch)]
     ends = batch.ends.astype(np.int64)
     starts = np.concatenate(([0], ends[:-1]))
-    which = planning.split_indices(batch.blob, starts + 12, ends - 4, seed, thresholds)  # the Examples, unframed
     present = np.unique(which).tolist()
     if len(present) == 1:
         return [(present[0], batch)]

@@ -11,7 +11,9 @@ back); ``pread_records`` (byte ranges of an open file, back to back, without map
 ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
-``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
+``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
+for ``shardprep.stats_columns``; its twin declines every batch) and ``hash_values`` (the
+distinct-count sketch's 64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
 ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """
@@ -23,9 +25,9 @@ from types import ModuleType
 
 from shardprep.schema import Schema
 
-__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example", "example_spec",
-           "feistel", "fill_data_crcs", "gather", "gather_from", "interleave", "jsonl_columns", "kind_of", "line_counts",
-           "pread_records", "scan", "split_indices"]
+__all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example",
+           "example_columns", "example_spec", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values",
+           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "split_indices"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -50,6 +52,8 @@ pread_records = _impl.pread_records  # (fd, int64 starts, int64 lengths): those 
 feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
 decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
+example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats_columns)
+hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (distinct.HyperLogLog)
 
 
 def kind_of(dtype: str) -> int:

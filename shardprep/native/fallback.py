@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import google_crc32c
 import numpy as np
 
-__all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "feistel", "fill_data_crcs", "gather", "gather_from", "interleave",
+__all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "example_columns", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values", "interleave",
            "jsonl_columns", "line_counts", "pread_records", "scan", "split_indices"]
 
 Spec = Sequence[tuple[bytes, int, int]]
@@ -297,3 +297,34 @@ def decode_example(data: bytes | memoryview) -> None:
     """Declines every record, like ``jsonl_columns``: ``shardprep.example.decoder`` is the Python
     reader that the compiled one matches, and it reads every declined record itself."""
     return None
+
+
+def example_columns(blob: bytes | memoryview, ends: bytes | memoryview, names: tuple[bytes, ...],
+                    kinds: bytes) -> None:
+    """Declines every batch, like ``decode_example``: ``shardprep.stats.batch_stats`` decodes the
+    records in Python instead (the same statistics: a property test)."""
+    return None
+
+
+def hash_values(data: bytes | memoryview, offsets: bytes | memoryview, seed: int) -> bytes:
+    o = memoryview(offsets).cast("B").cast("q")
+    view = memoryview(data)
+    if len(o) < 1 or any(o[i] < 0 or o[i + 1] < o[i] or o[i + 1] > len(view) for i in range(len(o) - 1)):
+        raise ValueError("hash_values: offsets not rising within the data")
+    return b"".join(_U64.pack(_value_hash(bytes(view[o[i]:o[i + 1]]), seed)) for i in range(len(o) - 1))
+
+
+def _fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 33)
+
+
+def _value_hash(value: bytes, seed: int) -> int:
+    h = _fmix64((seed ^ 0x9E3779B97F4A7C15 ^ len(value)) & 0xFFFFFFFFFFFFFFFF)
+    full = len(value) - len(value) % 8
+    for i in range(0, full, 8):
+        h = _fmix64(h ^ int.from_bytes(value[i:i + 8], "little"))
+    return _fmix64(h ^ int.from_bytes(value[full:], "little"))

@@ -8,8 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
+from shardprep import distinct as distinct_sketch
 from shardprep import example, inspect, manifest, run, stats
 from shardprep.schema import FeatureSpec
 
@@ -144,7 +146,8 @@ def test_top_values_are_those_of_a_full_sort():
     rng = random.Random(5)
     for distinct, k in ((50, 10), (3000, 1000), (10, 20), (500, 0), (2000, 1)):
         counts = Counter({f"v{rng.randrange(10**6)}".encode(): rng.choice([1, 1, 1, 2, 3, 7]) for _ in range(distinct)})
-        assert stats._top(counts, k) == sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        exact = distinct_sketch.StringCounts(pa.array(list(counts), pa.large_binary()), np.array(list(counts.values())))
+        assert exact.top(k) == sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
 def test_inspect_shows_bytes_by_type_and_size_and_floats_as_float32() -> None:

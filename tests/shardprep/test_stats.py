@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import pickle
 import random
 
@@ -13,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import example, manifest, run, sketches, stats
+from shardprep import distinct, example, manifest, native, run, sketches, stats, stats_columns, tfrecord
+from shardprep.example import columnar
 from shardprep.schema import FeatureSpec
 
 FEATURES = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
@@ -59,6 +61,104 @@ def _rows(n: int, rng: random.Random) -> list[dict]:
              "n": rng.randrange(-3, 1000),
              "c": f"s{rng.randrange(400)}", "v": [rng.random() for _ in range(rng.randrange(0, 40))],
              "w": [f"{rng.randrange(10**9)}" for _ in range(rng.randrange(0, 3))]} for _ in range(n)]
+
+
+WIDE = {**FEATURES, "k": FeatureSpec("int64", (-1,)), "b": FeatureSpec("string", (2,)), "a": FeatureSpec("float32"),
+        "é": FeatureSpec("int64")}
+
+
+def _wild_rows(n: int, rng: random.Random) -> list[dict]:
+    """Missing values, NaN and infinities, empty lists and strings, int64's extremes, long strings."""
+    def number() -> float:
+        return rng.choice([0.0, -0.0, math.nan, math.inf, -math.inf, 1e-40, 3.4e38, rng.gauss(0, 1e6),
+                           rng.lognormvariate(0, 20) * rng.choice([-1, 1])])
+
+    def maybe(value):
+        return None if rng.random() < 0.15 else value
+    return [{"x": maybe(number()), "n": maybe(rng.choice([0, -1, 1 << 40, -(1 << 63), (1 << 63) - 1, rng.randrange(-99, 99)])),
+             "c": maybe(rng.choice(["", "a", "é" * rng.randrange(50), f"s{rng.randrange(40)}", "x" * 300])),
+             "v": maybe([number() for _ in range(rng.choice([0, 1, 3, 60]))]),
+             "w": maybe([rng.choice(["", "a", f"{rng.randrange(10**6)}"]) for _ in range(rng.randrange(0, 4))]),
+             "k": maybe([rng.randrange(-(1 << 63), 1 << 63) for _ in range(rng.randrange(0, 5))]),
+             "b": maybe([f"{rng.randrange(9)}", ""]), "a": maybe(number()), "é": maybe(rng.randrange(-5, 5))}
+            for _ in range(n)]
+
+
+def _framed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
+    return tfrecord.frame_all(records), np.cumsum([len(r) + 16 for r in records]).astype(np.uint64)
+
+
+def _state(partial: dict) -> str:
+    """Everything the manifest is made of, exact sums and counts included."""
+    return json.dumps({"json": stats.to_json(partial, WIDE),
+                       "exact": {k: [s.values, s.total, s.squares, s.strings, s.bytes_total,
+                                     sorted((v.hex(), c) for v, c in s.counts.items()) if s.counts is not None else None,
+                                     s.hll.registers.tolist() if s.hll is not None else None]
+                                 for k, s in sorted(partial.items())}}, sort_keys=True)
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans())
+def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps):
+    """Records as Examples (TFRecord input, the per-record encoder's rows): ``native.example_columns``
+    + numpy give what the Python decoder gives, batch by batch and merged, with and without the
+    switches from exact counts to sketches."""
+    rng = random.Random(seed)
+    encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
+    records = [encode(r) for r in _wild_rows(n, rng)]
+    cuts = sorted(rng.sample(range(n + 1), min(n + 1, 3)))
+    with _small_caps() if caps else contextlib.nullcontext():
+        compiled: dict = {}
+        for a, b in zip([0, *cuts], [*cuts, n]):
+            blob, ends = _framed(records[a:b])
+            columns = stats_columns.from_examples(blob, ends, WIDE)
+            assert columns is not None
+            stats_columns.add(compiled, columns, WIDE, b - a)
+        assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
+
+
+def test_the_compiled_reader_declines_what_it_does_not_read_as_the_decoder():
+    """A key given twice (the decoder keeps the last), values of another kind, a cut-off record: None."""
+    features = {"x": FeatureSpec("float32")}
+    one = example.example_encoder(features)({"x": 1.0})
+    entry = one[2:]  # the Features message's entries (one), after the Example's tag and length
+    twice = b"\x0a" + bytes([2 * len(entry)]) + entry + entry
+    other = example.example_encoder({"x": FeatureSpec("int64")})({"x": 3})
+    for record in (twice, other, one[:-1]):
+        assert stats_columns.from_examples(*_framed([record]), features) is None
+    assert stats_columns.from_examples(*_framed([one]), features) is not None
+
+
+SCALARS = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
+           "d": FeatureSpec("string")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 500), caps=st.booleans())
+def test_column_batches_give_the_per_record_statistics(seed, n, caps):
+    """The column-wise readers' batches (``columnar.ColumnBatch``), whole and cut by a split mask:
+    their columns give what decoding their records gives."""
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.choice([0.0, 1.5, -2.0, 1e-30, 3e38], n) * rng.lognormal(0, 3, n), -3.4e38, 3.4e38)
+    words = [b"", b"a", "é".encode(), b"long" * 40] + [b"w%d" % i for i in range(300)]
+    c = [words[i] for i in rng.integers(0, len(words), n)]
+    columns = {"x": x.astype(np.float32), "n": rng.integers(-(1 << 63), (1 << 63) - 1, n, dtype=np.int64),
+               "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64), b"".join(c)),
+               "d": (np.zeros(n + 1, np.int32), b"")}
+    keep = rng.random(n) < 0.6
+    with _small_caps() if caps else contextlib.nullcontext():
+        for batch in columnar.framed_batches(SCALARS, columns, n):
+            assert isinstance(batch, columnar.ColumnBatch)
+            starts = [0, *batch.ends[:-1].tolist()]
+            records = [bytes(batch.blob[a + 12:b - 4]) for a, b in zip(starts, batch.ends.tolist())]
+            got: dict = {}
+            stats_columns.add(got, stats_columns.from_columnar(batch.columns, SCALARS), SCALARS, n)
+            assert _state(got) == _state(stats.batch_stats(records, SCALARS))
+            cut: dict = {}
+            stats_columns.add(cut, stats_columns.select(stats_columns.from_columnar(batch.columns, SCALARS), keep),
+                              SCALARS, int(keep.sum()))
+            assert _state(cut) == _state(stats.batch_stats([r for r, k in zip(records, keep) if k], SCALARS))
 
 
 @settings(max_examples=15, deadline=None)
@@ -132,10 +232,10 @@ def test_histograms_and_byte_lengths():
 
 def test_hyperloglog_is_within_three_percent_at_a_million():
     values = [b"v%d" % i for i in range(1_000_000)]
-    halves = sketches.HyperLogLog.of(values[::2]).merge(sketches.HyperLogLog.of(values[1::2]))
+    halves = distinct.HyperLogLog.of(values[::2]).merge(distinct.HyperLogLog.of(values[1::2]))
     assert abs(halves.estimate() - 1_000_000) <= 30_000
-    assert np.array_equal(halves.registers, sketches.HyperLogLog.of(values).registers)
-    small = sketches.HyperLogLog.of(values[:1000])
+    assert np.array_equal(halves.registers, distinct.HyperLogLog.of(values).registers)
+    small = distinct.HyperLogLog.of(values[:1000])
     assert abs(small.estimate() - 1000) <= 30
 
 
@@ -168,29 +268,57 @@ def test_wide_rows_allocate_only_what_they_hold():
 
 @pytest.mark.slow
 def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
-    """The manifest's statistics (sketches included) on the local engine with one unit and with many,
-    on Dask with two workers and on Beam's runner: the same JSON bytes."""
+    """The manifest's statistics (sketches included, the id column past the exact cap) on the local
+    engine in one process and by default, with one unit and with many, on Dask with two workers and
+    on Beam's runner: the same JSON bytes. The CSV's first rows hold missing values (the per-record
+    path), the rest none (the column-wise path); its shards read back as TFRecord input (the compiled
+    reader) give the same statistics again: each record keeps its split (a hash of its bytes)."""
     rng = random.Random(11)
-    lines = ["x,n,city,label"]
+    lines = ["x,n,city,id,label"]
     for i in range(4000):
-        x = "NA" if i % 17 == 0 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
-        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},{i % 3}")
+        x = "NA" if i % 17 == 0 and i < 1500 else f"{rng.lognormvariate(0, 3) * rng.choice([-1, 1, 0]):.6g}"
+        lines.append(f"{x},{rng.randrange(-9, 10**6)},c{rng.randrange(3000)},u{i},{i % 3}")
     src = tmp_path / "in.csv"
     src.write_text("\n".join(lines) + "\n")
     docs = {}
-    for name, extra in {"one": ["--unit-mb", "1"], "many": ["--unit-mb", "0.005"],
-                        "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
-                        "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
-        out = tmp_path / name
-        assert run.main(["--input", str(src), "--output", str(out), "--num-shards", "3", "--split",
-                         "train=0.7,eval=0.3", "--statistics", *extra]) == 0
-        docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+    split = ["--num-shards", "3", "--split", "train=0.7,eval=0.3"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "MAX_DISTINCT", 1000)  # in this process: the local engine's workers fork from it
+        for name, extra in {"one": ["--unit-mb", "1", "--local-workers", "1"], "default": [],
+                            "many": ["--unit-mb", "0.005"], "many-1": ["--unit-mb", "0.005", "--local-workers", "1"],
+                            "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
+                            "beam": ["--unit-mb", "0.005", "--runner", "beam"]}.items():
+            out = tmp_path / name
+            assert run.main(["--input", str(src), "--output", str(out), *split, *extra]) == 0  # statistics: on by default
+            docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
+        m = manifest.load(str(tmp_path / "one"))
+        shards = [str(tmp_path / "one" / s.path) for sp in m.splits.values() for s in sp.shards]
+        assert run.main([a for s in shards for a in ("--input", s)] + ["--output", str(tmp_path / "tf"), *split]) == 0
+    docs["tfrecord"] = json.dumps(manifest.load(str(tmp_path / "tf")).statistics, sort_keys=True)
+    if {"dask", "beam"} - set(docs):
+        pytest.fail("an engine did not run")
     assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
+    assert json.loads(docs["one"])["train"]["id"]["distinct_capped"]
     train = json.loads(docs["one"])["train"]
     assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
 
 
 def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
     from benchmarks import stats_cost
-    assert stats_cost.main(["--mb", "0.2"]) == 0
-    assert "TFDV-style per-record Python" in capsys.readouterr().out
+    assert stats_cost.main(["--mb", "0.2", "--tfrecord-mb", "0.3", "--distinct", "70000",
+                            "--contender-records", "500", "--wide", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "TFDV-style per-record Python" in out and "tfrecord --local-workers 1" in out and "70,000 distinct" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), min_size=1, max_size=50))
+def test_mean_and_std_are_the_exact_fractions_rounded_once(values):
+    """``to_json`` divides the exact integer sums (int / int: correctly rounded) instead of building
+    Fractions: the same floats as ``float(Fraction(...))``."""
+    from fractions import Fraction
+    features = {"n": FeatureSpec("int64")}
+    doc = stats.to_json(stats.batch_stats(_records([{"n": v} for v in values], features), features), features)["n"]
+    mean = Fraction(sum(values), len(values))
+    variance = max(Fraction(sum(v * v for v in values), len(values)) - mean * mean, Fraction(0))
+    assert doc["mean"] == float(mean) and doc["std"] == float(variance) ** 0.5

@@ -1,0 +1,223 @@
+"""Statistics of a batch from its columns: ``shardprep.stats.FeatureStats`` with numpy and pyarrow,
+no Python call per record or per value.
+
+The columns come from where the values already are: the column-wise readers' batches
+(``example.columnar.ColumnBatch``: CSV, Parquet, JSON Lines, images) or, for records that arrive as
+Examples (TFRecord, TFDS, rows the per-record encoder wrote), the compiled reader
+``native.example_columns``. ``add`` gives exactly what ``stats.batch_stats`` (the per-record
+Python decoder, the fallback where the compiled reader declines a batch or is not built) gives for
+the same records: the same counts, the same exact integer sums, minima, maxima and sketch states
+(``tests/shardprep/test_stats.py`` checks it on random records), so the manifest does not depend on
+which path read a batch.
+
+Work per batch: a few numpy calls per dtype over all features' values at once (``reduceat``,
+``bincount``, one ``LogSketch.of_many``), a few per list or string feature; strings are counted by
+``pyarrow.compute.value_counts`` (a Python object per distinct value of the batch, while the
+feature's exact counts are kept; once they are capped, the distinct values go straight to the
+HyperLogLog through ``native.hash_values``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from shardprep import native, stats
+from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
+from shardprep.schema import FeatureSpec
+from shardprep.sketches import Counts, LogSketch
+
+__all__ = ["Column", "add", "from_columnar", "from_examples", "select"]
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One feature's values in a batch of ``n`` records: ``values`` a float32 / int64 array, or for
+    strings a pyarrow binary array; ``lengths`` each record's number of values (int64, -1 where it
+    leaves the feature out), None where every record holds exactly one."""
+
+    values: Any
+    lengths: np.ndarray | None = None
+
+
+def _binary(offsets: np.ndarray, data: Any) -> pa.Array:
+    """A zero-copy binary array over ``(offsets, data)`` (offsets need not start at 0)."""
+    offsets = np.ascontiguousarray(offsets)
+    kind = pa.large_binary() if offsets.dtype == np.int64 else pa.binary()
+    if offsets.dtype not in (np.int64, np.int32):
+        offsets, kind = offsets.astype(np.int64), pa.large_binary()
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    return pa.Array.from_buffers(kind, offsets.size - 1, [None, pa.py_buffer(offsets), buffer])
+
+
+def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec]) -> dict[str, Column]:
+    """The columns of ``example.columnar`` (scalars: arrays, strings as ``(offsets, data)``)."""
+    return {name: Column(_binary(*columns[name]) if spec.dtype == "string" else columns[name])
+            for name, spec in features.items()}
+
+
+def from_examples(blob: bytes | bytearray, ends: np.ndarray,
+                  features: Mapping[str, FeatureSpec]) -> dict[str, Column] | None:
+    """The columns of a framed batch of Examples (``native.example_columns``), or None where it
+    declines (then ``stats.batch_stats`` decodes the records)."""
+    names = sorted(features, key=lambda name: name.encode("utf-8"))
+    kinds = bytes(native.kind_of(features[name].dtype) for name in names)
+    got = native.example_columns(blob, np.ascontiguousarray(ends, np.uint64),
+                                 tuple(name.encode("utf-8") for name in names), kinds)
+    if got is None:
+        return None
+    lengths = np.frombuffer(got[0], np.int64).reshape(len(names), len(ends))
+    out = {}
+    for f, (name, values) in enumerate(zip(names, got[1])):
+        dtype = features[name].dtype
+        if dtype == "string":
+            data, offsets = values
+            column: Any = _binary(np.frombuffer(offsets, np.int64), data)
+        else:
+            column = np.frombuffer(values, np.float32 if dtype == "float32" else np.int64)
+        out[name] = Column(column, lengths[f])
+    return out
+
+
+def select(columns: Mapping[str, Column], keep: np.ndarray) -> dict[str, Column]:
+    """The records where ``keep`` (bool, one per record) is set, of scalar columns (the column-wise
+    readers' batches, cut by split)."""
+    mask = pa.array(keep)
+    return {name: Column(c.values.filter(mask) if isinstance(c.values, pa.Array) else c.values[keep])
+            for name, c in columns.items()}
+
+
+def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Column],
+        features: Mapping[str, FeatureSpec], n: int) -> None:
+    """Adds a batch of ``n`` records, given by its columns, to ``into`` (``stats.merge``)."""
+    batch = {name: stats.FeatureStats() for name in features}
+    numbers: dict[str, list[tuple[stats.FeatureStats, np.ndarray]]] = {"int64": [], "float32": []}
+    for name, spec in features.items():
+        s, column = batch[name], columns[name]
+        _presence(s, spec, column.lengths, n)
+        if spec.dtype == "string":
+            prior = into.get(name)
+            _strings(s, column.values, capped=prior is not None and prior.counts is None)
+        else:
+            numbers[spec.dtype].append((s, np.asarray(column.values)))
+    ints = [(s, x.astype(np.int64, copy=False)) for s, x in numbers["int64"]]
+    floats = [(s, x.astype(np.float32, copy=False)) for s, x in numbers["float32"]]
+    if floats and not np.isfinite(np.concatenate([x for _, x in floats])).all():  # as stats: NaN, inf left out
+        floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]
+    _int_sums(ints)
+    _float_sums(floats)
+    sketched = ints + floats
+    for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one float64 copy of all
+        s.sketch = sketch
+    later = {name: s for name, s in batch.items() if name in into}
+    into.update((name, s) for name, s in batch.items() if name not in into)  # this batch's own objects: taken as they are
+    stats.merge(into, later)
+
+
+def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | None, n: int) -> None:
+    if lengths is None:
+        s.count = n
+        have = np.ones(n, np.int64) if spec.shape != () else None
+    else:
+        have = lengths[lengths >= 0]
+        s.count = int(have.size)
+        s.missing = n - s.count
+    if spec.shape != () and s.count:
+        s.length_min, s.length_max = int(have.min()), int(have.max())
+        s.lengths = Counts.of(have)
+        if len(s.lengths) > stats.MAX_LENGTHS:
+            s.lengths = LogSketch.of_counts(s.lengths)
+
+
+def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
+    """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog)."""
+    if not len(values):
+        return
+    wide = values.type == pa.large_binary() or values.type == pa.large_string()
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
+    sizes = np.diff(offsets)
+    s.strings = int(sizes.size)
+    s.bytes_total, s.bytes_min, s.bytes_max = int(sizes.sum()), int(sizes.min()), int(sizes.max())
+    if capped:  # the partial holds no counts any more: the batch's values straight to the sketch
+        s.counts, s.hll = None, HyperLogLog.of_hashes(binary_hashes(values))
+        return
+    s.counts = StringCounts.of(values)
+    stats.cap(s)
+
+
+def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All values back to back, each array's start, and the array index of every value."""
+    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return np.concatenate(arrays), starts, np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
+
+
+def _int_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
+    """Counts, minima, maxima and the exact sums and sums of squares (Python ints) of int64 features:
+    the values cut into 16-bit limbs so that every partial sum stays exact in int64."""
+    items = [(s, x) for s, x in items if x.size]
+    if not items:
+        return
+    v, starts, _ = _segments([x for _, x in items])
+    lo, hi = np.minimum.reduceat(v, starts).tolist(), np.maximum.reduceat(v, starts).tolist()
+    low = np.add.reduceat(v & 0xFFFFFFFF, starts).tolist()  # < 2**32 each: exact below 2**31 values
+    high = np.add.reduceat(v >> 32, starts).tolist()
+    u = v.view(np.uint64)
+    magnitude = np.where(v < 0, ~u + np.uint64(1), u)  # |v| (2**63 for the lowest int64)
+    limbs = [((magnitude >> np.uint64(16 * k)) & np.uint64(0xFFFF)).astype(np.int64)
+             for k in range((int(magnitude.max()).bit_length() + 15) // 16)]
+    squares = [0] * len(items)
+    for a in range(len(limbs)):
+        for b in range(a, len(limbs)):  # |v|**2 = sum of limb products, each < 2**32
+            part = np.add.reduceat(limbs[a] * limbs[b], starts).tolist()
+            shift, twice = 16 * (a + b), a != b
+            for f, total in enumerate(part):
+                squares[f] += (total << shift) << twice
+    for f, (s, x) in enumerate(items):
+        s.values = int(x.size)
+        s.minimum, s.maximum = lo[f], hi[f]
+        s.total = (high[f] << 32) + low[f]
+        s.squares = squares[f]
+
+
+def _float_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
+    """Counts, minima, maxima and the exact scaled sums of ``stats`` (a float32 times 2**149, its
+    square times 2**298: integers) of finite float32 values, for all
+    features at once: each value is ``+-M * 2**(e - 1)`` times 2**-149 with ``M`` its 24-bit
+    significand and ``e`` its float32 exponent field (1 for subnormals), so the sums are per
+    (feature, e) sums of ``M`` and of ``M**2`` in 12-bit pieces, each exact in a float64 ``bincount``
+    (pieces below 2**24, fewer than 2**29 values), shifted into place as Python ints."""
+    items = [(s, x) for s, x in items if x.size]
+    if not items:
+        return
+    x, starts, feature = _segments([x for _, x in items])
+    lo = (np.minimum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()  # -0.0 as 0.0, as stats
+    hi = (np.maximum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()
+    bits = x.view(np.uint32)
+    field = (bits >> np.uint32(23)) & np.uint32(0xFF)
+    significand = ((bits & np.uint32(0x7FFFFF)) | ((field > 0).astype(np.uint32) << np.uint32(23))).astype(np.int64)
+    exponent = np.maximum(field, 1).astype(np.int64)  # e: value * 2**149 = +-M * 2**(e - 1)
+    negative = bits >> np.uint32(31) != 0
+    group = feature * 256 + exponent
+    seen = None
+    if len(items) * 256 > 4 * x.size + 4096:  # many features, few values: number the groups seen
+        seen, group = np.unique(group, return_inverse=True)
+    size = len(items) * 256 if seen is None else seen.size
+    high, low = significand >> 12, significand & 0xFFF
+    per = [np.bincount(group, weights=np.where(negative, -significand, significand), minlength=size),
+           np.bincount(group, weights=high * high, minlength=size),
+           np.bincount(group, weights=high * low, minlength=size),
+           np.bincount(group, weights=low * low, minlength=size)]
+    used = np.flatnonzero((per[1] != 0) | (per[3] != 0) | (per[0] != 0))
+    keys = (seen[used] if seen is not None else used).tolist()
+    totals, squares = [0] * len(items), [0] * len(items)
+    for g, m, hh, hl, ll in zip(keys, *(p[used].tolist() for p in per)):
+        f, e = divmod(g, 256)
+        totals[f] += int(m) << (e - 1)
+        squares[f] += ((int(hh) << 24) + (int(hl) << 13) + int(ll)) << (2 * (e - 1))
+    for f, (s, values) in enumerate(items):
+        s.values = int(values.size)
+        s.minimum, s.maximum = lo[f], hi[f]
+        s.total, s.squares = totals[f], squares[f]
