@@ -232,8 +232,8 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
     nbytes = sum(os.path.getsize(f) for f in files)
     mb = nbytes / 1e6
     work = os.path.join(WORK, "tfrecord")
-    sp_out, sp1_out, re_out, tf_out, cp_out, two_out = (os.path.join(work, n) for n in (
-        "shardprep", "shardprep_1w", "reencode", "tfdata", "cp", "two_at_once"))
+    sp_out, sp1_out, off_out, re_out, tf_out, cp_out, two_out = (os.path.join(work, n) for n in (
+        "shardprep", "shardprep_1w", "no_statistics", "reencode", "tfdata", "cp", "two_at_once"))
     two = [os.path.join(two_out, f"copy-{i}") for i in range(2)]
     n = p.num_shards
 
@@ -249,6 +249,9 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
                   check=_check_shardprep(sp_out, rows, n)),
         Contender("shardprep_1w", _shardprep_cmd(pattern, sp1_out, n, "--local-workers", "1"),
                   prepare=_fresh(sp1_out), check=_check_shardprep(sp1_out, rows, n)),
+        # The statistics' cost (issue 36: on by default at every size)
+        Contender("shardprep_no_statistics", _shardprep_cmd(pattern, off_out, n, "--statistics", "off"),
+                  prepare=_fresh(off_out), check=_check_shardprep(off_out, rows, n)),
         # Every record re-encoded: a --schema that drops a field (the compiled reader, then the encoder)
         Contender("shardprep_reencode", _shardprep_cmd(pattern, re_out, n, "--schema", _schema_without_text(work)),
                   prepare=_fresh(re_out), check=_check_shardprep(re_out, rows, n)),
@@ -304,6 +307,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
                    "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
                    "default_of_ceiling": round(of_ceiling, 3),
+                   "no_statistics_vs_tfdata_batched": round(speed(summary, "shardprep_no_statistics", "tfdata_batched"), 3),
                    "reencode_vs_tfdata_batched": round(speed(summary, "shardprep_reencode", "tfdata_batched"), 3)},
         "goals": [
             harness.goal("shardprep (default) speed / batched tf.data script's", vs_script, 5.0),
