@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from trainer import data
-from trainer.loop import per_example_loss
+from trainer.objective import per_example_loss
 from trainer.preflight import InputPlan
 
 __all__ = ["evaluate"]
