@@ -84,6 +84,30 @@ class _StepHook(keras.callbacks.Callback):
         self.on_step(self.base + batch + 1, loss)
 
 
+def _score_outputs_together(model: keras.Model, objective: Objective, metrics: list[Any]) -> None:
+    """``compile`` gives each output of a dict its own loss and metrics; an objective that scores the outputs
+    together (BERT's masked-LM and next-sentence heads against a dict of targets) replaces the model's
+    ``compute_loss`` and ``compute_metrics``, the two methods Keras documents for this. The loss is the mean
+    over the replica's batch divided by the replica count, as Keras scales its own losses, so that the summed
+    gradients are those of the global batch's mean."""
+
+    def compute_loss(x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
+                     training: bool = True) -> tf.Tensor:
+        loss = tf.reduce_mean(objective.loss(y, y_pred))
+        if model.losses:
+            loss += tf.add_n(model.losses)
+        context = tf.distribute.get_replica_context()
+        return loss / (context.num_replicas_in_sync if context is not None else 1)
+
+    def compute_metrics(x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict[str, Any]:
+        for metric in metrics:
+            metric.update_state(y, y_pred)
+        return model.get_metrics_result()
+
+    model.objective_metrics = metrics  # tracked by Keras: reset at every epoch, listed in model.metrics
+    model.compute_loss, model.compute_metrics = compute_loss, compute_metrics
+
+
 class FitRunner:
     """One ``Model.fit`` call per epoch, so a resumed epoch runs only its remaining steps.
 
@@ -95,10 +119,14 @@ class FitRunner:
                  batches: Callable[[int], Any], batch_spec: Any, meter: Meter, objective: Objective) -> None:
         self.strategy, self.model, self.batches, self.batch_spec, self.meter = strategy, model, batches, batch_spec, meter
         self.names = objective.names
-        self.counts = ReplicaCounts(objective)
-        metrics: list[Any] = [self.counts, *(ObjectiveAccuracy(objective, i) for i in range(len(objective.names)))]
         with strategy.scope():
-            model.compile(optimizer=optimizer, loss=objective.loss, metrics=metrics)
+            self.counts = ReplicaCounts(objective)
+            metrics: list[Any] = [self.counts, *(ObjectiveAccuracy(objective, i) for i in range(len(objective.names)))]
+            if isinstance(model.output, dict):
+                _score_outputs_together(model, objective, metrics)
+                model.compile(optimizer=optimizer)
+            else:
+                model.compile(optimizer=optimizer, loss=objective.loss, metrics=metrics)
 
     def run_epoch(self, *, epoch: int, start: int, stop: int, on_step: OnStep) -> int:
         hook = _StepHook(base_step=start, meter=self.meter, on_step=on_step)
