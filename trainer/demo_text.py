@@ -1,11 +1,13 @@
 """``python -m trainer.demo_text`` (``make demo-text``): text to a pre-trained BERT, in a few minutes on 2 cores.
 
 1. Writes a corpus of documents on topics (``trainer.demo_corpus``) as 3 .txt files in BERT's layout.
-2. Makes BERT pre-training shards with ``python -m shardprep.run --task bert-pretraining --train-vocab``.
-3. Pre-trains a tiny BERT on 2 local workers with ``python -m trainer.launch ... --model bert``.
-4. Prints the workers' table (equal steps, no empty replica-steps), then the masked-LM accuracy next to
-   the baseline of always predicting the most frequent masked token, and next-sentence accuracy next
-   to 0.5. Both accuracies are the last epoch's, on the training batches as they were trained on.
+2. Makes BERT pre-training shards with ``python -m shardprep.run --task bert-pretraining --train-vocab
+   --split train=0.9,eval=0.1`` (the split is of instances: an eval instance's document may have given
+   training instances too, masked differently).
+3. Pre-trains a tiny BERT on 2 local workers with ``python -m trainer.launch ... --model bert --eval-split eval``.
+4. Prints the workers' table (equal steps, no empty replica-steps) and the eval line, then the eval
+   split's masked-LM accuracy next to the baseline of always predicting the training split's most
+   frequent masked token (scored on the eval split), and next-sentence accuracy next to 0.5.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def shard_corpus(raw_dir: str, out_dir: str, *, workers: int, vocab_size: int, d
         sys.executable, "-m", "shardprep.run", "--input", os.path.join(raw_dir, "*.txt"), "--output", out_dir,
         "--task", "bert-pretraining", "--train-vocab", str(vocab_size), "--max-seq-length", str(MAX_SEQ),
         "--max-predictions-per-seq", str(MAX_PREDICTIONS), "--dupe-factor", str(dupe_factor), "--workers", str(workers),
-        "--overwrite",
+        "--split", "train=0.9,eval=0.1", "--overwrite",
     ]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -46,30 +48,36 @@ def pretrain(data_dir: str, model_dir: str, *, workers: int, size: str, steps: i
         sys.executable, "-m", "trainer.launch", "--workers", str(workers), "--",
         "--data", data_dir, "--model", "bert", "--bert-size", size, "--per-replica-batch", "32",
         "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--model-dir", model_dir,
-        "--shuffle-buffer", "4096", "--log-every", "50", *extra,
+        "--shuffle-buffer", "4096", "--log-every", "50", "--eval-split", "eval", *extra,
     ]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return read_summaries(model_dir, workers)
 
 
-def majority_baseline(data_dir: str) -> tuple[str, float]:
-    """The most frequent masked token of the training split and its share of the masked tokens (weighted)."""
+def _masked_tokens(data_dir: str, split: str) -> collections.Counter[int]:
+    """How often each token id is a masked position's target in ``split`` (weight > 0)."""
     import tensorflow as tf
 
-    m = manifest.load(data_dir)
     spec = {"masked_lm_ids": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.int64),
             "masked_lm_weights": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.float32)}
     counts: collections.Counter[int] = collections.Counter()
-    files = [naming.join(data_dir, s.path) for s in m.splits["train"].shards]
+    files = [naming.join(data_dir, s.path) for s in manifest.load(data_dir).splits[split].shards]
     for raw in tf.data.TFRecordDataset(files).batch(4096):
         batch = tf.io.parse_example(raw, spec)
         ids, weights = batch["masked_lm_ids"].numpy().ravel(), batch["masked_lm_weights"].numpy().ravel()
         counts.update(ids[weights > 0].tolist())
+    return counts
+
+
+def majority_baseline(data_dir: str) -> tuple[str, float]:
+    """The training split's most frequent masked token, and its share of the eval split's masked tokens: the
+    accuracy of always predicting it."""
+    token = _masked_tokens(data_dir, "train").most_common(1)[0][0]
+    held = _masked_tokens(data_dir, "eval")
     with open(naming.join(data_dir, "vocab.txt")) as f:
         vocab = f.read().split("\n")
-    token, count = counts.most_common(1)[0]
-    return vocab[token], count / sum(counts.values())
+    return vocab[token], held[token] / sum(held.values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,12 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     token, share = majority_baseline(data)
     steps = {s["steps"] for s in summaries}
     empty = sum(s["empty_replica_steps"] for s in summaries)
-    mlm = sum(s["masked_lm_accuracy"] for s in summaries) / len(summaries)
-    nsp = sum(s["next_sentence_accuracy"] for s in summaries) / len(summaries)
+    chief = summaries[0]
     print(f"equal steps on every worker: {len(steps) == 1}; empty replica-steps: {empty}")
-    print(f"masked-LM accuracy {mlm:.4f} (last epoch, mean of the workers) vs {share:.4f} always predicting "
-          f"{token!r}, the most frequent masked token")
-    print(f"next-sentence accuracy {nsp:.4f} vs 0.5 for a guess")
+    print(f"eval masked-LM accuracy {chief['eval_masked_lm_accuracy']:.4f} vs {share:.4f} always predicting {token!r}, "
+          "the training split's most frequent masked token")
+    print(f"eval next-sentence accuracy {chief['eval_next_sentence_accuracy']:.4f} vs 0.5 for a guess")
     return 0
 
 

@@ -61,9 +61,6 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         bert = bert_task.bert_task(m.text, data=config.data, size=config.bert_size, init_from=config.init_from,
                                    label=config.label)
         config = dataclasses.replace(config, label=bert.label, num_classes=config.num_classes or len(bert.labels) or None)
-        if config.eval_split is not None and bert.pretraining:
-            raise ConfigError("--eval-split is not scored for BERT pre-training yet: leave it out (the training summary "
-                              "has the masked-LM and next-sentence accuracies)")
         inputs = bert.inputs
         log.info("%s", bert.describe())
     else:
@@ -106,7 +103,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         plan.steps_per_epoch, plan.dropped_records, plan.num_records, 100 * plan.dropped_records / plan.num_records,
     )
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=config.shuffle_buffer, seed=config.seed)
-    eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs)
+    eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs, targets=plan.targets)
     if eval_plan is not None and unlabelled:  # evaluation skips the records without a label too
         eval_plan = dataclasses.replace(eval_plan, feature_spec={**eval_plan.feature_spec, config.label: features[config.label]})
     eval_plan = eval_plan and dataclasses.replace(eval_plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
@@ -181,7 +178,8 @@ def _describe_defaults(given: TrainConfig, config: TrainConfig, plan: preflight.
 
 
 def _plan_eval(
-    config: TrainConfig, *, cluster: ClusterInfo, data_manifest: manifest.Manifest, inputs: tuple[str, ...]
+    config: TrainConfig, *, cluster: ClusterInfo, data_manifest: manifest.Manifest, inputs: tuple[str, ...],
+    targets: tuple[str, ...] = (),
 ) -> preflight.InputPlan | None:
     """Every record of ``--eval-split``, shared among the workers (no batch to fill: nothing dropped)."""
     name = config.eval_split
@@ -201,7 +199,7 @@ def _plan_eval(
         log.warning("--eval-split %r is the training split: the eval numbers measure fit, not generalization", name)
     return preflight.plan_input(
         root=config.data, split=name, label=config.label, inputs=inputs, num_workers=cluster.num_workers,
-        per_worker_batch=1, data_manifest=data_manifest,
+        per_worker_batch=1, data_manifest=data_manifest, targets=targets,
     )
 
 

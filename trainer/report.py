@@ -54,6 +54,9 @@ def eval_line(summary: dict[str, Any]) -> str | None:
         line += f", accuracy {summary['eval_accuracy']:.4f}"
         if summary.get("eval_unseen_labels"):
             line += f" ({summary['eval_unseen_labels']} records with labels unseen in training, not scored)"
+    for key in ("eval_masked_lm_accuracy", "eval_next_sentence_accuracy"):  # BERT pre-training
+        if summary.get(key) is not None:
+            line += f", {key[5:].replace('_', ' ').replace('masked lm', 'masked-LM').replace('next sentence', 'next-sentence')} {summary[key]:.4f}"
     if summary.get("eval_mse") is not None:
         line += f", mse {summary['eval_mse']:.6g} (baseline predicting the mean: {summary['eval_baseline_mse']:.6g})"
     return line

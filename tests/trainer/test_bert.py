@@ -70,11 +70,17 @@ def test_demo_text_pretrains_on_two_equal_workers(demo) -> None:
     assert config["size"] == "tiny" and config["vocab_size"] == len(vocab) and config["max_seq_length"] == 64
     lines = proc.stdout.splitlines()
     assert "equal steps on every worker: True; empty replica-steps: 0" in lines
-    mlm = next(x for x in lines if x.startswith("masked-LM accuracy"))
+    eval_records = manifest.load(str(out / "ds")).splits["eval"].num_records
+    for s in (a, b):  # every eval record once, scored by the objective; the same totals on both workers
+        assert s["eval_examples"] == eval_records and s["eval_accuracy"] is None
+        assert s["eval_masked_lm_accuracy"] == a["eval_masked_lm_accuracy"] > 0
+        assert 0 < s["eval_next_sentence_accuracy"] < 1 and s["eval_loss"] < a["first_loss"]
+    mlm = next(x for x in lines if x.startswith("eval masked-LM accuracy"))
     accuracy, baseline = (float(v) for v in re.findall(r"\d\.\d{4}", mlm))
-    assert accuracy == pytest.approx((a["masked_lm_accuracy"] + b["masked_lm_accuracy"]) / 2, abs=1e-4)
+    assert accuracy == a["eval_masked_lm_accuracy"]
     assert 0.05 < baseline < 0.25  # "." or "the": the grammar's most frequent words
-    assert any(x.startswith("next-sentence accuracy") for x in lines)
+    assert any(x.startswith("eval next-sentence accuracy") for x in lines)
+    assert any(x.startswith(f"eval split 'eval': {eval_records} examples") and "masked-LM accuracy" in x for x in lines)
     assert any(line.split()[:2] == ["worker", "mode"] and "mlm_accuracy" in line for line in lines)  # the launcher's table
 
 
@@ -158,8 +164,6 @@ def test_bert_refusals(pretraining: Path, tmp_path, capsys) -> None:
     assert "predicts 'next_sentence_labels'; leave --label out" in line
     assert "takes text-classification shards" in _refused(capsys, "--data", pretraining, "--model", "bert", "--init-from",
                                                           tmp_path)
-    assert "--eval-split is not scored for BERT pre-training" in _refused(capsys, "--data", pretraining, "--model", "bert",
-                                                                           "--eval-split", "train")
     assert "leave --features" in _refused(capsys, "--data", pretraining, "--model", "bert", "--features", "input_ids")
 
 
