@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint docs demo demo-images bench bench-quick clean
+.PHONY: install test test-fast lint docs demo demo-images demo-text bench bench-quick clean
 
 $(STAMP): setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -36,6 +36,9 @@ demo: install
 demo-images: install
 	$(PY) -m trainer.demo_images
 
+demo-text: install
+	$(PY) -m trainer.demo_text
+
 bench: install
 	$(PY) -m benchmarks.run --profile full
 
@@ -43,4 +46,4 @@ bench-quick: install
 	$(PY) -m benchmarks.run --profile quick
 
 clean:
-	rm -rf $(VENV) demo demo-images build dist *.egg-info
+	rm -rf $(VENV) demo demo-images demo-text build dist *.egg-info

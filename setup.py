@@ -16,7 +16,9 @@ VERSION = re.search(r'^__version__ = "([^"]+)"', (pathlib.Path(__file__).parent 
 
 BEAM = "apache-beam==2.77.*"
 EXTRAS = {
-    "train": ["tensorflow==2.21.*"],
+    # keras-hub: --model bert's BertBackbone (built from a configuration, no weights downloaded); 0.32.0 pulls
+    # tensorflow-text 2.21 and keeps TensorFlow 2.21 / Keras 3.
+    "train": ["tensorflow==2.21.*", "keras-hub==0.32.0"],
     "gcp": [
         "apache-beam[gcp]==2.77.*",
         "google-cloud-storage>=2.14",

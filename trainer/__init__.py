@@ -1,10 +1,12 @@
 """TensorFlow side of shardprep: manifest-driven multi-worker training.
 
 Entry points: ``python -m trainer.train`` (one worker), ``python -m trainer.launch`` (W local
-workers on loopback), ``python -m trainer.demo`` (the whole product on sample data). Modules:
+workers on loopback), ``python -m trainer.demo`` (the whole product on sample data), ``python -m trainer.demo_text`` (text to a
+pre-trained BERT). Modules:
 ``cluster`` (TF_CONFIG), ``config`` (settings), ``preflight`` (what each worker reads, checked),
 ``features`` (what ``--model`` reads), ``staging``, ``data`` (tf.data), ``strategy`` (MWMS),
-``models``, ``session`` (strategy, model, summary), ``controller`` (the outer loop: epochs,
+``models``, ``bert_task`` + ``bert`` (``--model bert``: the task from the manifest, keras-hub's encoder and
+BERT's heads), ``objective`` (the loss and accuracies of each kind of label), ``session`` (strategy, model, summary), ``controller`` (the outer loop: epochs,
 checkpoints, progress, eval, export) driving ``loop.CustomRunner`` or ``fit.FitRunner``
 (``keras_compat``: the Keras workarounds ``fit`` needs), ``checkpoints``, ``resume`` (a resume must
 keep the input plan), ``evaluate`` (``--eval-split``), ``metrics``, ``idlog`` (``--debug-record-ids``),

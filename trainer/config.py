@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainer.bert_task import BERT_SIZES
 from trainer.errors import TrainerError
 
 __all__ = ["AUTO", "COMMUNICATIONS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
@@ -55,6 +56,8 @@ class TrainConfig:
     record_ids: bool = False  # --debug-record-ids (trainer.idlog)
     verify_records: bool = False  # --verify-records (trainer.preflight.verify_records)
     image_size: int = 64  # --model image: decoded, resized and cropped to this square size
+    bert_size: str | None = None  # --model bert: tiny, mini, small, base (None: the --init-from run's, else mini)
+    init_from: str | None = None  # --model bert on classification shards: a pre-training run's --model-dir
 
     def __post_init__(self) -> None:
         if self.per_replica_batch is not None and self.global_batch is not None:
@@ -82,6 +85,14 @@ class TrainConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        if not self.label and self.model != "bert":
+            raise ConfigError("--label is required: the feature to predict (only --model bert takes it from the data set)")
+        if self.model != "bert" and (self.bert_size or self.init_from):
+            raise ConfigError("--bert-size and --init-from go with --model bert")
+        if self.model == "bert" and (self.features or self.exclude_features):
+            raise ConfigError("--model bert reads BERT's own features: leave --features and --exclude-features out")
+        if self.bert_size is not None and self.bert_size not in BERT_SIZES:
+            raise ConfigError(f"--bert-size {self.bert_size!r}: expected one of {', '.join(BERT_SIZES)}")
         if self.features and self.exclude_features:
             raise ConfigError("give --features or --exclude-features, not both: --exclude-features trims the default features")
         if self.label in self.features:

@@ -117,6 +117,7 @@ class Controller:
             scores = evaluate.evaluate(
                 ses.strategy, ses.model, ses.eval_plan, worker=ses.worker, batch_size=ses.plan.per_worker_batch,
                 classification=ses.classification, train_mean=ses.plan.statistics.get(ses.config.label, {}).get("mean"),
+                objective=ses.objective,
             )
         exported = export_model(
             ses.model, model_dir=ses.config.model_dir, is_chief=ses.cluster.is_chief, worker_index=ses.worker,

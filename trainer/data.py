@@ -69,7 +69,10 @@ def batch_spec(plan: InputPlan, batch_size: int) -> tuple[dict[str, Any], tf.Ten
         del spec[image_input.ENCODED]
         spec[image_input.IMAGE] = tf.TensorSpec([batch_size, plan.image_size, plan.image_size, 3], tf.float32)
     label = spec.pop(plan.label)
-    return spec, tf.TensorSpec(label.shape, tf.int64) if plan.label_vocabulary else label
+    label = tf.TensorSpec(label.shape[:1], tf.int64 if plan.label_vocabulary else label.dtype)  # [batch, 1] reads as [batch]
+    if plan.targets:
+        return spec, {plan.label: label, **{name: spec.pop(name) for name in plan.targets}}
+    return spec, label
 
 
 def compression_type(plan: InputPlan) -> str:
@@ -132,7 +135,10 @@ def parser(plan: InputPlan, *, with_ids: bool = False, training: bool = True) ->
         features = tf.io.parse_example(serialized, spec)
         if plan.image_size:
             features = image_input.preprocess(features, plan.image_size, training=training)
-        label = _label(plan, features.pop(plan.label), training=training)
+        label = features.pop(plan.label)
+        label = _label(plan, tf.reshape(label, [-1]) if label.shape.rank == 2 else label, training=training)
+        if plan.targets:  # the objective scores these too (trainer.objective.BertPretraining)
+            label = {plan.label: label, **{name: features.pop(name) for name in plan.targets}}
         return (features, label, record_ids(serialized)) if with_ids else (features, label)
 
     return parse

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from trainer import data
-from trainer.loop import per_example_loss
+from trainer.objective import Objective, per_example_loss
 from trainer.preflight import InputPlan
 
 __all__ = ["evaluate"]
@@ -46,6 +46,7 @@ def evaluate(
     batch_size: int,
     classification: bool,
     train_mean: float | None = None,
+    objective: Objective | None = None,
 ) -> dict[str, Any]:
     """Scores ``worker``'s records of ``plan``; returns the totals over all workers.
 
@@ -54,6 +55,8 @@ def evaluate(
     ``eval_baseline_mse``, the error of always predicting ``train_mean`` (the training split's mean from
     the manifest's statistics) or, without statistics, the eval split's own mean (a stricter baseline).
     """
+    if plan.targets and objective is not None:  # a dict of targets (BERT pre-training): the objective scores them
+        return _evaluate_objective(strategy, model, plan, worker=worker, batch_size=batch_size, objective=objective)
     center = 0.0 if train_mean is None else float(train_mean)
 
     @tf.function
@@ -95,4 +98,30 @@ def evaluate(
                   f"{'training' if train_mean is not None else 'eval'} mean)")
     log.info("eval on split %r: %d examples (%d on this worker), loss %.4f, %s", plan.split, out["eval_examples"], local,
              out["eval_loss"], detail)
+    return out
+
+
+def _evaluate_objective(strategy: tf.distribute.Strategy, model: keras.Model, plan: InputPlan, *, worker: int,
+                        batch_size: int, objective: Objective) -> dict[str, Any]:
+    """The mean of the objective's loss per example and each of its accuracies (``eval_<name>``), over the
+    records of every worker."""
+
+    @tf.function
+    def score(features: dict[str, tf.Tensor], labels: Any) -> list[tf.Tensor]:
+        outputs = model(features, training=False)
+        n = tf.cast(objective.examples(labels), tf.float64)
+        counts = [tf.cast(c, tf.float64) for c in objective.counts(labels, outputs)]
+        return [tf.reduce_sum(tf.cast(objective.loss(labels, outputs), tf.float64)), n, *counts]
+
+    sums = [0.0] * (2 + 2 * len(objective.names))
+    for features, labels in data.eval_batches(plan, worker=worker, batch_size=batch_size):
+        sums = [a + float(b) for a, b in zip(sums, score(features, labels))]
+    loss, total, *counts = _all_sum(strategy, sums)
+    total = max(total, 1.0)
+    out: dict[str, Any] = {"eval_split": plan.split, "eval_examples": int(total), "eval_loss": round(loss / total, 6),
+                           "eval_accuracy": None}
+    for i, name in enumerate(objective.names):
+        out[f"eval_{name}"] = round(counts[2 * i] / max(counts[2 * i + 1], 1.0), 4)
+    log.info("eval on split %r: %d examples, loss %.4f, %s", plan.split, out["eval_examples"], out["eval_loss"],
+             ", ".join(f"{name} {out[f'eval_{name}']:.4f}" for name in objective.names))
     return out

@@ -19,7 +19,7 @@ __all__ = ["BUILTIN_MODELS", "MISSING_INT64", "USER_MODEL", "ModelError", "input
 log = logging.getLogger(__name__)
 Features = Mapping[str, FeatureSpec]
 NUMERIC = ("int64", "float32")
-BUILTIN_MODELS = ("mlp", "text", "image")
+BUILTIN_MODELS = ("mlp", "text", "image", "bert")
 USER_MODEL = "user"  # the kind of ``--model module:function``
 MISSING_INT64 = -(2**63)  # a nullable int64 left out of a record reads as this (trainer.data); mlp imputes it
 
@@ -29,12 +29,12 @@ class ModelError(TrainerError):
 
 
 def model_kind(name: str) -> str:
-    """``mlp``, ``text``, ``image`` or ``USER_MODEL``; refuses any other ``--model``."""
+    """``mlp``, ``text``, ``image``, ``bert`` or ``USER_MODEL``; refuses any other ``--model``."""
     if name in BUILTIN_MODELS:
         return name
     if ":" in name:
         return USER_MODEL
-    raise ModelError(f"--model {name!r} is unknown: use mlp, text, image, or module:function for your own model")
+    raise ModelError(f"--model {name!r} is unknown: use mlp, text, image, bert, or module:function for your own model")
 
 
 def _is_numeric(spec: FeatureSpec) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest, planning
 from shardprep.schema import FeatureSpec, schema_from_json
-from trainer import defaults, labels, preflight, resume
+from trainer import bert_task, defaults, labels, preflight, resume
 from trainer.cluster import ClusterInfo
 from trainer.config import AUTO, ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
@@ -56,8 +56,16 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     features = schema_from_json(m.features)
     if config.model == AUTO:
         config = dataclasses.replace(config, model=defaults.choose_model(features))
-    inputs = input_features(config.model, features, label=config.label, requested=config.features,
-                            statistics=statistics, excluded=config.exclude_features)
+    bert = None
+    if config.model == "bert":
+        bert = bert_task.bert_task(m.text, data=config.data, size=config.bert_size, init_from=config.init_from,
+                                   label=config.label)
+        config = dataclasses.replace(config, label=bert.label, num_classes=config.num_classes or len(bert.labels) or None)
+        inputs = bert.inputs
+        log.info("%s", bert.describe())
+    else:
+        inputs = input_features(config.model, features, label=config.label, requested=config.features,
+                                statistics=statistics, excluded=config.exclude_features)
     m, unlabelled = _label_view(config, m, features.get(config.label))
     if config.per_replica_batch is None and config.global_batch is None:
         split = m.splits.get(config.split)  # an unknown split: pre-flight refuses it below
@@ -74,7 +82,10 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         per_worker_batch=global_batch // cluster.num_workers,
         steps_cap=config.steps_per_epoch,
         data_manifest=m,
+        targets=bert.targets if bert else (),
     )
+    if bert is not None:
+        plan = dataclasses.replace(plan, bert=bert)
     if unlabelled:
         plan = _skipping(plan, features[config.label], unlabelled)
     if config.epochs is None:
@@ -92,7 +103,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         plan.steps_per_epoch, plan.dropped_records, plan.num_records, 100 * plan.dropped_records / plan.num_records,
     )
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=config.shuffle_buffer, seed=config.seed)
-    eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs)
+    eval_plan = _plan_eval(config, cluster=cluster, data_manifest=m, inputs=inputs, targets=plan.targets)
     if eval_plan is not None and unlabelled:  # evaluation skips the records without a label too
         eval_plan = dataclasses.replace(eval_plan, feature_spec={**eval_plan.feature_spec, config.label: features[config.label]})
     eval_plan = eval_plan and dataclasses.replace(eval_plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
@@ -167,7 +178,8 @@ def _describe_defaults(given: TrainConfig, config: TrainConfig, plan: preflight.
 
 
 def _plan_eval(
-    config: TrainConfig, *, cluster: ClusterInfo, data_manifest: manifest.Manifest, inputs: tuple[str, ...]
+    config: TrainConfig, *, cluster: ClusterInfo, data_manifest: manifest.Manifest, inputs: tuple[str, ...],
+    targets: tuple[str, ...] = (),
 ) -> preflight.InputPlan | None:
     """Every record of ``--eval-split``, shared among the workers (no batch to fill: nothing dropped)."""
     name = config.eval_split
@@ -187,7 +199,7 @@ def _plan_eval(
         log.warning("--eval-split %r is the training split: the eval numbers measure fit, not generalization", name)
     return preflight.plan_input(
         root=config.data, split=name, label=config.label, inputs=inputs, num_workers=cluster.num_workers,
-        per_worker_batch=1, data_manifest=data_manifest,
+        per_worker_batch=1, data_manifest=data_manifest, targets=targets,
     )
 
 
@@ -212,6 +224,8 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
         model_dir=config.model_dir, is_chief=cluster.is_chief, worker_index=ses.worker, model=ses.model,
         optimizer=ses.optimizer,
     )
+    if plan.bert is not None and plan.bert.pretraining and cluster.is_chief:  # what --init-from rebuilds
+        bert_task.write_bert_config(config.model_dir, plan.bert)
     total_steps = config.epochs * ses.plan.steps_per_epoch
     start_step = checkpoints.restore(ses.strategy)
     if start_step > total_steps:
@@ -252,13 +266,13 @@ def _make_runner(ses: Session, meter: Meter) -> StepRunner:
     if config.loop == "fit":
         return fit.FitRunner(
             strategy=strat, model=ses.model, optimizer=ses.optimizer, batches=batches, meter=meter,
-            batch_spec=data.batch_spec(plan, plan.global_batch // ses.replicas), classification=ses.classification,
+            batch_spec=data.batch_spec(plan, plan.global_batch // ses.replicas), objective=ses.objective,
         )
     step_fn = loop.make_train_step(
         strategy=strat, model=ses.model, optimizer=ses.optimizer, global_batch=plan.global_batch,
-        classification=ses.classification, loss_scale=ses.loss_scale,
+        objective=ses.objective, loss_scale=ses.loss_scale,
     )
     return loop.CustomRunner(
-        strategy=strat, step_fn=step_fn, batches=batches, meter=meter, classification=ses.classification,
+        strategy=strat, step_fn=step_fn, batches=batches, meter=meter,
         probe=data.floor_probe(strat, plan), id_log=idlog.IdLog(config.model_dir, ses.worker) if config.record_ids else None,
     )

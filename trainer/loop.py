@@ -15,18 +15,12 @@ import tensorflow as tf
 
 from trainer.idlog import IdLog
 from trainer.metrics import Meter
+from trainer.objective import Objective, objective_for
 
-__all__ = ["CustomRunner", "StepResult", "make_train_step", "per_example_loss", "timed_step"]
+__all__ = ["CustomRunner", "StepResult", "make_train_step", "timed_step"]
 
 StepFn = Callable[[Any], tuple[tf.Tensor, Any, Any]]
 OnStep = Callable[[int, float], None]  # trainer.controller.OnStep
-
-
-def per_example_loss(labels: tf.Tensor, outputs: tf.Tensor, *, classification: bool) -> tf.Tensor:
-    outputs = tf.cast(outputs, tf.float32)
-    if classification:
-        return keras.losses.sparse_categorical_crossentropy(labels, outputs, from_logits=True)
-    return tf.square(tf.cast(labels, tf.float32) - tf.squeeze(outputs, axis=-1))
 
 
 def _agree_on_overflow(grads: list[tf.Tensor], num_replicas: int) -> list[tf.Tensor]:
@@ -46,17 +40,21 @@ def make_train_step(
     model: keras.Model,
     optimizer: keras.optimizers.Optimizer,
     global_batch: int,
-    classification: bool,
     loss_scale: bool,
+    objective: Objective | None = None,
+    classification: bool = True,
 ) -> StepFn:
     """A ``tf.function`` taking one distributed batch; returns (global mean loss, per-replica
-    example counts, per-replica correct predictions)."""
-    num_replicas = strategy.num_replicas_in_sync
+    example counts, per-replica ``{name: (correct, scored)}`` of the objective's accuracies).
 
-    def replica_step(features: dict[str, tf.Tensor], labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    ``objective`` None: cross-entropy (``classification``) or squared error."""
+    num_replicas = strategy.num_replicas_in_sync
+    objective = objective or objective_for(classification)
+
+    def replica_step(features: dict[str, tf.Tensor], labels: Any) -> tuple[tf.Tensor, tf.Tensor, Any]:
         with tf.GradientTape() as tape:
             outputs = model(features, training=True)
-            per_example = per_example_loss(labels, outputs, classification=classification)
+            per_example = objective.loss(labels, outputs)
             # The optimizer all-reduces gradients with SUM over the R replicas. Replica r holds
             # B = G / R examples; dividing the *sum* of its per-example losses by the *global*
             # batch G makes that sum  sum_r grad(sum_{i in r} l_i / G) = grad((1/G) sum_i l_i),
@@ -71,13 +69,8 @@ def make_train_step(
         if loss_scale:
             grads = _agree_on_overflow(grads, num_replicas)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        examples = tf.shape(labels)[0]
-        if classification:
-            predicted = tf.argmax(outputs, axis=-1, output_type=labels.dtype)
-            correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int32))
-        else:
-            correct = tf.constant(0, tf.int32)
-        return loss, examples, correct
+        counts = objective.counts(labels, outputs)
+        return loss, objective.examples(labels), {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(objective.names)}
 
     @tf.function
     def train_step(batch: Any) -> tuple[tf.Tensor, Any, Any]:
@@ -100,12 +93,14 @@ def timed_step(
     step_fn: StepFn,
     iterator: Iterator[Any],
     meter: Meter,
-    classification: bool,
+    count: bool = True,
     *,
     probe: Iterator[Any] | None = None,
     with_ids: bool = False,
 ) -> StepResult | None:
     """Runs one step; returns its loss, or None when a finite iterator is exhausted.
+
+    ``count``: read the step's accuracy counts back from the replicas into ``meter``.
 
     The timings are host wall time: ``float(loss)`` returns once the step function, all-reduce and
     update included, has finished, so the next ``next()`` starts with nothing of this step pending.
@@ -130,11 +125,15 @@ def timed_step(
     loss = float(loss_t)  # waits for the step (and its all-reduce) to finish
     done = time.perf_counter()
     counts = [int(n) for n in strategy.experimental_local_results(examples)]
-    right = sum(int(c) for c in strategy.experimental_local_results(correct)) if classification else None
-    meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, correct=right, floor_s=floor)
+    scores = {name: (_local_sum(strategy, c), _local_sum(strategy, n)) for name, (c, n) in correct.items()} if count else None
+    meter.record(wait_s=got - start, step_s=done - start, loss=loss, replica_examples=counts, scores=scores, floor_s=floor)
     if ids is not None:
         ids = [int(i) for t in strategy.experimental_local_results(ids) for i in t.numpy()]
     return StepResult(loss, ids)
+
+
+def _local_sum(strategy: tf.distribute.Strategy, value: Any) -> float:
+    return sum(float(v) for v in strategy.experimental_local_results(value))
 
 
 class CustomRunner:
@@ -146,10 +145,10 @@ class CustomRunner:
     """
 
     def __init__(self, *, strategy: tf.distribute.Strategy, step_fn: StepFn, batches: Callable[[int], Any],
-                 meter: Meter, classification: bool, probe: Iterator[Any] | None = None, probe_every: int = 10,
+                 meter: Meter, count: bool = True, probe: Iterator[Any] | None = None, probe_every: int = 10,
                  id_log: IdLog | None = None) -> None:
         self.strategy, self.step_fn, self.batches, self.meter = strategy, step_fn, batches, meter
-        self.classification, self.probe, self.probe_every, self.id_log = classification, probe, probe_every, id_log
+        self.count, self.probe, self.probe_every, self.id_log = count, probe, probe_every, id_log
         self._iterator: Iterator[Any] | None = None
 
     def run_epoch(self, *, epoch: int, start: int, stop: int, on_step: OnStep) -> int:
@@ -158,7 +157,7 @@ class CustomRunner:
         for step in range(start, stop):
             due = self.probe is not None and self.meter.steps > 0 and self.meter.steps % self.probe_every == 0
             result = timed_step(
-                self.strategy, self.step_fn, self._iterator, self.meter, self.classification,
+                self.strategy, self.step_fn, self._iterator, self.meter, self.count,
                 probe=self.probe if due else None, with_ids=self.id_log is not None,
             )
             if result is None:

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shardprep import fs, naming
@@ -44,9 +44,9 @@ class Meter:
     first_step_s: float | None = None
     first_loss: float | None = None
     final_loss: float | None = None
-    correct: int = 0
-    scored: int = 0
-    accuracy: float | None = None  # set when accuracy comes from elsewhere (Keras fit)
+    # name -> [correct, scored] over the current epoch (trainer.objective: "accuracy", "masked_lm_accuracy", ...)
+    scores: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    fit_scores: dict[str, float] = dataclasses.field(default_factory=dict)  # the accuracies as Keras fit reports them
 
     def record(
         self,
@@ -56,11 +56,14 @@ class Meter:
         loss: float,
         replica_examples: Sequence[int] | None,
         correct: int | None = None,
+        scores: Mapping[str, tuple[float, float]] | None = None,
         floor_s: float | None = None,
     ) -> None:
         """One step: the time to get its batch and the whole step time (None: not measurable),
         and the examples each local replica received (None: counted elsewhere). ``floor_s``: the floor
-        probe's ``next()``, timed just before this step's; that one then came warm and is left out."""
+        probe's ``next()``, timed just before this step's; that one then came warm and is left out.
+        ``scores``: ``{name: (correct, scored)}`` of this step; ``correct``: the same for ``accuracy``
+        over the step's examples."""
         self.steps += 1
         if replica_examples is not None:
             self.add_counts(
@@ -69,8 +72,11 @@ class Meter:
                 empty=sum(1 for n in replica_examples if n == 0),
             )
             if correct is not None:
-                self.correct += correct
-                self.scored += sum(replica_examples)
+                scores = {"accuracy": (correct, sum(replica_examples))}
+        for name, (right, scored) in (scores or {}).items():
+            total = self.scores.setdefault(name, [0.0, 0.0])
+            total[0] += right
+            total[1] += scored
         if self.first_loss is None:
             self.first_loss = loss
         self.final_loss = loss
@@ -95,7 +101,7 @@ class Meter:
         self.empty_replica_steps += empty
 
     def reset_accuracy(self) -> None:
-        self.correct = self.scored = 0
+        self.scores.clear()
 
     @property
     def step_time_mean_s(self) -> float | None:
@@ -126,10 +132,10 @@ class Meter:
             "allreduce_s": _round(allreduce_s, 6),
             "allreduce_fraction": _round(fraction),
         }
-        if self.accuracy is not None:
-            out["accuracy"] = _round(self.accuracy)
-        elif self.scored:
-            out["accuracy"] = _round(self.correct / self.scored)
+        for name, (right, scored) in sorted(self.scores.items()):
+            if scored:
+                out[name] = _round(right / scored)
+        out.update({name: _round(value) for name, value in self.fit_scores.items()})
         # Only over enough timed steps: a short run's mean step time says too little to call it communication bound.
         if fraction is not None and fraction > ALLREDUCE_WARN_FRACTION and self.timed_steps >= ALLREDUCE_WARN_MIN_STEPS:
             log.warning(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from shardprep import fs, manifest, naming, planning
 from shardprep.schema import FeatureSpec, schema_from_json
+from trainer.bert_task import BertTask
 from trainer.errors import TrainerError
 
 __all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "verify_records"]
@@ -43,6 +44,8 @@ class InputPlan:
     statistics: Mapping[str, dict] = dataclasses.field(default_factory=dict)  # feature -> the manifest's stats of the split
     num_classes: int | None = None  # set by trainer.job (trainer.labels); None: the session decides from the label's dtype
     label_vocabulary: tuple[str, ...] = ()  # a string label's values: id = position (trainer.labels)
+    targets: tuple[str, ...] = ()  # features scored beside the label (BERT's masked_lm_ids ...): labels become a dict
+    bert: BertTask | None = None  # --model bert: the encoder and its task (trainer.bert_task)
 
     def __post_init__(self) -> None:
         if not 1 <= self.steps_per_epoch <= self.full_steps_per_epoch:
@@ -95,8 +98,11 @@ def plan_input(
     steps_cap: int | None = None,
     data_manifest: manifest.Manifest | None = None,
     check_files: bool = True,
+    targets: Sequence[str] = (),
 ) -> InputPlan:
-    """Plans the input of every worker, refusing a data set that cannot feed the job."""
+    """Plans the input of every worker, refusing a data set that cannot feed the job.
+
+    ``targets``: features the objective scores beside ``label`` (``InputPlan.targets``)."""
     m = data_manifest if data_manifest is not None else manifest.load(root)
     problems = manifest.problems(m)
     if problems:
@@ -110,7 +116,7 @@ def plan_input(
     if label not in features:
         raise DataSetError(f"--label {label!r} is not a feature of the data set at {root} (features: {known})")
     label_spec = features[label]
-    if label_spec.shape != ():
+    if label_spec.shape not in ((), (1,)):  # [1]: one value per record, as BERT's label_ids (read as a scalar)
         raise DataSetError(
             f"--label {label!r} is {label_spec.dtype} of shape {list(label_spec.shape)}: expected a scalar int64 "
             f"(class id), string (class name, through the manifest's statistics) or float32 (regression target)"
@@ -121,7 +127,7 @@ def plan_input(
             f"`shardprep.run ... --required {label} --max-bad-records {label_spec.missing}` so that rows without a "
             "label become dead letters"
         )
-    missing = [f for f in inputs if f not in features]
+    missing = [f for f in (*inputs, *targets) if f not in features]
     if missing:
         raise DataSetError(f"feature(s) {', '.join(map(repr, missing))} not in the data set at {root} (features: {known})")
     if not inputs:
@@ -150,8 +156,9 @@ def plan_input(
         shards=tuple(shards),
         shard_urls=tuple(naming.join(root, s.path) for s in shards),
         worker_plan=worker_plan,
-        feature_spec={name: features[name] for name in (*inputs, label)},
+        feature_spec={name: features[name] for name in (*inputs, *targets, label)},
         inputs=tuple(inputs),
+        targets=tuple(targets),
         label=label,
         per_worker_batch=per_worker_batch,
         steps_per_epoch=min(full_steps, steps_cap) if steps_cap else full_steps,

@@ -19,6 +19,8 @@ _COLUMNS = (
     ("input_wait", "input_wait_fraction"), ("wait_floor", "input_wait_floor_fraction"), ("allreduce", "allreduce_fraction"),
 )
 
+_BERT_COLUMNS = (("mlm_accuracy", "masked_lm_accuracy"), ("nsp_accuracy", "next_sentence_accuracy"))
+
 
 def read_summaries(model_dir: str, workers: int) -> list[dict[str, Any]]:
     """Every worker's summary, in worker order."""
@@ -30,11 +32,14 @@ def read_summaries(model_dir: str, workers: int) -> list[dict[str, Any]]:
 
 
 def print_table(summaries: Sequence[dict[str, Any]]) -> None:
-    head = ["worker", "mode", "steps", "examples", "empty_replica_steps", *(name for name, _ in _COLUMNS)]
+    columns = [c for c in _COLUMNS if c[0] != "accuracy" or not any(k in s for s in summaries for _, k in _BERT_COLUMNS)]
+    at = [name for name, _ in columns].index("final_loss") + 1  # BERT pre-training: its two accuracies instead
+    columns[at:at] = [c for c in _BERT_COLUMNS if any(c[1] in s for s in summaries)]
+    head = ["worker", "mode", "steps", "examples", "empty_replica_steps", *(name for name, _ in columns)]
     rows = [head]
     for s in summaries:
         rows.append([str(s["worker"]), s["data_mode"], str(s["steps"]), str(s["examples"]), str(s["empty_replica_steps"])]
-                    + [_fmt(s.get(key)) for _, key in _COLUMNS])
+                    + [_fmt(s.get(key)) for _, key in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
@@ -49,6 +54,9 @@ def eval_line(summary: dict[str, Any]) -> str | None:
         line += f", accuracy {summary['eval_accuracy']:.4f}"
         if summary.get("eval_unseen_labels"):
             line += f" ({summary['eval_unseen_labels']} records with labels unseen in training, not scored)"
+    for key in ("eval_masked_lm_accuracy", "eval_next_sentence_accuracy"):  # BERT pre-training
+        if summary.get(key) is not None:
+            line += f", {key[5:].replace('_', ' ').replace('masked lm', 'masked-LM').replace('next sentence', 'next-sentence')} {summary[key]:.4f}"
     if summary.get("eval_mse") is not None:
         line += f", mse {summary['eval_mse']:.6g} (baseline predicting the mean: {summary['eval_baseline_mse']:.6g})"
     return line

@@ -17,6 +17,7 @@ import tensorflow as tf
 from trainer import metrics, models, staging, strategy
 from trainer.cluster import ClusterInfo
 from trainer.config import TrainConfig
+from trainer.objective import BertPretraining, Classification, Objective, objective_for
 from trainer.preflight import InputPlan
 
 __all__ = ["Session", "open_session", "write_job_summary"]
@@ -39,6 +40,7 @@ class Session(NamedTuple):
     learning_rate: float
     classification: bool
     allreduce_s: float
+    objective: Objective  # the loss and the accuracies counted (trainer.objective)
 
     @property
     def worker(self) -> int:
@@ -75,14 +77,18 @@ def open_session(
     learning_rate = config.learning_rate * (strat.num_replicas_in_sync if config.scale_lr else 1)
     classification = plan.feature_spec[config.label].dtype != "float32"
     num_classes = plan.num_classes or max(config.num_classes or 2, len(plan.feature_spec[config.label].names))
+    objective = objective_for(classification)
     with strat.scope():
-        model = models.build_model(
-            config.model,
-            features={name: plan.feature_spec[name] for name in plan.inputs},
-            label=config.label,
-            num_classes=num_classes if classification else None,
-            statistics=plan.statistics,
-        )
+        if plan.bert is not None:
+            model, objective = _bert_model(plan)
+        else:
+            model = models.build_model(
+                config.model,
+                features={name: plan.feature_spec[name] for name in plan.inputs},
+                label=config.label,
+                num_classes=num_classes if classification else None,
+                statistics=plan.statistics,
+            )
         optimizer = keras.optimizers.Adam(learning_rate)
         if loss_scale:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -95,8 +101,22 @@ def open_session(
     log.info("one all-reduce of the %d gradient tensors takes %.2f ms", len(model.trainable_variables), 1e3 * allreduce_s)
     return Session(
         config, cluster, plan, eval_plan, strat, model, optimizer, policy, loss_scale, learning_rate, classification,
-        allreduce_s,
+        allreduce_s, objective,
     )
+
+
+def _bert_model(plan: InputPlan) -> tuple[keras.Model, Objective]:
+    """``--model bert``: the model of the plan's task, its encoder restored for ``--init-from``."""
+    from trainer import bert
+
+    task = plan.bert
+    assert task is not None
+    spec = plan.feature_spec
+    model = bert.build_bert(task, sequence_length=spec["input_ids"].shape[0],
+                            predictions=spec["masked_lm_positions"].shape[0] if task.pretraining else 0)
+    if task.init_from:
+        bert.restore_encoder(model, task)
+    return model, BertPretraining() if task.pretraining else Classification()
 
 
 def write_job_summary(

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from shardprep import cli
 from shardprep.errors import RunError
 from trainer import defaults
+from trainer.bert_task import BERT_SIZES
 from trainer.cluster import parse_tf_config
 from trainer.config import AUTO, COMMUNICATIONS, EXPORTS, LOOPS, PRECISIONS, TrainConfig
 
@@ -32,10 +33,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
     p.add_argument("--split", default="train", help="split to train on (default: train)")
     p.add_argument("--model", default=AUTO,
-                   help="mlp, text, image (a residual CNN over image/encoded), or module:function returning a keras.Model "
+                   help="mlp, text, image (a residual CNN over image/encoded), bert (on shardprep.run --task bert-pretraining "
+                        "or text-classification shards), or module:function returning a keras.Model "
                         "(default: image when the data set has image/encoded, else mlp)")
-    p.add_argument("--label", required=True,
-                   help="feature to predict: int64 = class id, string = class name (needs --statistics), float32 = regression")
+    p.add_argument("--label", default="",
+                   help="feature to predict: int64 = class id, string = class name (needs --statistics), float32 = regression "
+                        "(required, except for --model bert, which takes it from the data set's text task)")
     p.add_argument("--features", default="", help="comma-separated input features (default: all the model can use, "
                                                   "less identifier-like string columns)")
     p.add_argument("--exclude-features", default="", help="comma-separated features to leave out of the default ones")
@@ -45,6 +48,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="classes of the label (default: its class names or string values, else max(label)+1 from the "
                         "manifest's statistics, else 2)")
     p.add_argument("--image-size", type=int, default=64, help="--model image: square input size in pixels (default: 64)")
+    p.add_argument("--bert-size", choices=tuple(BERT_SIZES),
+                   help="--model bert: tiny (2 layers, hidden 128), mini (4, 256), small (4, 512) or base (12, 768), built "
+                        "from a configuration (default: the --init-from run's, else mini)")
+    p.add_argument("--init-from", metavar="DIR",
+                   help="--model bert on text-classification shards: start the encoder from the latest checkpoint of the "
+                        "pre-training run whose --model-dir is DIR")
     batch = p.add_mutually_exclusive_group()
     batch.add_argument("--per-replica-batch", type=int,
                        help="examples per replica per step (default: from the data set's size, trainer.defaults)")
@@ -110,6 +119,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         record_ids=args.debug_record_ids,
         verify_records=args.verify_records,
         image_size=args.image_size,
+        bert_size=args.bert_size,
+        init_from=args.init_from,
     )
 
 
