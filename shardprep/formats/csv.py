@@ -17,6 +17,7 @@ read in bounded memory), ``gzip_truncated`` and ``gzip_invalid``.
 from __future__ import annotations
 
 import csv
+import collections
 import dataclasses
 import io
 import itertools
@@ -122,7 +123,7 @@ def read_header(file: InputFile) -> tuple[str, ...]:
         raise InputError(f"{file.url!r}: {where} {names!r} has no name for column(s) "
                          f"{', '.join(empty)}: every column needs a name (the first line is the header)"
                          f"{hint if data_first else ''}")
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, n in collections.Counter(names).items() if n > 1)
     if repeated:
         raise InputError(f"{file.url!r}: {where} repeats column name(s) {', '.join(map(repr, repeated[:10]))}"
                          f"{' ...' if len(repeated) > 10 else ''}: every column needs its own name; "
