@@ -142,6 +142,23 @@ def _int_pieces(name: str, values: np.ndarray) -> tuple[Pieces, Pieces]:
     return _by_length(name, "int64", sizes), varints
 
 
+def _int_run(names: list[str], columns: Mapping[str, Any], n: int) -> Pieces:
+    """One piece per record for a run of int64 features, built for all their cells at once (a wide
+    table's 50,000 columns are not 50,000 rounds of numpy calls): each cell is its feature's entry
+    prefix for its varint's length, then the varint, the cells of a record side by side."""
+    k = len(names)
+    values = np.empty((n, k), dtype=np.int64)  # row-major: a record's cells side by side
+    for j, name in enumerate(names):
+        values[:, j] = columns[name]
+    matrix, sizes = _varints(values.reshape(-1))
+    keys = np.tile(np.arange(0, 11 * k, 11, dtype=np.int64), n) + sizes  # (feature, varint length) per cell
+    unique, inverse = np.unique(keys, return_inverse=True)
+    prefixes = _table([scalar_entry_prefix(names[key // 11], "int64", key % 11) for key in unique.tolist()], inverse)
+    cells = native.interleave([prefixes, (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)])
+    lengths = (prefixes[2] + sizes).reshape(n, k).sum(axis=1)
+    return bytes(cells), np.cumsum(lengths) - lengths, lengths
+
+
 def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces, Pieces]:
     """Two pieces per record: the entry prefix for the value's length, then the value."""
     offsets, data = column
@@ -185,15 +202,35 @@ def _rows(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
+# Rows up to which a run of consecutive int64 features (in name order) is encoded as one run:
+# numpy's cost per call outweighs the run's gather of its cells in short batches (a wide table's
+# 50,000 columns x 20 rows: 2.0 -> 0.1 s); in long ones feature by feature is faster.
+_INT_RUN_ROWS = 128
+
+
+def _runs(schema: Schema) -> list[tuple[str, list[str]]]:
+    """``wire.scalar_runs`` with each run of consecutive int64 features one group as well."""
+    runs: list[tuple[str, list[str]]] = []
+    for dtype, run in scalar_runs(schema):
+        if dtype == "int64" and runs and runs[-1][0] == "int64":
+            runs[-1][1].extend(run)
+        else:
+            runs.append((dtype, list(run)))
+    return runs
+
+
 def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     if not n:
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[Pieces] = []
-    for dtype, run in scalar_runs(schema):
+    for dtype, run in _runs(schema):
         if dtype == "float32":
             pieces.append(_float_run(run, columns, n)[0])
         elif dtype == "int64":
-            pieces += _int_pieces(run[0], columns[run[0]])
+            if n > _INT_RUN_ROWS:
+                pieces += [piece for name in run for piece in _int_pieces(name, columns[name])]
+            else:
+                pieces.append(_int_run(run, columns, n))
         else:
             pieces += _string_pieces(run[0], columns[run[0]])
     body = np.zeros(n, dtype=np.int64)

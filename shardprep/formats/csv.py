@@ -16,8 +16,8 @@ read in bounded memory), ``gzip_truncated`` and ``gzip_invalid``.
 """
 from __future__ import annotations
 
-import csv
 import collections
+import csv
 import dataclasses
 import io
 import itertools
