@@ -186,6 +186,8 @@ def load_schema(url: str) -> Schema:
 
 def _text_kind(value: str) -> str | None:
     """``"int"``, ``"bigint"``, ``"float"``, ``"string"`` or ``None`` (empty) for one CSV value."""
+    if len(value) < 19 and value.isascii() and value.isdigit():  # plain digits below 10**18: no int() parse
+        return "int"
     s = value.strip()
     if not s:
         return None

@@ -89,10 +89,20 @@ def _tree(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return root
 
 
-def _dict_json(tree: dict[str, Any]) -> dict[str, Any]:
+def _dict_json(tree: dict[str, Any], leaves: dict[tuple[str, bool], dict] | None = None) -> dict[str, Any]:
+    """The FeaturesDict of ``tree``; ``leaves``: the leaf of each distinct spec, made once (a wide
+    table's 50,000 specs are a few distinct ones) and shared, as json writes each one in full."""
+    leaves = {} if leaves is None else leaves
     out = {}
     for key, node in tree.items():
-        out[key] = _leaf(*node["__leaf__"]) if "__leaf__" in node else _dict_json(node)
+        if "__leaf__" not in node:
+            out[key] = _dict_json(node, leaves)
+            continue
+        name, spec = node["__leaf__"]
+        memo = (repr(spec), tuple(name.split("/")[-2:]) == IMAGE_SUFFIX)  # what _leaf reads of the name
+        if memo not in leaves:
+            leaves[memo] = _leaf(name, spec)
+        out[key] = leaves[memo]
     return {"pythonClassName": _DICT, "featuresDict": {"features": out}}
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from shardprep import native, tfrecord
-from shardprep.example.wire import scalar_entry_prefix, scalar_runs
+from shardprep.example.wire import int_prefix, scalar_entry_prefix, scalar_runs, varint
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
-__all__ = ["encode_framed", "framed_batches", "from_rows", "supports"]
+__all__ = ["encode_framed", "framed_batches", "from_rows", "supports", "utf8_column"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -64,7 +64,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
             elif spec.dtype == "int64" and types == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
                 out[name] = np.array(values, dtype=np.int64)
             elif spec.dtype == "string" and types == {str}:
-                out[name] = _utf8_column(values)
+                out[name] = utf8_column(values)
             else:
                 return None
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
@@ -72,7 +72,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     return out
 
 
-def _utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
+def utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
     """A string column's (offsets, data): one encode for the whole column, lengths from the values when ASCII."""
     text = "".join(values)
     data = text.encode("utf-8")
@@ -153,7 +153,12 @@ def _int_run(names: list[str], columns: Mapping[str, Any], n: int) -> Pieces:
     matrix, sizes = _varints(values.reshape(-1))
     keys = np.tile(np.arange(0, 11 * k, 11, dtype=np.int64), n) + sizes  # (feature, varint length) per cell
     unique, inverse = np.unique(keys, return_inverse=True)
-    prefixes = _table([scalar_entry_prefix(names[key // 11], "int64", key % 11) for key in unique.tolist()], inverse)
+    kvs: dict[int, bytes] = {}  # a feature's entry bytes up to its Feature's length, made once
+    for j in (unique // 11).tolist():
+        if j not in kvs:
+            key = names[j].encode("utf-8")
+            kvs[j] = b"\x0a" + varint(len(key)) + key + b"\x12"
+    prefixes = _table([int_prefix(kvs[key // 11], key % 11) for key in unique.tolist()], inverse)
     cells = native.interleave([prefixes, (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)])
     lengths = (prefixes[2] + sizes).reshape(n, k).sum(axis=1)
     return bytes(cells), np.cumsum(lengths) - lengths, lengths

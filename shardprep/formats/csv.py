@@ -77,9 +77,11 @@ class CsvFormat(Format):
         return usable(unit, schema, extra_fields)
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
-        from shardprep.formats.csv_arrow import framed_batches
+        from shardprep.formats import csv_arrow, csv_wide
 
-        return framed_batches(unit, schema, extra_fields)
+        if len(unit.columns) > csv_wide.WIDE_COLUMNS:  # pyarrow's reader costs ~10 KB and 40 us a column
+            return csv_wide.framed_batches(unit, schema, read_csv(unit, lists=True))
+        return csv_arrow.framed_batches(unit, schema, extra_fields)
 
 
 def dialect_of(file: InputFile) -> CsvDialect:
@@ -264,10 +266,11 @@ def _text(lines: list) -> str:
     return b"".join(raw for _, raw, _ in lines).decode("utf-8", "replace").rstrip("\r\n")
 
 
-def read_csv(unit: WorkUnit) -> Iterator[Record]:
+def read_csv(unit: WorkUnit, *, lists: bool = False) -> Iterator[Record]:
     """(position, row) or (position, Bad) per record of ``unit``; a header row (unit start 0) is skipped.
 
-    A field equal to one of the dialect's null values is ``None`` in the row.
+    A field equal to one of the dialect's null values is ``None`` in the row. A row is a dict by
+    column name, or (``lists``) the list of its fields in the columns' order.
     """
     columns = unit.columns
     dialect = dialect_of(unit.file)
@@ -304,6 +307,8 @@ def read_csv(unit: WorkUnit) -> Iterator[Record]:
                 yield position, Bad(position, "csv_columns", f"line {position} has {len(row)} fields, expected {len(columns)} "
                                     f"({', '.join(columns[:10])}{', ...' if len(columns) > 10 else ''})", _text(lines))
             elif nulls.isdisjoint(row):
-                yield position, dict(zip(columns, row))
+                yield position, row if lists else dict(zip(columns, row))
+            elif lists:
+                yield position, [None if v in nulls else v for v in row]
             else:
                 yield position, {c: None if v in nulls else v for c, v in zip(columns, row)}
