@@ -41,7 +41,8 @@ from shardprep.summary import print_summary
 from shardprep.text import launch as text_launch
 
 log = logging.getLogger("shardprep")
-AUTO_STATISTICS_MB = 32  # --statistics auto: computed for tabular inputs up to this size
+AUTO_STATISTICS_MB = 32  # --statistics auto: computed for tabular inputs up to this size ...
+AUTO_STATISTICS_FEATURES = 1000  # ... and this many features (each costs ~0.3 ms and ~630 manifest bytes a split)
 
 EPILOG = """\
 examples:
@@ -106,8 +107,8 @@ def parser() -> argparse.ArgumentParser:
                      help="per split and feature statistics in the manifest (count, missing, zeros, min/max/mean/std, "
                      "quantiles and histograms, list lengths, string lengths, distinct and most frequent values: the "
                      "trainer's normalisation and label vocabulary, and python -m shardprep.report); they decode "
-                     f"every record again, so auto = on for tabular inputs up to {AUTO_STATISTICS_MB} MB "
-                     "(default: %(default)s)")
+                     f"every record again, so auto = on for tabular inputs up to {AUTO_STATISTICS_MB} MB and "
+                     f"{AUTO_STATISTICS_FEATURES:,} features (default: %(default)s)")
     tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
                      help="most frequent values per string feature and split in the manifest's statistics "
                      "(default: %(default)s)")
@@ -267,7 +268,7 @@ def _main(argv: Sequence[str] | None) -> int:
         tfds_features=tfds_input.output_features(files, args.schema),
         on_missing=args.on_missing,
         required=_names(args.required, "--required"),
-        statistics=False if args.task else _statistics(args.statistics, files),
+        statistics=False if args.task else _statistics(args.statistics, files, len(features)),
         stats_top_k=args.stats_top_k,
         spill_in_place=in_place,
     )
@@ -331,13 +332,18 @@ def _finish(cfg: config.ReshardConfig) -> int:
     return 0
 
 
-def _statistics(choice: str, files: Sequence[formats.InputFile]) -> bool:
-    """Whether to compute statistics: as asked, or (auto) for tabular inputs small enough that they cost little."""
+def _statistics(choice: str, files: Sequence[formats.InputFile], features: int) -> bool:
+    """Whether to compute statistics: as asked, or (auto) for tabular inputs small and narrow enough
+    that they cost little (a wide table's statistics cost far more than its cells: docs/design.md)."""
     if choice != "auto":
         return choice == "on"
     if not formats.statistics_by_default(files):
         log.info("statistics off (--statistics auto: off for %s input; --statistics on computes them)",
                  " and ".join(sorted({f.format for f in files})))
+        return False
+    if features > AUTO_STATISTICS_FEATURES:
+        log.info("statistics off (--statistics auto: off past %s features; this input has %s; --statistics on "
+                 "computes them)", f"{AUTO_STATISTICS_FEATURES:,}", f"{features:,}")
         return False
     size = sum(f.size for f in files)
     on = size <= AUTO_STATISTICS_MB * 1024 * 1024
