@@ -77,11 +77,12 @@ class CsvFormat(Format):
         return usable(unit, schema, extra_fields)
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
-        from shardprep.formats import csv_arrow, csv_wide
+        from shardprep.formats.csv_arrow import framed_batches
+        from shardprep.formats.csv_wide import WIDE_COLUMNS, wide_batches
 
-        if len(unit.columns) > csv_wide.WIDE_COLUMNS:  # pyarrow's reader costs ~10 KB and 40 us a column
-            return csv_wide.framed_batches(unit, schema, read_csv(unit, lists=True))
-        return csv_arrow.framed_batches(unit, schema, extra_fields)
+        if len(unit.columns) > WIDE_COLUMNS:  # pyarrow's reader costs ~10 KB and 40 us a column
+            return wide_batches(unit, schema, read_csv(unit, lists=True))
+        return framed_batches(unit, schema, extra_fields)
 
 
 def dialect_of(file: InputFile) -> CsvDialect:

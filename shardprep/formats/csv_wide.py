@@ -24,14 +24,14 @@ from shardprep.formats.csv_arrow import numbers
 from shardprep.schema import Schema
 from shardprep.tfrecord import FramedBatch
 
-__all__ = ["BATCH_CELLS", "WIDE_COLUMNS", "framed_batches"]
+__all__ = ["BATCH_CELLS", "WIDE_COLUMNS", "wide_batches"]
 
 WIDE_COLUMNS = 2000  # more columns than this: this path, not pyarrow's reader (20 MB per reader at this width)
 BATCH_CELLS = 1 << 20  # cells turned into columns at once (~60 bytes each as Python text): per batch, the
 # encoder costs ~10 us a column, a small share of the column's >= 1M / columns cells
 
 
-def framed_batches(unit: WorkUnit, schema: Schema, records: Iterator[Record]) -> Iterator[FramedBatch]:
+def wide_batches(unit: WorkUnit, schema: Schema, records: Iterator[Record]) -> Iterator[FramedBatch]:
     """Framed records of ``unit``'s rows (``records``: ``read_csv(unit, lists=True)``) in file order."""
     index = {name: i for i, name in enumerate(unit.columns)}
     picks = [(name, index[name]) for name in schema]  # usable(): every feature is a column
