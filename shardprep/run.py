@@ -41,6 +41,7 @@ from shardprep.summary import print_summary
 from shardprep.text import launch as text_launch
 
 log = logging.getLogger("shardprep")
+AUTO_STATISTICS_FEATURES = 1000  # --statistics auto: computed up to this many features (each costs ~0.3 ms and ~630 manifest bytes a split)
 
 EPILOG = """\
 examples:
@@ -105,7 +106,8 @@ def parser() -> argparse.ArgumentParser:
                      help="per split and feature statistics in the manifest (count, missing, zeros, min/max/mean/std, "
                      "quantiles and histograms, list lengths, string lengths, distinct and most frequent values: the "
                      "trainer's normalisation and label vocabulary, and python -m shardprep.report), computed from the "
-                     "columns as they are read; auto = on (off for --task text runs) (default: %(default)s)")
+                     f"columns as they are read; auto = on (off for --task text runs and past {AUTO_STATISTICS_FEATURES:,} "
+                     "features) (default: %(default)s)")
     tab.add_argument("--stats-top-k", type=int, default=1000, metavar="K",
                      help="most frequent values per string feature and split in the manifest's statistics "
                      "(default: %(default)s)")
@@ -264,7 +266,7 @@ def _main(argv: Sequence[str] | None) -> int:
         tfds_features=tfds_input.output_features(files, args.schema),
         on_missing=args.on_missing,
         required=_names(args.required, "--required"),
-        statistics=not args.task and args.statistics != "off",  # auto: on at every size (shardprep.stats)
+        statistics=False if args.task else _statistics(args.statistics, len(features)),
         stats_top_k=args.stats_top_k,
         spill_in_place=in_place,
     )
@@ -326,6 +328,18 @@ def _finish(cfg: config.ReshardConfig) -> int:
             manifest.write_run_copy(cfg.output, cfg.run_id, result)
     print_summary(cfg.output, result)
     return 0
+
+
+def _statistics(choice: str, features: int) -> bool:
+    """Whether to compute statistics: as asked, or (auto) on unless the table is wider than
+    ``AUTO_STATISTICS_FEATURES`` (a wide table's statistics cost more than its cells: docs/design.md)."""
+    if choice != "auto":
+        return choice == "on"
+    if features > AUTO_STATISTICS_FEATURES:
+        log.info("statistics off (--statistics auto: off past %s features; this input has %s; --statistics on "
+                 "computes them)", f"{AUTO_STATISTICS_FEATURES:,}", f"{features:,}")
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -135,13 +135,18 @@ def schema_from_json(doc: Any) -> Schema:
     if not doc:
         raise SchemaError("the schema defines no features: expected at least one feature")
     schema: Schema = {}
+    parsed: dict[str, FeatureSpec] = {}  # by the spec's repr: a wide table's 50,000 specs are a few distinct ones
     for name in sorted(doc, key=str):
         if not isinstance(name, str) or not name or not _is_utf8(name):
             raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string (of UTF-8 text)")
-        try:
-            schema[name] = FeatureSpec.from_json(doc[name])
-        except SchemaError as e:
-            raise SchemaError(f"feature {name!r}: {e}") from None
+        spec = doc[name]
+        key = repr(spec)  # equal reprs of JSON values: equal values of equal types, so one FeatureSpec serves
+        if key not in parsed:
+            try:
+                parsed[key] = FeatureSpec.from_json(spec)
+            except SchemaError as e:
+                raise SchemaError(f"feature {name!r}: {e}") from None
+        schema[name] = parsed[key]
     return schema
 
 
@@ -181,6 +186,8 @@ def load_schema(url: str) -> Schema:
 
 def _text_kind(value: str) -> str | None:
     """``"int"``, ``"bigint"``, ``"float"``, ``"string"`` or ``None`` (empty) for one CSV value."""
+    if len(value) < 19 and value.isascii() and value.isdigit():  # plain digits below 10**18: no int() parse
+        return "int"
     s = value.strip()
     if not s:
         return None

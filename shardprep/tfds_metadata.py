@@ -27,7 +27,6 @@ the manifest still names.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Iterator, Mapping
@@ -90,10 +89,20 @@ def _tree(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return root
 
 
-def _dict_json(tree: dict[str, Any]) -> dict[str, Any]:
+def _dict_json(tree: dict[str, Any], leaves: dict[tuple[str, bool], dict] | None = None) -> dict[str, Any]:
+    """The FeaturesDict of ``tree``; ``leaves``: the leaf of each distinct spec, made once (a wide
+    table's 50,000 specs are a few distinct ones) and shared, as json writes each one in full."""
+    leaves = {} if leaves is None else leaves
     out = {}
     for key, node in tree.items():
-        out[key] = _leaf(*node["__leaf__"]) if "__leaf__" in node else _dict_json(node)
+        if "__leaf__" not in node:
+            out[key] = _dict_json(node, leaves)
+            continue
+        name, spec = node["__leaf__"]
+        memo = (repr(spec), tuple(name.split("/")[-2:]) == IMAGE_SUFFIX)  # what _leaf reads of the name
+        if memo not in leaves:
+            leaves[memo] = _leaf(name, spec)
+        out[key] = leaves[memo]
     return {"pythonClassName": _DICT, "featuresDict": {"features": out}}
 
 
@@ -144,8 +153,9 @@ def dataset_info_json(result: manifest.Manifest, *, name: str) -> dict[str, Any]
     }
 
 
-def _dump(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, indent=4, sort_keys=True).encode()  # byte for byte as TFDS writes its own
+def _dump(doc: dict[str, Any], features: int) -> bytes:
+    # byte for byte as TFDS writes its own; compact for a wide table (manifest.INDENT_MAX_FEATURES)
+    return manifest.json_bytes(doc, features=features, indent=4, sort_keys=True)
 
 
 def write(root: str, result: manifest.Manifest, *, features: Mapping[str, Any] | None = None) -> bool:
@@ -158,9 +168,10 @@ def write(root: str, result: manifest.Manifest, *, features: Mapping[str, Any] |
         if result.compression != "none":
             raise Untranslatable(f"its shards are {result.compression}-compressed and TFDS reads only uncompressed "
                                  "TFRecord; re-shard with --compression none for TFDS")
-        files = {naming.TFDS_FEATURES: _dump(dict(features) if features else features_json(result.features)),
+        width = len(result.features)
+        files = {naming.TFDS_FEATURES: _dump(dict(features) if features else features_json(result.features), width),
                  **{k: v.encode() for k, v in label_files(result.features).items()},
-                 naming.TFDS_INFO: _dump(dataset_info_json(result, name=_dataset_name(root)))}
+                 naming.TFDS_INFO: _dump(dataset_info_json(result, name=_dataset_name(root)), 0)}
     except Untranslatable as e:
         log.info("no TFDS metadata for %s: %s", root, e)
         for stale in (naming.TFDS_INFO, naming.TFDS_FEATURES):

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from shardprep import native, tfrecord
-from shardprep.example.wire import scalar_entry_prefix, scalar_runs
+from shardprep.example.wire import int_prefix, scalar_entry_prefix, scalar_runs, varint
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
-__all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports"]
+__all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports", "utf8_column"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -64,7 +64,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
             elif spec.dtype == "int64" and types == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
                 out[name] = np.array(values, dtype=np.int64)
             elif spec.dtype == "string" and types == {str}:
-                out[name] = _utf8_column(values)
+                out[name] = utf8_column(values)
             else:
                 return None
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
@@ -72,7 +72,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     return out
 
 
-def _utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
+def utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
     """A string column's (offsets, data): one encode for the whole column, lengths from the values when ASCII."""
     text = "".join(values)
     data = text.encode("utf-8")
@@ -142,6 +142,28 @@ def _int_pieces(name: str, values: np.ndarray) -> tuple[Pieces, Pieces]:
     return _by_length(name, "int64", sizes), varints
 
 
+def _int_run(names: list[str], columns: Mapping[str, Any], n: int) -> Pieces:
+    """One piece per record for a run of int64 features, built for all their cells at once (a wide
+    table's 50,000 columns are not 50,000 rounds of numpy calls): each cell is its feature's entry
+    prefix for its varint's length, then the varint, the cells of a record side by side."""
+    k = len(names)
+    values = np.empty((n, k), dtype=np.int64)  # row-major: a record's cells side by side
+    for j, name in enumerate(names):
+        values[:, j] = columns[name]
+    matrix, sizes = _varints(values.reshape(-1))
+    keys = np.tile(np.arange(0, 11 * k, 11, dtype=np.int64), n) + sizes  # (feature, varint length) per cell
+    unique, inverse = np.unique(keys, return_inverse=True)
+    kvs: dict[int, bytes] = {}  # a feature's entry bytes up to its Feature's length, made once
+    for j in (unique // 11).tolist():
+        if j not in kvs:
+            key = names[j].encode("utf-8")
+            kvs[j] = b"\x0a" + varint(len(key)) + key + b"\x12"
+    prefixes = _table([int_prefix(kvs[key // 11], key % 11) for key in unique.tolist()], inverse)
+    cells = native.interleave([prefixes, (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)])
+    lengths = (prefixes[2] + sizes).reshape(n, k).sum(axis=1)
+    return bytes(cells), np.cumsum(lengths) - lengths, lengths
+
+
 def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces, Pieces]:
     """Two pieces per record: the entry prefix for the value's length, then the value."""
     offsets, data = column
@@ -197,15 +219,35 @@ def _rows(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
+# Rows up to which a run of consecutive int64 features (in name order) is encoded as one run:
+# numpy's cost per call outweighs the run's gather of its cells in short batches (a wide table's
+# 50,000 columns x 20 rows: 2.0 -> 0.1 s); in long ones feature by feature is faster.
+_INT_RUN_ROWS = 128
+
+
+def _runs(schema: Schema) -> list[tuple[str, list[str]]]:
+    """``wire.scalar_runs`` with each run of consecutive int64 features one group as well."""
+    runs: list[tuple[str, list[str]]] = []
+    for dtype, run in scalar_runs(schema):
+        if dtype == "int64" and runs and runs[-1][0] == "int64":
+            runs[-1][1].extend(run)
+        else:
+            runs.append((dtype, list(run)))
+    return runs
+
+
 def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     if not n:
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[Pieces] = []
-    for dtype, run in scalar_runs(schema):
+    for dtype, run in _runs(schema):
         if dtype == "float32":
             pieces.append(_float_run(run, columns, n)[0])
         elif dtype == "int64":
-            pieces += _int_pieces(run[0], columns[run[0]])
+            if n > _INT_RUN_ROWS:
+                pieces += [piece for name in run for piece in _int_pieces(name, columns[name])]
+            else:
+                pieces.append(_int_run(run, columns, n))
         else:
             pieces += _string_pieces(run[0], columns[run[0]])
     body = np.zeros(n, dtype=np.int64)

@@ -7,6 +7,7 @@ into the same number (more than one) of fields, the most fields winning, ties in
 """
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import io
@@ -62,7 +63,7 @@ def parse_names(text: str, flag: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(","))
     if not all(names):
         raise ValueError(f"{flag} {text!r}: a name is empty; expected names separated by commas, e.g. a,b,c")
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = sorted(n for n, k in collections.Counter(names).items() if k > 1)
     if repeated:
         raise ValueError(f"{flag} {text!r}: {', '.join(repeated)} is given twice")
     return names

@@ -14,6 +14,7 @@ given, and the per-record path decides from there (dead letters).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import zlib
 from collections.abc import Iterator
@@ -108,7 +109,7 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     with contextlib.ExitStack() as stack:
         meta = _parquet_file(file, stack)
         names = meta.schema_arrow.names
-        if repeated := sorted({name for name in names if names.count(name) > 1}):  # a row dict would keep one
+        if repeated := sorted(n for n, k in collections.Counter(names).items() if k > 1):  # a row dict would keep one
             raise InputError(f"{file.url!r}: the Parquet schema repeats column name(s) {', '.join(map(repr, repeated))}: "
                              "every column needs its own name; rename them")
         for field in meta.schema_arrow:
