@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from benchmarks import harness, text_corpus
+from benchmarks import bert_pretraining, harness, text_corpus
 from shardprep.text.vocab import train_vocab, write_vocab
 
-tf = pytest.importorskip("tensorflow")
+pytest.importorskip("tensorflow")  # the contender's writer, and the reader of every output (in a process of its own)
 
 
 def _lines(paths):
@@ -38,8 +38,6 @@ def test_corpus_is_deterministic_and_in_bert_layout(tmp_path) -> None:
 
 
 def test_contender_writes_berts_features(tmp_path) -> None:
-    from tests.shardprep.text.test_pretraining import run_pretraining_features
-
     paths = text_corpus.generate(0.1, str(tmp_path / "corpus"), files=2)
     vocab = tmp_path / "vocab.txt"
     write_vocab(train_vocab(_lines(paths), 2000), vocab)
@@ -47,11 +45,32 @@ def test_contender_writes_berts_features(tmp_path) -> None:
     subprocess.run([sys.executable, "-m", "benchmarks.contenders.create_pretraining_data",
                     f"--input_file={','.join(paths)}", f"--output_file={out}", f"--vocab_file={vocab}",
                     "--dupe_factor=2"], check=True, cwd=harness.REPO, env=harness._env(), capture_output=True)
-    records = [r.numpy() for r in tf.data.TFRecordDataset(str(out))]
-    assert len(records) > 100
-    parsed = tf.io.parse_example(tf.constant(records), run_pretraining_features(tf, 128, 20))
-    lengths = parsed["input_mask"].numpy().sum(axis=1)
-    masked = parsed["masked_lm_weights"].numpy().sum(axis=1)
-    assert lengths.max() == 128 and lengths.min() >= 5
-    assert abs(masked.sum() / lengths.sum() - 0.15) < 0.01
-    assert 0.4 < parsed["next_sentence_labels"].numpy().mean() < 0.8
+    stats = bert_pretraining._statistics_apart([str(out)], 4)  # BERT's run_pretraining.py feature spec; [MASK] is 4
+    assert stats["instances"] > 100 and stats["full_length_share"] > 0.3
+    assert abs(stats["masked_share"] - 0.15) < 0.01 and abs(stats["masked_as_mask"] - 0.8) < 0.05
+    assert 0.4 < stats["random_next_share"] < 0.8
+
+
+def test_comparison_gives_the_ratios_and_outputs_that_agree() -> None:
+    # the whole benchmark, for real, at a tiny size: every contender, the goals' ratios, the statistics
+    result = bert_pretraining.compare(0.4, 1, dupe_factor=2, shards=2, vocab_size=2000, log=lambda _: None)
+    s = result["summary"]
+    assert list(s) == ["one_process", "contender", "all_cores", "two_at_once"]
+    assert not os.path.exists(bert_pretraining.WORK)
+    goals = {g["goal"].split(",")[0].split(" (")[0]: g for g in result["goals"]}
+    speed = goals["shardprep one process / create_pretraining_data.py"]
+    assert speed["value"] == pytest.approx(s["contender"]["wall_s"] / s["one_process"]["wall_s"], rel=0.01)
+    ceiling = goals["default"]
+    assert ceiling["value"] == pytest.approx(s["all_cores"]["mb_per_s"] / s["two_at_once"]["mb_per_s"], rel=0.01)
+    assert s["two_at_once"]["mb_per_s"] * s["two_at_once"]["wall_s"] == pytest.approx(2 * result["mb"], rel=0.05)
+    ours, bert = s["one_process"]["stats"], s["contender"]["stats"]
+    assert ours == s["all_cores"]["stats"] == s["two_at_once"]["stats"]  # the same instances on any worker count
+    assert ours["instances"] > 500 and abs(ours["instances"] - bert["instances"]) / bert["instances"] < 0.05
+    assert abs(ours["mean_length"] - bert["mean_length"]) / bert["mean_length"] < 0.04, (ours, bert)
+    assert abs(ours["masked_share"] - bert["masked_share"]) < 0.005 and abs(ours["masked_share"] - 0.15) < 0.01
+    assert abs(ours["random_next_share"] - bert["random_next_share"]) < 0.05, (ours, bert)
+    for stats in (ours, bert):  # 80% [MASK], 10% kept (plus random draws of the token itself), 10% random
+        assert abs(stats["masked_as_mask"] - 0.8) < 0.03 and abs(stats["masked_kept"] - 0.1) < 0.03, stats
+    # (>=: a child's peak RSS starts at its parent's, and another test of this process may hold TensorFlow)
+    assert s["contender"]["max_rss_mb"] >= s["one_process"]["max_rss_mb"]
+    assert bert_pretraining.table(result)[2].startswith("| shardprep, one process")
