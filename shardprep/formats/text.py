@@ -77,15 +77,37 @@ class TextFormat(Format):
                          "a blank line between documents) and --vocab FILE or --train-vocab SIZE")
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
-        from shardprep.text.pretraining import create_instances, instance_row, tokenize_document
+        from shardprep.text.pretraining import instance_row
         from shardprep.text.spec import CLASSIFICATION
-        from shardprep.text.store import entries
 
         spec: TextSpec = unit.file.text
-        vocab = _vocab(spec.vocab_url, spec.cased)
         if spec.task == CLASSIFICATION:
-            yield from self._classification(unit, spec, vocab)
+            yield from self._classification(unit, spec, _vocab(spec.vocab_url, spec.cased))
             return
+        for position, item in self._instances(unit, spec):
+            yield position, item if isinstance(item, Bad) else instance_row(item, spec.config)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        """Pre-training instances go straight to framed Examples (``text.encode``) under BERT's schema."""
+        from shardprep.text.pretraining import bert_schema
+        from shardprep.text.spec import PRETRAINING
+
+        spec: TextSpec = unit.file.text
+        return spec.task == PRETRAINING and schema == bert_schema(spec.config.max_seq_length,
+                                                                  spec.config.max_predictions_per_seq)
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator:
+        from shardprep.text.encode import InstanceEncoder, batches
+
+        spec: TextSpec = unit.file.text
+        yield from batches(self._instances(unit, spec), InstanceEncoder(spec.config, len(_vocab(spec.vocab_url, spec.cased))))
+
+    def _instances(self, unit: WorkUnit, spec: TextSpec) -> Iterator:
+        """``(position, Instance | Bad)`` of the unit's documents, in order."""
+        from shardprep.text.pretraining import create_instances, tokenize_document
+        from shardprep.text.store import entries
+
+        vocab = _vocab(spec.vocab_url, spec.cased)
         reader, cfg = _reader(spec), spec.config
         doc_id = unit.first_position  # the unit's first document's id (text.store.StoreUnit.first_doc)
         for entry in entries(spec.store_url, unit.start, unit.end):
@@ -96,7 +118,7 @@ class TextFormat(Format):
             reader.put(doc_id, document)
             for instance in create_instances(document, doc_id, num_documents=spec.num_documents,
                                              random_document=reader, vocab=vocab, config=cfg):
-                yield entry["p"], instance_row(instance, cfg)
+                yield entry["p"], instance
             doc_id += 1
 
     def _classification(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab) -> Iterator[Record]:

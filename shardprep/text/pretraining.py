@@ -161,12 +161,11 @@ def create_instances(document: Document, doc_id: int, *, num_documents: int,
         raise ValueError(f"doc_id {doc_id} is outside the corpus's ids 0 .. {num_documents - 1}")
     if not document:
         return
-    tokens = vocab.tokens
     special = frozenset((vocab.cls_id, vocab.sep_id))
-    cont = [t.startswith("##") for t in tokens]
+    cont = vocab.continuation
     for copy in (range(config.dupe_factor) if copies is None else copies):
         rng = document_rng(config.seed, doc_id, copy)
-        yield from _from_document(document, doc_id, copy, num_documents, random_document, config, len(tokens),
+        yield from _from_document(document, doc_id, copy, num_documents, random_document, config, len(vocab),
                                   special, cont.__getitem__, vocab.cls_id, vocab.sep_id, vocab.mask_id, rng)
 
 

@@ -18,6 +18,7 @@ Unicode 3.2 that kept their category agrees exactly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import os
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,11 @@ class Vocab:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @functools.cached_property
+    def continuation(self) -> tuple[bool, ...]:
+        """Per id: whether the token continues a word (``##...``); made once per vocabulary, not per document."""
+        return tuple(t.startswith("##") for t in self.tokens)
 
     @property
     def pad_id(self) -> int:
