@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from shardprep.schema import FeatureSpec, Schema
 from shardprep.text.vocab import Vocab
 
-__all__ = ["Instance", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
-           "instance_row", "random_document_id", "tokenize_document"]
+__all__ = ["Document", "Instance", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
+           "instance_key", "instance_row", "random_document_id", "tokenize_document"]
 
 Document = Sequence[Sequence[int]]  # sentences of token ids
 
@@ -74,9 +74,14 @@ def _key(*parts: int) -> bytes:
     return hashlib.blake2b(b"".join(p.to_bytes(16, "little", signed=True) for p in parts), digest_size=16).digest()
 
 
+def instance_key(seed: int, doc_id: int, copy: int) -> bytes:
+    """The 16 bytes whose little-endian int seeds ``document_rng`` (the compiled twin takes them as they are)."""
+    return _key(0, seed, doc_id, copy)
+
+
 def document_rng(seed: int, doc_id: int, copy: int) -> random.Random:
     """The RNG of one copy of one document: the same whatever else is processed, or in which order."""
-    return random.Random(int.from_bytes(_key(0, seed, doc_id, copy), "little"))
+    return random.Random(int.from_bytes(instance_key(seed, doc_id, copy), "little"))
 
 
 def random_document_id(seed: int, doc_id: int, copy: int, instance: int, num_documents: int) -> int:

@@ -80,6 +80,11 @@ class Vocab:
         """Per id: whether the token continues a word (``##...``); made once per vocabulary, not per document."""
         return tuple(t.startswith("##") for t in self.tokens)
 
+    @functools.cached_property
+    def continuation_bytes(self) -> bytes:
+        """``continuation`` as one byte (0 or 1) per id, for the compiled instance maker."""
+        return bytes(self.continuation)
+
     @property
     def pad_id(self) -> int:
         return self.ids["[PAD]"]

@@ -7,7 +7,7 @@ import pytest
 
 from shardprep.example.encoder import example_encoder
 from shardprep.formats.base import Bad
-from shardprep.text.encode import InstanceEncoder, batches
+from shardprep.text.encode import COMPILED, InstanceEncoder, batches, encoded_instances
 from shardprep.text.pretraining import PretrainingConfig, bert_schema, create_instances, instance_row
 from shardprep.text.vocab import SPECIAL_TOKENS, parse_vocab
 from shardprep.tfrecord import frame
@@ -53,9 +53,64 @@ def test_batches_frame_in_order_with_bad_ones_in_place(monkeypatch) -> None:
                                                                random_document=corpus.__getitem__, vocab=VOCAB,
                                                                config=config)][:7]
     bad = Bad(9, "invalid_utf8", "line 9", b"\xff")
-    items = [(1, x) for x in instances[:4]] + [(9, bad)] + [(10, x) for x in instances[4:]]
-    out = list(batches(items, fast))
+    items = [(1, fast(x)) for x in instances[:4]] + [(9, bad)] + [(10, fast(x)) for x in instances[4:]]
+    out = list(batches(items))
     assert [len(b.ends) if not isinstance(b, Bad) else "bad" for b in out] == [3, 1, "bad", 3]
     blobs = b"".join(b.blob for b in out if not isinstance(b, Bad))
     assert blobs == b"".join(frame(fast(x)) for x in instances)
     assert out[0].ends.tolist() == [sum(len(frame(fast(x))) for x in instances[:k]) for k in (1, 2, 3)]
+
+
+# the compiled twin (shardprep.native._bert): the same draws of Python's Mersenne Twister, the same bytes
+WORDS = parse_vocab(list(SPECIAL_TOKENS) + [f"w{i}" for i in range(3000)] + [f"##p{i}" for i in range(17_000)])
+
+
+def _pieces_corpus(n: int, seed: int) -> list[list[list[int]]]:
+    """Words of 1-3 pieces (ids above 3005 are ## continuations), sentences of 1-200 tokens."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(n):
+        doc = []
+        for _ in range(rng.randint(1, 25)):
+            sentence: list[int] = []
+            while len(sentence) < rng.choice((1, 3, 20, 60, 200)):
+                sentence.append(rng.randrange(5, 3005))
+                sentence += [rng.randrange(3005, len(WORDS)) for _ in range(rng.choice((0, 0, 1, 2)))]
+            doc.append(sentence)
+        docs.append(doc)
+    return docs
+
+
+@pytest.mark.skipif(not COMPILED, reason="shardprep.native._bert is not built")
+@pytest.mark.parametrize("config", [
+    PretrainingConfig(dupe_factor=3),
+    PretrainingConfig(dupe_factor=2, whole_word_mask=True, seed=9),
+    PretrainingConfig(dupe_factor=2, short_seq_prob=0.7, masked_lm_prob=0.3, max_predictions_per_seq=50),
+    PretrainingConfig(max_seq_length=300, max_predictions_per_seq=45, dupe_factor=1, whole_word_mask=True),
+    PretrainingConfig(max_seq_length=9, max_predictions_per_seq=2, dupe_factor=2, masked_lm_prob=0.5),
+])
+def test_compiled_twin_gives_the_same_bytes(config: PretrainingConfig) -> None:
+    corpus = _pieces_corpus(60, seed=config.dupe_factor)
+    encoder = InstanceEncoder(config, len(WORDS))
+    made = 0
+    for d in range(len(corpus)):
+        kw = dict(num_documents=len(corpus), random_document=corpus.__getitem__, vocab=WORDS, config=config,
+                  encoder=encoder)
+        ours = list(encoded_instances(corpus[d], d, compiled=True, **kw))
+        assert ours == list(encoded_instances(corpus[d], d, compiled=False, **kw)), d
+        made += len(ours)
+    assert made > 100
+
+
+@pytest.mark.skipif(not COMPILED, reason="shardprep.native._bert is not built")
+def test_compiled_twin_errors() -> None:
+    config = PretrainingConfig(dupe_factor=1)
+    encoder = InstanceEncoder(config, len(WORDS))
+    kw = dict(num_documents=2, vocab=WORDS, config=config, encoder=encoder, compiled=True)
+    with pytest.raises(ValueError, match="document 0: an empty sentence"):
+        list(encoded_instances([[]], 0, random_document=lambda i: [[7]], **kw))  # an empty sentence: BERT asserts
+    with pytest.raises(ValueError, match="outside the corpus"):
+        list(encoded_instances([[5]], 2, random_document=lambda i: [[7]], **kw))
+    with pytest.raises(ZeroDivisionError):  # the reader's own error comes through
+        list(encoded_instances([[5]], 0, random_document=lambda i: 1 / 0, **kw))
+    assert list(encoded_instances([], 0, random_document=lambda i: [[7]], **kw)) == []
