@@ -135,7 +135,7 @@ def _statistics_apart(files: Sequence[str], mask_id: int) -> dict:
 
 
 def _shardprep(corpus: str, vocab: str, out: str, dupe_factor: int, shards: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "shardprep.run", "--input", os.path.join(corpus, "*.txt"), "--output", out,
+    return [sys.executable, "-m", "shardprep.run", "--input", os.path.join(corpus, text_corpus.PATTERN), "--output", out,
             "--task", "bert-pretraining", "--vocab", vocab, "--dupe-factor", str(dupe_factor),
             "--num-shards", str(shards), *extra]
 

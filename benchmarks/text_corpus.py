@@ -12,6 +12,7 @@ The text is cut into ``files`` files of unequal size (documents whole), as a use
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -19,9 +20,10 @@ import sys
 
 import numpy as np
 
-__all__ = ["LEXICON", "corpus", "generate"]
+__all__ = ["LEXICON", "PATTERN", "corpus", "generate"]
 
 LEXICON = 60_000
+PATTERN = "corpus-*.txt"  # the corpus's files in its folder (other files may sit beside them)
 _SYLLABLES = ("a e i o u an en in on ka ti ro mu se la ve di no ha ber ter tion ing ous ment pre con "
               "str pla qua ght ph sh ch th er al ic ly est ness ure ble").split()
 _ENDS = (".", ".", ".", ".", ".", ".", "?", "!")
@@ -95,7 +97,7 @@ def corpus(mb: float, folder: str, *, files: int = 4, seed: int = 0) -> list[str
     try:
         with open(done) as f:
             if json.load(f) == params:
-                return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".txt"))
+                return sorted(glob.glob(os.path.join(folder, PATTERN)))
     except (OSError, ValueError):
         pass
     shutil.rmtree(folder, ignore_errors=True)

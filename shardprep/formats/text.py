@@ -37,11 +37,11 @@ def _vocab(url: str, cased: bool) -> Vocab:
 
 @functools.lru_cache(maxsize=2)
 def _reader(spec: TextSpec) -> DocumentReader:
-    from shardprep.text.pretraining import tokenize_document
+    from shardprep.text.pretraining import LazyDocument
     from shardprep.text.store import DocumentReader
 
     vocab = _vocab(spec.vocab_url, spec.cased)
-    return DocumentReader(spec.store_url, spec.index_url, functools.partial(tokenize_document, vocab))
+    return DocumentReader(spec.store_url, spec.index_url, functools.partial(LazyDocument, vocab))
 
 
 def classification_schema(max_seq_length: int) -> Schema:

@@ -431,123 +431,163 @@ static int truncate_pair(Scratch *s, Py_ssize_t max_num_tokens, MT *mt, Py_ssize
     return 0;
 }
 
+/* appends sentence ids of a Python sequence to a */
+static int ids_extend_from(Ids *a, PyObject *sentence) {
+    PyObject *seq = PySequence_Fast(sentence, "a sentence is a sequence of ids");
+    if (!seq) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (ids_reserve(a, a->n + k) < 0) {
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (v < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "token ids are non-negative");
+            Py_DECREF(seq);
+            return -1;
+        }
+        a->v[a->n++] = v;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* the random next segment: sentences of random_document(copy, made) from a random start, only those read */
+/* the random next segment: sentences of random_document(copy, made) from a random start, only those read
+ * (the document is any sequence: text.pretraining.LazyDocument tokenizes a sentence when it is read) */
+static int random_segment(Scratch *s, PyObject *random_document, Py_ssize_t copy, Py_ssize_t made,
+                          Py_ssize_t target_b, MT *mt) {
+    PyObject *o = PyObject_CallFunction(random_document, "nn", copy, made);
+    if (!o) return -1;
+    Py_ssize_t n = PySequence_Size(o);
+    if (n <= 0) {
+        if (n == 0) PyErr_SetString(PyExc_ValueError, "random_document gave an empty document");
+        Py_DECREF(o);
+        return -1;
+    }
+    Py_ssize_t start = (Py_ssize_t)mt_randint(mt, 0, n - 1);
+    for (Py_ssize_t j = start; j < n; j++) {
+        PyObject *sentence = PySequence_GetItem(o, j);
+        int bad = !sentence || ids_extend_from(&s->b, sentence) < 0;
+        Py_XDECREF(sentence);
+        if (bad) {
+            Py_DECREF(o);
+            return -1;
+        }
+        if (s->b.n >= target_b) break;
+    }
+    Py_DECREF(o);
+    return 0;
+}
+
+/* create_instances_from_document for one copy, seeded by key; the Examples appended to out */
+static int one_copy(const Doc *doc, const Config *cfg, const uint8_t *key, Py_ssize_t key_len, PyObject *random_document,
+                    Py_ssize_t copy, Scratch *sp, PyObject *out) {
+    const Config c = *cfg;
+    MT mt;
+    if (key_len % 4 || key_len == 0 || key_len > 256) {
+        PyErr_SetString(PyExc_ValueError, "the seed key is 4 to 256 bytes, whole 32-bit words");
+        return -1;
+    }
+    { /* random.Random(int.from_bytes(key, "little")): its words, high zero words left out */
+        uint32_t words[64];
+        size_t nw = (size_t)key_len / 4;
+        memcpy(words, key, (size_t)key_len);
+        while (nw > 1 && words[nw - 1] == 0) nw--;
+        mt_init_by_array(&mt, words, nw);
+    }
+    Py_ssize_t max_num_tokens = c.max_seq_length - 3, target = max_num_tokens;
+    if (mt_random(&mt) < c.short_seq_prob) target = (Py_ssize_t)mt_randint(&mt, 2, max_num_tokens);
+    Py_ssize_t chunk_start = 0, chunk_len = 0, current = 0, made = 0;
+    for (Py_ssize_t i = 0; i < doc->n; i++) {
+        if (chunk_len == 0) chunk_start = i;
+        chunk_len++;
+        current += doc->sentences[i].n;
+        if (!(i == doc->n - 1 || current >= target)) continue;
+        Py_ssize_t a_end = 1;
+        if (chunk_len >= 2) a_end = (Py_ssize_t)mt_randint(&mt, 1, chunk_len - 1);
+        sp->a.n = sp->b.n = 0;
+        for (Py_ssize_t j = 0; j < a_end; j++)
+            if (ids_extend(&sp->a, doc->sentences[chunk_start + j].v, doc->sentences[chunk_start + j].n) < 0) return -1;
+        int is_random;
+        if (chunk_len == 1 || mt_random(&mt) < 0.5) {
+            is_random = 1;
+            if (random_segment(sp, random_document, copy, made, target - sp->a.n, &mt) < 0) return -1;
+            i -= chunk_len - a_end; /* the unused segments go back for the next instance */
+        } else {
+            is_random = 0;
+            for (Py_ssize_t j = a_end; j < chunk_len; j++)
+                if (ids_extend(&sp->b, doc->sentences[chunk_start + j].v, doc->sentences[chunk_start + j].n) < 0)
+                    return -1;
+        }
+        Py_ssize_t a0, a1, b0, b1;
+        truncate_pair(sp, max_num_tokens, &mt, &a0, &a1, &b0, &b1);
+        if (a1 <= a0 || b1 <= b0) {
+            PyErr_SetString(PyExc_ValueError, "an empty sentence or random document (tokenize with tokenize_document, "
+                                              "which leaves empty sentences out)");
+            return -1;
+        }
+        Py_ssize_t la = a1 - a0, lb = b1 - b0, total = la + lb + 3;
+        if (ids_reserve(&sp->tokens, total) < 0 || ids_reserve(&sp->segments, total) < 0) return -1;
+        int64_t *t = sp->tokens.v, *g = sp->segments.v;
+        t[0] = c.cls;
+        memcpy(t + 1, sp->a.v + a0, (size_t)la * sizeof(int64_t));
+        t[la + 1] = c.sep;
+        memcpy(t + la + 2, sp->b.v + b0, (size_t)lb * sizeof(int64_t));
+        t[total - 1] = c.sep;
+        for (Py_ssize_t j = 0; j < total; j++) g[j] = j < la + 2 ? 0 : 1;
+        sp->tokens.n = sp->segments.n = total;
+        if (mask_tokens(sp, &c, &mt) < 0) return -1;
+        PyObject *example = encode(sp, &c, is_random);
+        if (!example) return -1;
+        int err = PyList_Append(out, example);
+        Py_DECREF(example);
+        if (err < 0) return -1;
+        made++;
+        chunk_len = 0;
+        current = 0;
+    }
+    return 0;
+}
+
 static PyObject *instances(PyObject *self, PyObject *args) {
-    Py_buffer key;
-    PyObject *document, *random_document, *params;
+    PyObject *keys, *document, *random_document, *params;
     Py_buffer cont = {0};
-    if (!PyArg_ParseTuple(args, "y*OOOy*", &key, &document, &random_document, &params, &cont)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOOy*", &keys, &document, &random_document, &params, &cont)) return NULL;
     Config c = {0};
-    PyObject *out = NULL;
+    PyObject *out = NULL, *key_seq = NULL;
     Doc doc = {0};
     Scratch s = {0};
-    MT mt;
     if (!PyArg_ParseTuple(params, "nnddiLLLL", &c.max_seq_length, &c.max_predictions, &c.masked_lm_prob,
                           &c.short_seq_prob, &c.whole_word, &c.vocab_size, &c.cls, &c.sep, &c.mask))
         goto done;
     c.continuation = cont.buf;
     c.continuation_len = cont.len;
-    if (key.len % 4 || key.len == 0) {
-        PyErr_SetString(PyExc_ValueError, "the seed key is whole 32-bit words");
-        goto done;
-    }
-    { /* random.Random(int.from_bytes(key, "little")): its words, high zero words left out */
-        uint32_t words[64];
-        size_t nw = (size_t)key.len / 4;
-        if (nw > 64) {
-            PyErr_SetString(PyExc_ValueError, "the seed key is at most 256 bytes");
-            goto done;
-        }
-        memcpy(words, key.buf, (size_t)key.len);
-        while (nw > 1 && words[nw - 1] == 0) nw--;
-        mt_init_by_array(&mt, words, nw);
-    }
-    if (doc_from(document, &doc) < 0) goto done;
+    key_seq = PySequence_Fast(keys, "keys: a sequence of bytes, one per copy");
+    if (!key_seq || doc_from(document, &doc) < 0) goto done;
     out = PyList_New(0);
     if (!out || doc.n == 0) goto done;
-    Py_ssize_t max_num_tokens = c.max_seq_length - 3, target = max_num_tokens;
-    if (mt_random(&mt) < c.short_seq_prob) target = (Py_ssize_t)mt_randint(&mt, 2, max_num_tokens);
-    Py_ssize_t chunk_start = 0, chunk_len = 0, current = 0, made = 0;
-    for (Py_ssize_t i = 0; i < doc.n; i++) {
-        if (chunk_len == 0) chunk_start = i;
-        chunk_len++;
-        current += doc.sentences[i].n;
-        if (!(i == doc.n - 1 || current >= target)) continue;
-        Py_ssize_t a_end = 1;
-        if (chunk_len >= 2) a_end = (Py_ssize_t)mt_randint(&mt, 1, chunk_len - 1);
-        s.a.n = s.b.n = 0;
-        for (Py_ssize_t j = 0; j < a_end; j++)
-            if (ids_extend(&s.a, doc.sentences[chunk_start + j].v, doc.sentences[chunk_start + j].n) < 0) goto fail;
-        int is_random;
-        if (chunk_len == 1 || mt_random(&mt) < 0.5) {
-            is_random = 1;
-            Py_ssize_t target_b = target - s.a.n;
-            PyObject *o = PyObject_CallFunction(random_document, "n", made);
-            if (!o) goto fail;
-            Doc other = {0};
-            int bad = doc_from(o, &other);
-            Py_DECREF(o);
-            if (bad < 0) goto fail;
-            if (other.n == 0) {
-                doc_free(&other);
-                PyErr_SetString(PyExc_ValueError, "random_document gave an empty document");
-                goto fail;
-            }
-            Py_ssize_t start = (Py_ssize_t)mt_randint(&mt, 0, other.n - 1);
-            for (Py_ssize_t j = start; j < other.n; j++) {
-                if (ids_extend(&s.b, other.sentences[j].v, other.sentences[j].n) < 0) {
-                    doc_free(&other);
-                    goto fail;
-                }
-                if (s.b.n >= target_b) break;
-            }
-            doc_free(&other);
-            i -= chunk_len - a_end; /* the unused segments go back for the next instance */
-        } else {
-            is_random = 0;
-            for (Py_ssize_t j = a_end; j < chunk_len; j++)
-                if (ids_extend(&s.b, doc.sentences[chunk_start + j].v, doc.sentences[chunk_start + j].n) < 0) goto fail;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(key_seq); k++) {
+        char *key;
+        Py_ssize_t key_len;
+        if (PyBytes_AsStringAndSize(PySequence_Fast_GET_ITEM(key_seq, k), &key, &key_len) < 0 ||
+            one_copy(&doc, &c, (const uint8_t *)key, key_len, random_document, k, &s, out) < 0) {
+            Py_CLEAR(out);
+            break;
         }
-        Py_ssize_t a0, a1, b0, b1;
-        truncate_pair(&s, max_num_tokens, &mt, &a0, &a1, &b0, &b1);
-        if (a1 <= a0 || b1 <= b0) {
-            PyErr_SetString(PyExc_ValueError, "an empty sentence or random document (tokenize with tokenize_document, "
-                                              "which leaves empty sentences out)");
-            goto fail;
-        }
-        Py_ssize_t la = a1 - a0, lb = b1 - b0, total = la + lb + 3;
-        if (ids_reserve(&s.tokens, total) < 0 || ids_reserve(&s.segments, total) < 0) goto fail;
-        int64_t *t = s.tokens.v, *g = s.segments.v;
-        t[0] = c.cls;
-        memcpy(t + 1, s.a.v + a0, (size_t)la * sizeof(int64_t));
-        t[la + 1] = c.sep;
-        memcpy(t + la + 2, s.b.v + b0, (size_t)lb * sizeof(int64_t));
-        t[total - 1] = c.sep;
-        for (Py_ssize_t j = 0; j < total; j++) g[j] = j < la + 2 ? 0 : 1;
-        s.tokens.n = s.segments.n = total;
-        if (mask_tokens(&s, &c, &mt) < 0) goto fail;
-        PyObject *example = encode(&s, &c, is_random);
-        if (!example) goto fail;
-        int err = PyList_Append(out, example);
-        Py_DECREF(example);
-        if (err < 0) goto fail;
-        made++;
-        chunk_len = 0;
-        current = 0;
     }
-    goto done;
-fail:
-    Py_CLEAR(out);
 done:
+    Py_XDECREF(key_seq);
     doc_free(&doc);
     scratch_free(&s);
-    PyBuffer_Release(&key);
     PyBuffer_Release(&cont);
     return out;
 }
 
 static PyMethodDef methods[] = {
     {"instances", instances, METH_VARARGS,
-     "instances(key, document, random_document, params, continuation) -> [Example bytes]: one (document, copy)."},
+     "instances(keys, document, random_document, params, continuation) -> [Example bytes] of each copy in turn."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bert", "BERT's pre-training instances, compiled", -1,

@@ -117,13 +117,14 @@ def encoded_instances(document: Document, doc_id: int, *, num_documents: int,
     params = (c.max_seq_length, c.max_predictions_per_seq, c.masked_lm_prob, c.short_seq_prob, c.whole_word_mask,
               len(vocab), vocab.cls_id, vocab.sep_id, vocab.mask_id)
     flags = vocab.continuation_bytes if c.whole_word_mask else b""
-    for copy in range(c.dupe_factor):
-        def other(k: int, copy: int = copy) -> Document:
-            return random_document(random_document_id(c.seed, doc_id, copy, k, num_documents))
-        try:
-            yield from _bert.instances(instance_key(c.seed, doc_id, copy), document, other, params, flags)
-        except ValueError as e:
-            raise ValueError(f"document {doc_id}: {e}") from None
+    keys = [instance_key(c.seed, doc_id, copy) for copy in range(c.dupe_factor)]
+
+    def other(copy: int, k: int) -> Document:
+        return random_document(random_document_id(c.seed, doc_id, copy, k, num_documents))
+    try:
+        yield from _bert.instances(keys, document, other, params, flags)
+    except ValueError as e:
+        raise ValueError(f"document {doc_id}: {e}") from None
 
 
 def batches(items: Iterable[tuple[int, bytes | Bad]]) -> Iterator[tfrecord.FramedBatch | Bad]:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from shardprep.schema import FeatureSpec, Schema
 from shardprep.text.vocab import Vocab
 
-__all__ = ["Document", "Instance", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
+__all__ = ["Document", "Instance", "LazyDocument", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
            "instance_key", "instance_row", "random_document_id", "tokenize_document"]
 
 Document = Sequence[Sequence[int]]  # sentences of token ids
@@ -98,6 +98,34 @@ def random_document_id(seed: int, doc_id: int, copy: int, instance: int, num_doc
 def tokenize_document(vocab: Vocab, sentences: Sequence[str]) -> list[list[int]]:
     """A document's sentences as token ids, sentences that tokenize to nothing left out (as BERT)."""
     return [ids for ids in vocab.encode_batch(sentences) if ids]
+
+
+class LazyDocument(Sequence[Sequence[int]]):
+    """``tokenize_document(vocab, sentences)`` as a sequence whose items are tokenized when first read.
+
+    A random next segment takes a few sentences of its document from a random start: tokenizing
+    the whole document each time a random document is not in the reader's cache cost more than the
+    corpus's own tokenization. The length (the sentences that give tokens) is known without
+    tokenizing ASCII sentences (``Vocab.gives_tokens``); other sentences are tokenized at once."""
+
+    def __init__(self, vocab: Vocab, sentences: Sequence[str]) -> None:
+        self._vocab = vocab
+        self._items: list[str | list[int]] = []
+        for text in sentences:
+            ids = vocab.gives_tokens(text)
+            if ids:
+                self._items.append(text if ids is True else ids)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._items)))]
+        item = self._items[i]
+        if isinstance(item, str):
+            item = self._items[i] = self._vocab.encode_batch([item])[0]
+        return item
 
 
 def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> tuple[list[int], list[int]]:
