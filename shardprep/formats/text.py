@@ -37,11 +37,12 @@ def _vocab(url: str, cased: bool) -> Vocab:
 
 @functools.lru_cache(maxsize=2)
 def _reader(spec: TextSpec) -> DocumentReader:
-    from shardprep.text.pretraining import LazyDocument
+    from shardprep.text.pretraining import PackedDocument, tokenize_document
     from shardprep.text.store import DocumentReader
 
     vocab = _vocab(spec.vocab_url, spec.cased)
-    return DocumentReader(spec.store_url, spec.index_url, functools.partial(LazyDocument, vocab))
+    return DocumentReader(spec.store_url, spec.index_url,
+                          lambda sentences: PackedDocument(tokenize_document(vocab, sentences)))
 
 
 def classification_schema(max_seq_length: int) -> Schema:
@@ -125,7 +126,7 @@ class TextFormat(Format):
     def _documents(self, unit: WorkUnit, spec: TextSpec) -> Iterator:
         """``(position, doc_id, tokenized document | Bad)`` of the unit's store entries, in order; each
         document also goes to the reader's cache (the random next segments of the documents near it)."""
-        from shardprep.text.pretraining import tokenize_document
+        from shardprep.text.pretraining import PackedDocument, tokenize_document
         from shardprep.text.store import entries
 
         vocab, reader = _vocab(spec.vocab_url, spec.cased), _reader(spec)
@@ -135,7 +136,7 @@ class TextFormat(Format):
                 yield entry["p"], doc_id, Bad(entry["p"], entry["r"], entry["d"], entry["x"])
                 continue
             document = tokenize_document(vocab, entry["s"])
-            reader.put(doc_id, document)
+            reader.put(doc_id, PackedDocument(document))
             yield entry["p"], doc_id, document
             doc_id += 1
 

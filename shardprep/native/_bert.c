@@ -460,6 +460,43 @@ static int random_segment(Scratch *s, PyObject *random_document, Py_ssize_t copy
                           Py_ssize_t target_b, MT *mt) {
     PyObject *o = PyObject_CallFunction(random_document, "nn", copy, made);
     if (!o) return -1;
+    PyObject *packed = PyObject_GetAttrString(o, "packed");
+    if (packed) { /* text.pretraining.PackedDocument: (int32 ids, int64 sentence ends) */
+        Py_buffer ids = {0}, ends = {0};
+        int ok = PyArg_ParseTuple(packed, "y*y*", &ids, &ends);
+        Py_DECREF(packed);
+        Py_DECREF(o);
+        if (!ok) return -1;
+        Py_ssize_t n = ends.len / 8, done = 0;
+        const int32_t *v = ids.buf;
+        const int64_t *e = ends.buf;
+        int err = 0;
+        if (n == 0 || e[n - 1] * 4 > ids.len) {
+            PyErr_SetString(PyExc_ValueError, n ? "a packed document's ends pass its ids" :
+                                                  "random_document gave an empty document");
+            err = 1;
+        } else {
+            Py_ssize_t start = (Py_ssize_t)mt_randint(mt, 0, n - 1);
+            for (Py_ssize_t j = start; j < n && !done; j++) {
+                int64_t a = j ? e[j - 1] : 0, b = e[j];
+                if (a > b || ids_reserve(&s->b, s->b.n + (Py_ssize_t)(b - a)) < 0) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a packed document's ends go back");
+                    err = 1;
+                    break;
+                }
+                for (int64_t q = a; q < b; q++) s->b.v[s->b.n++] = v[q];
+                done = s->b.n >= target_b;
+            }
+        }
+        PyBuffer_Release(&ids);
+        PyBuffer_Release(&ends);
+        return err ? -1 : 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        Py_DECREF(o);
+        return -1;
+    }
+    PyErr_Clear();
     Py_ssize_t n = PySequence_Size(o);
     if (n <= 0) {
         if (n == 0) PyErr_SetString(PyExc_ValueError, "random_document gave an empty document");

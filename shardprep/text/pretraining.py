@@ -24,15 +24,17 @@ under ``bert_schema``.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 
 from shardprep.schema import FeatureSpec, Schema
 from shardprep.text.vocab import Vocab
 
-__all__ = ["Document", "Instance", "LazyDocument", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
+__all__ = ["Document", "Instance", "PackedDocument", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
            "instance_key", "instance_row", "random_document_id", "tokenize_document"]
 
 Document = Sequence[Sequence[int]]  # sentences of token ids
@@ -100,32 +102,33 @@ def tokenize_document(vocab: Vocab, sentences: Sequence[str]) -> list[list[int]]
     return [ids for ids in vocab.encode_batch(sentences) if ids]
 
 
-class LazyDocument(Sequence[Sequence[int]]):
-    """``tokenize_document(vocab, sentences)`` as a sequence whose items are tokenized when first read.
+class PackedDocument(Sequence[Sequence[int]]):
+    """A tokenized document in 4 bytes a token (a list of Python ints takes ~10x that): what the
+    document reader caches. ``packed`` is (int32 ids, int64 end of each sentence) as bytes, read as
+    they are by the compiled instance maker; items are the sentences' id lists."""
 
-    A random next segment takes a few sentences of its document from a random start: tokenizing
-    the whole document each time a random document is not in the reader's cache cost more than the
-    corpus's own tokenization. The length (the sentences that give tokens) is known without
-    tokenizing ASCII sentences (``Vocab.gives_tokens``); other sentences are tokenized at once."""
+    __slots__ = ("_ids", "_ends", "packed")
 
-    def __init__(self, vocab: Vocab, sentences: Sequence[str]) -> None:
-        self._vocab = vocab
-        self._items: list[str | list[int]] = []
-        for text in sentences:
-            ids = vocab.gives_tokens(text)
-            if ids:
-                self._items.append(text if ids is True else ids)
+    def __init__(self, sentences: Sequence[Sequence[int]]) -> None:
+        self._ids = array.array("i", itertools.chain.from_iterable(sentences))
+        self._ends = array.array("q", itertools.accumulate(map(len, sentences)))
+        self.packed = (self._ids.tobytes(), self._ends.tobytes())
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.packed[0]) + len(self.packed[1])
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._ends)
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self._items)))]
-        item = self._items[i]
-        if isinstance(item, str):
-            item = self._items[i] = self._vocab.encode_batch([item])[0]
-        return item
+            return [self[j] for j in range(*i.indices(len(self._ends)))]
+        if i < 0:
+            i += len(self._ends)
+        if not 0 <= i < len(self._ends):
+            raise IndexError(i)
+        return self._ids[self._ends[i - 1] if i else 0:self._ends[i]].tolist()
 
 
 def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> tuple[list[int], list[int]]:

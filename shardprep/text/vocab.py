@@ -150,13 +150,6 @@ class Vocab:
             out = [ids if ids is not None else next(done) for ids in out]
         return out  # type: ignore[return-value]
 
-    def gives_tokens(self, text: str) -> bool | list[int]:
-        """Whether ``encode(text)`` is not empty: True or False for ASCII text (no tokenizing: some
-        character other than a control one or whitespace is left), else its ids, or False."""
-        if text.isascii():
-            return bool(text.translate(_ASCII_CONTROL).strip(" \t\n\r"))
-        return self.encode_batch([text])[0] or False
-
     @functools.cached_property
     def _word_cache(self) -> dict[str, tuple[int, ...]]:
         return {}

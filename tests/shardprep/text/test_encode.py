@@ -114,3 +114,56 @@ def test_compiled_twin_errors() -> None:
     with pytest.raises(ZeroDivisionError):  # the reader's own error comes through
         list(encoded_instances([[5]], 0, random_document=lambda i: 1 / 0, **kw))
     assert list(encoded_instances([], 0, random_document=lambda i: [[7]], **kw)) == []
+
+
+def test_packed_document_is_its_sentences() -> None:
+    from shardprep.text.pretraining import PackedDocument
+
+    sentences = [[5, 70000, 6], [7], [8, 9, 2**31 - 1]]
+    doc = PackedDocument(sentences)
+    assert len(doc) == 3 and list(doc) == sentences and doc[-1] == sentences[-1] and doc[1:] == sentences[1:]
+    assert doc.nbytes == 7 * 4 + 3 * 8 and not PackedDocument([])
+    with pytest.raises(IndexError):
+        doc[3]
+
+
+@pytest.mark.skipif(not COMPILED, reason="shardprep.native._bert is not built")
+def test_compiled_twin_reads_packed_random_documents() -> None:
+    from shardprep.text.pretraining import PackedDocument
+
+    config = PretrainingConfig(dupe_factor=2, short_seq_prob=0.3)
+    corpus = _pieces_corpus(40, seed=5)
+    packed = [PackedDocument(d) for d in corpus]
+    encoder = InstanceEncoder(config, len(WORDS))
+    for d in range(len(corpus)):
+        kw = dict(num_documents=len(corpus), vocab=WORDS, config=config, encoder=encoder)
+        assert list(encoded_instances(corpus[d], d, random_document=packed.__getitem__, compiled=True, **kw)) == \
+            list(encoded_instances(corpus[d], d, random_document=corpus.__getitem__, compiled=False, **kw)), d
+
+
+def test_reader_cache_is_bounded_by_bytes(tmp_path) -> None:
+    import io as _io
+
+    import numpy as np
+
+    from shardprep.text.pretraining import PackedDocument
+    from shardprep.text.store import DocumentReader
+
+    lines = [b'{"p": %d, "s": ["w%d w%d"]}\n' % (i, i % 300, (i * 7) % 300) for i in range(50)]
+    (tmp_path / "store.jsonl").write_bytes(b"".join(lines))
+    buf = _io.BytesIO()
+    np.save(buf, np.cumsum([0] + [len(x) for x in lines[:-1]]))
+    (tmp_path / "index.npy").write_bytes(buf.getvalue())
+    calls = []
+
+    def tokenize(sentences):
+        calls.append(sentences)
+        return PackedDocument([[VOCAB.ids[w] for w in s.split()] for s in sentences])
+
+    reader = DocumentReader(str(tmp_path / "store.jsonl"), str(tmp_path / "index.npy"), tokenize, cache_bytes=100)
+    for i in range(50):
+        assert list(reader(i)) == [[VOCAB.ids[f"w{i % 300}"], VOCAB.ids[f"w{(i * 7) % 300}"]]]
+    assert reader._held <= 100 and len(reader._cache) == 100 // 16  # 2 ids and 1 end: 16 bytes each
+    reader(49)
+    assert len(calls) == 50  # the last ones are still cached
+    reader.close()

@@ -236,15 +236,3 @@ def test_encode_batch_word_memo_is_bounded(monkeypatch) -> None:
     texts = ["the quick brown fox", "Hello, world!\x07 unplayable\x00x", "a\x1cb\x0bc\x0cd\x7fe", "x" * 101 + " fox"]
     assert vocab.encode_batch(texts) == [vocab.encode(t) for t in texts]
     assert len(vocab._word_cache) <= 3
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.text(alphabet=_ASCII + "éü你\ue000\u200b", max_size=12), max_size=8))
-def test_lazy_document_is_the_tokenized_document(sentences: list[str]) -> None:
-    from shardprep.text.pretraining import LazyDocument, tokenize_document
-
-    for vocab in (VOCAB, CASED):
-        whole = tokenize_document(vocab, sentences)
-        lazy = LazyDocument(vocab, sentences)
-        assert len(lazy) == len(whole) and bool(lazy) == bool(whole)
-        assert [lazy[j] for j in reversed(range(len(lazy)))] == whole[::-1] and lazy[:] == whole
