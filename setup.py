@@ -62,5 +62,6 @@ setuptools.setup(
     extras_require=EXTRAS,
     # The compiled hot path; optional: without a C compiler shardprep.native falls back to Python.
     # setuptools puts the .c source in the sdist, so Dataflow workers build it too.
-    ext_modules=[setuptools.Extension("shardprep.native._native", ["shardprep/native/_native.c"], optional=True)],
+    ext_modules=[setuptools.Extension("shardprep.native._native", ["shardprep/native/_native.c"], optional=True),
+                 setuptools.Extension("shardprep.native._bert", ["shardprep/native/_bert.c"], optional=True)],
 )

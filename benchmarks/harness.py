@@ -140,12 +140,13 @@ class Contender:
 
 
 def alternate(contenders: Sequence[Contender], repeats: int, *, log: Callable[[str], None] = print,
-              timeout: float = 3600) -> dict[str, list[Run]]:
+              timeout: float = 3600, memory_round: bool = True) -> dict[str, list[Run]]:
     """Runs A, B, C, A, B, C, ... ``repeats`` timed rounds, then one round that samples memory (its
     peaks are given to every run of the contender; its times are not kept: ``run_process``).
-    Every run is checked and fails loudly."""
+    Every run is checked and fails loudly. Without ``memory_round`` only ``max_rss_mb`` (wait4's
+    largest single process) tells memory."""
     runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
-    for r in range(repeats + 1):
+    for r in range(repeats + memory_round):
         timed = r < repeats
         for c in contenders:
             run = _checked(c, timeout, poll=not timed)

@@ -37,11 +37,12 @@ def _vocab(url: str, cased: bool) -> Vocab:
 
 @functools.lru_cache(maxsize=2)
 def _reader(spec: TextSpec) -> DocumentReader:
-    from shardprep.text.pretraining import tokenize_document
+    from shardprep.text.pretraining import PackedDocument, tokenize_document
     from shardprep.text.store import DocumentReader
 
     vocab = _vocab(spec.vocab_url, spec.cased)
-    return DocumentReader(spec.store_url, spec.index_url, functools.partial(tokenize_document, vocab))
+    return DocumentReader(spec.store_url, spec.index_url,
+                          lambda sentences: PackedDocument(tokenize_document(vocab, sentences)))
 
 
 def classification_schema(max_seq_length: int) -> Schema:
@@ -76,26 +77,66 @@ class TextFormat(Format):
                          "a blank line between documents) and --vocab FILE or --train-vocab SIZE")
 
     def read(self, unit: WorkUnit) -> Iterator[Record]:
-        from shardprep.text.pretraining import create_instances, instance_row, tokenize_document
+        from shardprep.text.pretraining import create_instances, instance_row
         from shardprep.text.spec import CLASSIFICATION
-        from shardprep.text.store import entries
 
         spec: TextSpec = unit.file.text
         vocab = _vocab(spec.vocab_url, spec.cased)
         if spec.task == CLASSIFICATION:
             yield from self._classification(unit, spec, vocab)
             return
-        reader, cfg = _reader(spec), spec.config
+        cfg = spec.config
+        for position, doc_id, document in self._documents(unit, spec):
+            if isinstance(document, Bad):
+                yield position, document
+                continue
+            for instance in create_instances(document, doc_id, num_documents=spec.num_documents,
+                                             random_document=_reader(spec), vocab=vocab, config=cfg):
+                yield position, instance_row(instance, cfg)
+
+    def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
+        """Pre-training instances go straight to framed Examples (``text.encode``) under BERT's schema."""
+        from shardprep.text.pretraining import bert_schema
+        from shardprep.text.spec import PRETRAINING
+
+        spec: TextSpec = unit.file.text
+        return spec.task == PRETRAINING and schema == bert_schema(spec.config.max_seq_length,
+                                                                  spec.config.max_predictions_per_seq)
+
+    def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator:
+        from shardprep.text.encode import InstanceEncoder, batches
+
+        spec: TextSpec = unit.file.text
+        vocab = _vocab(spec.vocab_url, spec.cased)
+        yield from batches(self._encoded(unit, spec, vocab, InstanceEncoder(spec.config, len(vocab))))
+
+    def _encoded(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab, encoder) -> Iterator:
+        from shardprep.text.encode import encoded_instances
+
+        for position, doc_id, document in self._documents(unit, spec):
+            if isinstance(document, Bad):
+                yield position, document
+                continue
+            for example in encoded_instances(document, doc_id, num_documents=spec.num_documents,
+                                             random_document=_reader(spec), vocab=vocab, config=spec.config,
+                                             encoder=encoder):
+                yield position, example
+
+    def _documents(self, unit: WorkUnit, spec: TextSpec) -> Iterator:
+        """``(position, doc_id, tokenized document | Bad)`` of the unit's store entries, in order; each
+        document also goes to the reader's cache (the random next segments of the documents near it)."""
+        from shardprep.text.pretraining import PackedDocument, tokenize_document
+        from shardprep.text.store import entries
+
+        vocab, reader = _vocab(spec.vocab_url, spec.cased), _reader(spec)
         doc_id = unit.first_position  # the unit's first document's id (text.store.StoreUnit.first_doc)
         for entry in entries(spec.store_url, unit.start, unit.end):
             if "r" in entry:
-                yield entry["p"], Bad(entry["p"], entry["r"], entry["d"], entry["x"])
+                yield entry["p"], doc_id, Bad(entry["p"], entry["r"], entry["d"], entry["x"])
                 continue
             document = tokenize_document(vocab, entry["s"])
-            reader.put(doc_id, document)
-            for instance in create_instances(document, doc_id, num_documents=spec.num_documents,
-                                             random_document=reader, vocab=vocab, config=cfg):
-                yield entry["p"], instance_row(instance, cfg)
+            reader.put(doc_id, PackedDocument(document))
+            yield entry["p"], doc_id, document
             doc_id += 1
 
     def _classification(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab) -> Iterator[Record]:

@@ -24,16 +24,18 @@ under ``bert_schema``.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 
 from shardprep.schema import FeatureSpec, Schema
 from shardprep.text.vocab import Vocab
 
-__all__ = ["Instance", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
-           "instance_row", "random_document_id", "tokenize_document"]
+__all__ = ["Document", "Instance", "PackedDocument", "PretrainingConfig", "bert_schema", "create_instances", "document_rng",
+           "instance_key", "instance_row", "random_document_id", "tokenize_document"]
 
 Document = Sequence[Sequence[int]]  # sentences of token ids
 
@@ -74,9 +76,14 @@ def _key(*parts: int) -> bytes:
     return hashlib.blake2b(b"".join(p.to_bytes(16, "little", signed=True) for p in parts), digest_size=16).digest()
 
 
+def instance_key(seed: int, doc_id: int, copy: int) -> bytes:
+    """The 16 bytes whose little-endian int seeds ``document_rng`` (the compiled twin takes them as they are)."""
+    return _key(0, seed, doc_id, copy)
+
+
 def document_rng(seed: int, doc_id: int, copy: int) -> random.Random:
     """The RNG of one copy of one document: the same whatever else is processed, or in which order."""
-    return random.Random(int.from_bytes(_key(0, seed, doc_id, copy), "little"))
+    return random.Random(int.from_bytes(instance_key(seed, doc_id, copy), "little"))
 
 
 def random_document_id(seed: int, doc_id: int, copy: int, instance: int, num_documents: int) -> int:
@@ -93,6 +100,35 @@ def random_document_id(seed: int, doc_id: int, copy: int, instance: int, num_doc
 def tokenize_document(vocab: Vocab, sentences: Sequence[str]) -> list[list[int]]:
     """A document's sentences as token ids, sentences that tokenize to nothing left out (as BERT)."""
     return [ids for ids in vocab.encode_batch(sentences) if ids]
+
+
+class PackedDocument(Sequence[Sequence[int]]):
+    """A tokenized document in 4 bytes a token (a list of Python ints takes ~10x that): what the
+    document reader caches. ``packed`` is (int32 ids, int64 end of each sentence) as bytes, read as
+    they are by the compiled instance maker; items are the sentences' id lists."""
+
+    __slots__ = ("_ids", "_ends", "packed")
+
+    def __init__(self, sentences: Sequence[Sequence[int]]) -> None:
+        self._ids = array.array("i", itertools.chain.from_iterable(sentences))
+        self._ends = array.array("q", itertools.accumulate(map(len, sentences)))
+        self.packed = (self._ids.tobytes(), self._ends.tobytes())
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.packed[0]) + len(self.packed[1])
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._ends)))]
+        if i < 0:
+            i += len(self._ends)
+        if not 0 <= i < len(self._ends):
+            raise IndexError(i)
+        return self._ids[self._ends[i - 1] if i else 0:self._ends[i]].tolist()
 
 
 def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> tuple[list[int], list[int]]:
@@ -161,12 +197,11 @@ def create_instances(document: Document, doc_id: int, *, num_documents: int,
         raise ValueError(f"doc_id {doc_id} is outside the corpus's ids 0 .. {num_documents - 1}")
     if not document:
         return
-    tokens = vocab.tokens
     special = frozenset((vocab.cls_id, vocab.sep_id))
-    cont = [t.startswith("##") for t in tokens]
+    cont = vocab.continuation
     for copy in (range(config.dupe_factor) if copies is None else copies):
         rng = document_rng(config.seed, doc_id, copy)
-        yield from _from_document(document, doc_id, copy, num_documents, random_document, config, len(tokens),
+        yield from _from_document(document, doc_id, copy, num_documents, random_document, config, len(vocab),
                                   special, cont.__getitem__, vocab.cls_id, vocab.sep_id, vocab.mask_id, rng)
 
 

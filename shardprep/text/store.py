@@ -11,8 +11,9 @@ place in the file). The job's work units are byte ranges of the store cut at ent
 source file each (``StoreUnit``); every engine reads the same store, so ids and bytes agree.
 
 ``DocumentReader`` reads any document by id in bounded memory: a seek to its offset, one line,
-its tokens kept in an LRU of ``CACHE_DOCUMENTS`` documents (the random next segments of BERT's
-instances come from the whole corpus).
+its tokens kept in an LRU of at most ``CACHE_BYTES`` (the documents' ``nbytes``: packed, 4 bytes
+a token; the random next segments of BERT's instances come from the whole corpus, so a corpus
+whose tokens fit is tokenized once per process, a larger one again on each miss).
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.documents import DocumentStats, read_documents
 
-__all__ = ["CACHE_DOCUMENTS", "DocumentReader", "StoreResult", "StoreUnit", "build_store", "entries"]
+__all__ = ["CACHE_BYTES", "DocumentReader", "StoreResult", "StoreUnit", "build_store", "entries"]
 
-CACHE_DOCUMENTS = 4096
+CACHE_BYTES = 256 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,26 +179,33 @@ def sentences(store_url: str) -> Iterator[str]:
                     yield entry["b"]
 
 
-class DocumentReader:
-    """Document ``id`` of the store, tokenized by ``tokenize``; an LRU of ``cache`` documents."""
+def _size(document) -> int:
+    """A cached document's bytes: its ``nbytes`` (``text.pretraining.PackedDocument``), else ~40 a token."""
+    size = getattr(document, "nbytes", None)
+    return size if size is not None else 40 * sum(map(len, document)) + 64
 
-    def __init__(self, store_url: str, index_url: str, tokenize, cache: int = CACHE_DOCUMENTS) -> None:
+
+class DocumentReader:
+    """Document ``id`` of the store, tokenized by ``tokenize``; an LRU of ``cache_bytes`` of documents."""
+
+    def __init__(self, store_url: str, index_url: str, tokenize, cache_bytes: int = CACHE_BYTES) -> None:
         self._offsets = np.load(io.BytesIO(fs.read_bytes(index_url)))
         self._store = fs.open_file(store_url, "rb")
         self._tokenize = tokenize
-        self._cache: collections.OrderedDict[int, list] = collections.OrderedDict()
-        self._size = cache
+        self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._budget, self._held = cache_bytes, 0
 
     def close(self) -> None:
         self._store.close()
 
-    def put(self, doc_id: int, document: list) -> None:
+    def put(self, doc_id: int, document) -> None:
+        old = self._cache.pop(doc_id, None)
+        self._held += _size(document) - (_size(old) if old is not None else 0)
         self._cache[doc_id] = document
-        self._cache.move_to_end(doc_id)
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        while self._held > self._budget and len(self._cache) > 1:
+            self._held -= _size(self._cache.popitem(last=False)[1])
 
-    def __call__(self, doc_id: int) -> list:
+    def __call__(self, doc_id: int):
         """The document, tokenized; one that tokenizes to nothing gives the next id's (mod N), deterministically."""
         for k in range(len(self._offsets)):
             i = (doc_id + k) % len(self._offsets)

@@ -18,8 +18,10 @@ Unicode 3.2 that kept their category agrees exactly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import os
+import re
 from collections.abc import Iterable, Sequence
 
 import tokenizers
@@ -30,6 +32,13 @@ __all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab
 # BERT's special tokens, in the order train_vocab gives them ids ([PAD] is 0: BERT pads ids with 0).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
+
+
+# BERT's BasicTokenizer on ASCII: control characters (Cc but tab, newline, carriage return) dropped,
+# punctuation (33-47, 58-64, 91-96, 123-126) a word of its own, the other characters words between whitespace
+_ASCII_CONTROL = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+_ASCII_WORDS = re.compile(r"[!-/:-@\[-`{-~]|[^ \t\n\r!-/:-@\[-`{-~]+")
+WORD_CACHE = 1 << 19
 
 
 def _is_special(token: str) -> bool:
@@ -74,6 +83,16 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @functools.cached_property
+    def continuation(self) -> tuple[bool, ...]:
+        """Per id: whether the token continues a word (``##...``); made once per vocabulary, not per document."""
+        return tuple(t.startswith("##") for t in self.tokens)
+
+    @functools.cached_property
+    def continuation_bytes(self) -> bytes:
+        """``continuation`` as one byte (0 or 1) per id, for the compiled instance maker."""
+        return bytes(self.continuation)
+
     @property
     def pad_id(self) -> int:
         return self.ids["[PAD]"]
@@ -105,9 +124,43 @@ class Vocab:
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """``encode`` of each text, in one call (the Rust side may use threads; the result is the same).
 
-        ``encode_batch_fast`` where the package has it: the same ids, no character offsets (~1.3x)."""
-        batch = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-        return [e.ids for e in batch(list(texts), add_special_tokens=False)]
+        An ASCII text is split here as BERT's BasicTokenizer splits ASCII (control characters
+        dropped, lower case unless cased, each punctuation character a word, whitespace between
+        words) and each word's pieces come from ``_pieces``, a memo of the tokenizer's own answer
+        for that word: the same ids, ~3x faster on text of a natural vocabulary. Other texts go to
+        the tokenizer whole (``encode_batch_fast`` where the package has it: no character offsets)."""
+        out: list[list[int] | None] = []
+        rest: list[str] = []
+        pieces, cache, split = self._pieces, self._word_cache, _ASCII_WORDS.findall
+        lower = not self.cased
+        for text in texts:
+            if not text.isascii():
+                out.append(None)
+                rest.append(text)
+                continue
+            text = text.translate(_ASCII_CONTROL)
+            ids: list[int] = []
+            for word in split(text.lower() if lower else text):
+                got = cache.get(word)
+                ids.extend(got if got is not None else pieces(word))
+            out.append(ids)
+        if rest:
+            batch = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+            done = iter([e.ids for e in batch(rest, add_special_tokens=False)])
+            out = [ids if ids is not None else next(done) for ids in out]
+        return out  # type: ignore[return-value]
+
+    @functools.cached_property
+    def _word_cache(self) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def _pieces(self, word: str) -> tuple[int, ...]:
+        """The ids of one ASCII word (as ``_ASCII_WORDS`` splits them), remembered (at most ``WORD_CACHE`` words)."""
+        cache = self._word_cache
+        if len(cache) >= WORD_CACHE:
+            cache.clear()  # bounded memory whatever the corpus's vocabulary of words
+        got = cache[word] = tuple(self.tokenizer.encode(word, add_special_tokens=False).ids)
+        return got
 
 
 def parse_vocab(lines: Iterable[str], *, cased: bool = False) -> Vocab:

@@ -214,3 +214,25 @@ def test_load_vocab_errors(tmp_path) -> None:
     (tmp_path / "nomask.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\na\n")
     with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[MASK\]"):
         load_vocab(tmp_path / "nomask.txt")
+
+
+# --- encode_batch's ASCII path (its own split, a memo of each word's pieces) against the tokenizer ---
+
+_ASCII = "".join(map(chr, range(128)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(alphabet=_ASCII + "éü你", max_size=40), max_size=6))
+def test_encode_batch_ascii_path_is_the_tokenizers(texts: list[str]) -> None:
+    for vocab in (VOCAB, CASED):
+        assert vocab.encode_batch(texts) == [vocab.tokenizer.encode(t, add_special_tokens=False).ids for t in texts]
+
+
+def test_encode_batch_word_memo_is_bounded(monkeypatch) -> None:
+    import shardprep.text.vocab as v
+
+    vocab = parse_vocab(_vocab_tokens())
+    monkeypatch.setattr(v, "WORD_CACHE", 3)
+    texts = ["the quick brown fox", "Hello, world!\x07 unplayable\x00x", "a\x1cb\x0bc\x0cd\x7fe", "x" * 101 + " fox"]
+    assert vocab.encode_batch(texts) == [vocab.encode(t) for t in texts]
+    assert len(vocab._word_cache) <= 3
