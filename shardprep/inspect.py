@@ -104,7 +104,7 @@ def _main(argv: Sequence[str] | None) -> int:
          for n, s in stats.items()]))
     print()
     print(table(["feature", "dtype", "shape", "class names"],
-                [[k, v["dtype"], v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
+                [[k, v["dtype"] + (f" ({v['unit']})" if v.get("unit") else ""), v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
     for split, features in m.statistics.items():
         print(f"\nstatistics of {split!r}:")
         print(table(["feature", "count", "missing", "min", "max", "mean", "std", "lengths", "distinct", "most frequent"],

@@ -266,6 +266,8 @@ def _features_html(m: manifest.Manifest, flags: list[Flag]) -> str:
     for name, spec in m.features.items():
         shape = "scalar" if spec.get("shape") == [] else json.dumps(spec.get("shape"))
         tags = [e(str(spec.get("dtype"))), e(shape)]
+        if spec.get("unit"):
+            tags.append(e(str(spec["unit"])))
         if spec.get("nullable"):
             tags.append("nullable")
         if spec.get("names"):

@@ -174,14 +174,15 @@ def _schema(args: argparse.Namespace, files: Sequence[formats.InputFile]) -> tup
     if fixed is not None:
         return fixed, "reject"
     if args.schema:
-        return schema.load_schema(args.schema), "ignore"
+        return formats.described(files, schema.load_schema(args.schema)), "ignore"
     rows = formats.sample_rows(files)
     if not rows:
         raise InputError(
             "found no valid records to infer a schema from in the first input files (they are empty, hold only a "
             "header, or every record is bad); check --input, or give --schema to send bad records to the dead letters"
         )
-    return schema.infer_schema(rows, text=all(f.format == "csv" for f in files)), "reject"
+    inferred = schema.infer_schema(rows, text=all(f.format == "csv" for f in files))
+    return formats.described(files, inferred), "reject"  # Parquet: the units of time columns
 
 
 def _names(text: str | None, flag: str) -> tuple[str, ...]:

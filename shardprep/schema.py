@@ -64,6 +64,7 @@ class FeatureSpec:
     names: tuple[str, ...] = ()  # class names in label order (an int64 label; e.g. image/class/label)
     nullable: bool = False  # some rows leave it out (a missing value); ``missing`` of them in the run
     missing: int = 0
+    unit: str = ""  # what an int64 time column's integers count (Parquet dates, times, timestamps, durations)
 
     def __post_init__(self) -> None:
         if isinstance(self.names, list):
@@ -74,6 +75,8 @@ class FeatureSpec:
             raise SchemaError(f"names go with an int64 label, not dtype {self.dtype!r}")
         if self.dtype not in DTYPES:
             raise SchemaError(f"dtype {self.dtype!r} is not supported: expected one of {', '.join(DTYPES)}")
+        if not isinstance(self.unit, str) or (self.unit and self.dtype != "int64"):
+            raise SchemaError(f"unit {self.unit!r}: expected a string, on an int64 feature (a time column's integers)")
         shape = self.shape
         if isinstance(shape, list):
             shape = tuple(shape)
@@ -93,6 +96,8 @@ class FeatureSpec:
             doc["names"] = list(self.names)
         if self.nullable:
             doc.update(nullable=True, missing=self.missing)
+        if self.unit:
+            doc["unit"] = self.unit
         return doc
 
     @classmethod
@@ -101,7 +106,7 @@ class FeatureSpec:
         if not isinstance(doc, Mapping):
             raise SchemaError(f'feature spec {doc!r} is not an object: expected {{"dtype": "int64", "shape": []}}')
         missing = [k for k in ("dtype", "shape") if k not in doc]
-        unknown = sorted(set(doc) - {"dtype", "shape", "names", "nullable", "missing"})
+        unknown = sorted(set(doc) - {"dtype", "shape", "names", "nullable", "missing", "unit"})
         if missing or unknown:
             raise SchemaError(
                 f"feature spec {dict(doc)!r} has {'missing key(s) ' + ', '.join(missing) if missing else ''}"
@@ -117,7 +122,7 @@ class FeatureSpec:
         nullable, missing = doc.get("nullable", False), doc.get("missing", 0)
         if not isinstance(nullable, bool) or type(missing) is not int or missing < 0:
             raise SchemaError(f"nullable {nullable!r} / missing {missing!r}: expected true/false and a count")
-        return cls(doc["dtype"], tuple(shape), tuple(names), nullable, missing)
+        return cls(doc["dtype"], tuple(shape), tuple(names), nullable, missing, doc.get("unit", ""))
 
 
 Schema = dict[str, FeatureSpec]

@@ -30,6 +30,7 @@ from shardprep.formats.base import (
 from shardprep.formats.files import (
     REGISTRY,
     auto_unit_bytes,
+    described,
     detect_format,
     expand_inputs,
     format_of,
@@ -53,6 +54,7 @@ __all__ = [
     "Unsupported",
     "WorkUnit",
     "auto_unit_bytes",
+    "described",
     "detect_format",
     "expand_inputs",
     "format_of",

@@ -132,7 +132,8 @@ class Format:
 
     ``plan`` and ``read`` are required. Before the run, ``prepare`` readies the run's files (CSV:
     each file's dialect), ``own_schema`` and ``own_splits`` give what the format fixes itself
-    (image fields, a TFDS folder's features and splits). A format with a column-wise reader also
+    (image fields, a TFDS folder's features and splits), ``describe`` adds what its files say of
+    a schema's features (Parquet: time units). A format with a column-wise reader also
     overrides ``column_wise`` (whether it takes this unit with this schema) and ``framed_batches``.
     """
 
@@ -150,6 +151,11 @@ class Format:
     def own_splits(self, files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
         """(files, splits) where the input carries its splits (``spec``: ``--split``, None if not given), else None."""
         return None
+
+    def describe(self, files: Sequence[InputFile], schema: Schema) -> Schema:
+        """``schema`` (given or inferred) with what this format's ``files`` say of its features (Parquet:
+        the unit a time column's integers count); ``InputError`` where the files disagree."""
+        return schema
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         """The work units of a non-empty ``file``, in file order; ``InputError`` for a file that cannot be used."""

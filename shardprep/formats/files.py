@@ -79,6 +79,13 @@ def own_schema(files: Sequence[InputFile], schema_given: bool) -> Schema | None:
     return format_of(files[0]).own_schema(files, schema_given) if files else None
 
 
+def described(files: Sequence[InputFile], schema: Schema) -> Schema:
+    """``schema`` with what each input format says of its features (``Format.describe``)."""
+    for name in sorted({f.format for f in files}):
+        schema = REGISTRY[name].describe(files, schema)
+    return schema
+
+
 def own_splits(files: Sequence[InputFile], spec: str | None) -> tuple[Sequence[InputFile], tuple] | None:
     """(files, splits) where the input carries its splits (``Format.own_splits``: TFDS), else None."""
     return format_of(files[0]).own_splits(files, spec) if files else None

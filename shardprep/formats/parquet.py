@@ -1,8 +1,11 @@
 """Parquet: cut into runs of row groups, a large row group into row ranges; rows are column -> Python value.
 
-Dates and times become their integer value, decimals floats, structs nested objects (as JSON's:
-a ``--schema`` without them drops them, inference refuses them). A Parquet file that cannot be read,
-or a column type no Example feature can hold, is an ``InputError``.
+Dates and times become their integer value in the file's own unit, which the schema records
+(``FeatureSpec.unit``: "microseconds since 1970-01-01 00:00:00 UTC", "days since 1970-01-01", ...;
+``describe``); a column whose unit differs between files is refused, as its integers would mix
+units. Decimals become floats, structs nested objects (as JSON's: a ``--schema`` without them drops
+them, inference refuses them). A Parquet file that cannot be read, or a column type no Example
+feature can hold, is an ``InputError``.
 
 Column-wise path (``framed_batches``): a schema of scalars whose columns are numbers (floats or
 integers for a float32 feature, integers for an int64 one, dates and times as their integers) or
@@ -16,8 +19,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,6 +56,69 @@ class ParquetFormat(Format):
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
         return framed_parquet(unit, schema, extra_fields)
+
+    def describe(self, files: Sequence[InputFile], schema: Schema) -> Schema:
+        return with_time_units(files, schema)
+
+
+_TIME_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def time_unit(type_: Any) -> str:
+    """What the integer of an Arrow date, time, timestamp or duration counts; "" for other types."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_timestamp(type_):  # an instant: UTC whatever the zone shown; a naive one is wall-clock time
+        return f"{_TIME_NAMES[type_.unit]} since 1970-01-01 00:00:00 {'UTC' if type_.tz else '(no time zone)'}"
+    if t.is_date32(type_):
+        return "days since 1970-01-01"
+    if t.is_date64(type_):
+        return "milliseconds since 1970-01-01"
+    if t.is_time(type_):
+        return f"{_TIME_NAMES[type_.unit]} since midnight"
+    if t.is_duration(type_):
+        return _TIME_NAMES[type_.unit]
+    return ""
+
+
+def with_time_units(files: Sequence[InputFile], schema: Schema) -> Schema:
+    """``schema`` with the unit of every int64 feature that is a time column of the Parquet ``files``
+    (their footers, read once when they were planned); ``InputError`` for a column whose unit differs
+    between two files, or from the unit a given schema states."""
+    found: dict[str, tuple[str, str]] = {}  # column -> (unit, the first file with it)
+    for file in files:
+        if file.format != "parquet":
+            continue
+        for name, unit in _units(file).items():
+            first = found.setdefault(name, (unit, file.url))
+            if first[0] != unit:
+                raise InputError(f"column {name!r} counts {first[0]} in {first[1]!r} but {unit} in {file.url!r}: "
+                                 "its integers would mix units; write the files with one unit for it")
+    out = dict(schema)
+    for name, (unit, url) in found.items():
+        spec = schema.get(name)
+        if spec is None or spec.dtype != "int64":
+            continue
+        if spec.unit and spec.unit != unit:
+            raise InputError(f"the schema says feature {name!r} counts {spec.unit}, but {url!r} stores {unit}")
+        out[name] = dataclasses.replace(spec, unit=unit)
+    return out
+
+
+def _units(file: InputFile) -> dict[str, str]:
+    key = (file.url, file.version)
+    if key not in _time_units:
+        with contextlib.ExitStack() as stack:
+            _time_units[key] = _units_of(_parquet_file(file, stack).schema_arrow)
+    return _time_units[key]
+
+
+def _units_of(arrow_schema: Any) -> dict[str, str]:
+    return {field.name: unit for field in arrow_schema if (unit := time_unit(field.type))}
+
+
+_time_units: dict[tuple[str, Any], dict[str, str]] = {}  # (url, version) -> column -> unit, kept by parquet_units
 
 
 def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
@@ -115,6 +182,7 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         for field in meta.schema_arrow:
             _cast_type(field.name, field.type, file.url)
         _planned[(file.url, file.version)] = _encoded_bytes(meta)
+        _time_units[(file.url, file.version)] = _units_of(meta.schema_arrow)
         meta = meta.metadata
         groups = []  # (bytes, rows) per row group
         for i in range(meta.num_row_groups):
