@@ -11,6 +11,7 @@ import numpy as np
 
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.example import decode_example
+from shardprep.report_flags import shown_value, top_values
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
@@ -67,14 +68,21 @@ def _show(value: list) -> str:
     return text + (f" (+{len(value) - 8})" if len(value) > 8 else "")
 
 
+def _top(value: str) -> str:
+    shown = shown_value(value)
+    return repr(value) if shown == value else shown
+
+
 def _stats_row(name: str, s: dict) -> list:
     """One feature's statistics as a table row (``shardprep.stats``): blanks where they do not apply."""
     def num(key: str) -> str:
         return f"{s[key]:.6g}" if key in s else ""
+    q = s.get("quantiles", {})
+    quantiles = " / ".join(f"{q[k]:.4g}" for k in ("p5", "p50", "p95")) if all(k in q for k in ("p5", "p50", "p95")) else ""
     lengths = f"{s['length_min']}..{s['length_max']}" if "length_min" in s else ""
     distinct = f"{s['distinct']:,}{'+' if s.get('distinct_capped') else ''}" if "distinct" in s else ""
-    top = ", ".join(f"{v!r}: {c:,}" for v, c in s.get("top", [])[:3])
-    return [name, f"{s['count']:,}", f"{s['missing']:,}", num("min"), num("max"), num("mean"), num("std"), lengths,
+    top = ", ".join(f"{_top(v)}: {c:,}" for v, c in top_values(s)[:3])
+    return [name, f"{s['count']:,}", f"{s['missing']:,}", num("min"), num("max"), num("mean"), num("std"), quantiles, lengths,
             distinct, top[:60]]
 
 
@@ -107,7 +115,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 [[k, v["dtype"] + (f" ({v['unit']})" if v.get("unit") else ""), v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
     for split, features in m.statistics.items():
         print(f"\nstatistics of {split!r}:")
-        print(table(["feature", "count", "missing", "min", "max", "mean", "std", "lengths", "distinct", "most frequent"],
+        print(table(["feature", "count", "missing", "min", "max", "mean", "std", "p5 / median / p95", "lengths", "distinct", "most frequent"],
                     [_stats_row(k, s) for k, s in features.items()]))
     for name in m.splits:
         print(f"\nworker counts that read whole shards of {name!r} (file mode): "

@@ -27,6 +27,7 @@ from shardprep.report_flags import (
     red_flags,
     reference_split,
     share_of,
+    shown_value,
     top_values,
 )
 from shardprep.summary import human_bytes
@@ -253,7 +254,8 @@ def _top_tables(name: str, m: manifest.Manifest, limit: int = 10) -> str:
         if not top:
             continue
         total = (s.get("count") or 0) if m.features.get(name, {}).get("shape") == [] else sum(c for _, c in top)
-        rows = [[e(v if len(v) <= 80 else v[:80] + "…"), _num(c), f"{100 * share_of(c, total):.1f}%"] for v, c in top[:limit]]
+        shown = [(shown_value(v), c) for v, c in top[:limit]]
+        rows = [[e(v if len(v) <= 80 else v[:80] + "…"), _num(c), f"{100 * share_of(c, total):.1f}%"] for v, c in shown]
         more = f"<p class=meta>+{len(top) - limit:,} more listed</p>" if len(top) > limit else ""
         tables.append(f"<div><b>{e(split)}</b>: top values{_table(['value', 'count', 'share'], rows, text_cols=(0,))}{more}</div>")
     return f'<div class="charts">{"".join(tables)}</div>' if tables else ""

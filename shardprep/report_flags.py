@@ -4,12 +4,14 @@ values). Pure functions of a ``manifest.Manifest``; ``shardprep.report`` draws t
 """
 from __future__ import annotations
 
+import re
+
 from shardprep import manifest
 from shardprep.report_charts import js_divergence, rebin
 from shardprep.summary import human_bytes
 
 __all__ = ["BYTES_RATIO_LIMIT", "DIVERGENCE_LIMIT", "IMBALANCE_LIMIT", "MIN_COMPARED", "MISSING_LIMIT", "Flag",
-           "divergence", "divergences", "histogram", "reference_split", "red_flags", "share_of", "top_values"]
+           "divergence", "divergences", "histogram", "reference_split", "red_flags", "share_of", "shown_value", "top_values"]
 
 MISSING_LIMIT = 0.2  # missing share above which a feature is flagged
 IMBALANCE_LIMIT = 10.0  # most / least frequent class of a label
@@ -51,6 +53,20 @@ def histogram(s: dict) -> tuple[list[float], list[float]] | None:
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in [*edges, *counts])):
         return [float(x) for x in edges], [float(x) for x in counts]
     return None
+
+
+def shown_value(value: str) -> str:
+    """A top value as a reader should see it: printable text as it is, other text with its control
+    characters escaped; bytes that are not UTF-8 (kept backslash-escaped by the statistics: an image,
+    a serialized message) by their kind, never raw."""
+    kind = next((k for magic, k in _MAGIC if value.startswith(magic)), None)
+    if kind or _ESCAPED_BYTE.search(value):
+        return f"<{kind or 'binary'} bytes>"
+    return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+
+
+_ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")  # a byte that is not UTF-8, as backslashreplace writes it
+_MAGIC = (("\\x89PNG", "PNG"), ("\\xff\\xd8", "JPEG"))
 
 
 def top_values(s: dict) -> list[tuple[str, int]]:

@@ -85,6 +85,8 @@ def test_pipeline_writes_the_same_statistics_whatever_the_units(tmp_path, capsys
     assert inspect.main([str(tmp_path / "out1")]) == 0
     shown = capsys.readouterr().out
     assert "statistics of 'train'" in shown and "'Paris'" in shown
+    q = docs[0]["train"]["big"]["quantiles"]
+    assert "p5 / median / p95" in shown and f"{q['p5']:.4g} / {q['p50']:.4g} / {q['p95']:.4g}" in shown
 
 
 def test_mlp_standardises_inside_the_model():

@@ -260,3 +260,13 @@ def test_a_missing_dead_letter_file_is_a_note_not_a_failure(dataset):
     doc["rejected"]["paths"] = [p.replace("rejected-", "gone-") for p in doc["rejected"]["paths"]]
     text = report.render(str(dataset), manifest.Manifest.from_json(doc))
     assert "gone-00000-of-00001.jsonl is missing" in text and "type_mismatch" in text
+
+
+def test_top_values_that_are_bytes_are_shown_by_kind_never_raw():
+    from shardprep.report_flags import shown_value
+
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".decode("utf-8", "backslashreplace")  # as the statistics keep it
+    assert shown_value(png) == "<PNG bytes>"
+    assert shown_value(b"\xff\xd8\xff\xe0JFIF".decode("utf-8", "backslashreplace")) == "<JPEG bytes>"
+    assert shown_value(b"\x00\x01\xfe".decode("utf-8", "backslashreplace")) == "<binary bytes>"
+    assert shown_value("Paris") == "Paris" and shown_value("two\nlines") == "two\\nlines"
