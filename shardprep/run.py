@@ -238,12 +238,12 @@ def _main(argv: Sequence[str] | None) -> int:
         files, splits = own
     _refuse_output_in_input(args.output, files)
     files = formats.prepare_inputs(files, _input_options(args))
-    in_place = _spill_in_place(engine.on_this_machine(options), files)
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     max_record_bytes = int(args.max_record_mb * 1024 * 1024)
     tabular = [f for f in files if f.format != "text"]
     units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes)
+    in_place = _spill_in_place(engine.on_this_machine(options), files)  # after planning: Parquet footers read once
     features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,

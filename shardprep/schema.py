@@ -237,7 +237,33 @@ def _value_kind(name: str, value: Any) -> str:
     )
 
 
+_SCALAR_KINDS = {str: "string", bytes: "string", float: "float", int: "int", bool: "int"}
+
+
+def _infer_plain(values: list[Any]) -> FeatureSpec | None:
+    """``_infer_typed``'s answer without a check per value, for the common column of plain scalars
+    (None, bool, int, float, str, bytes: a Parquet or JSON column); None for any other column."""
+    types = set(map(type, values))
+    types.discard(type(None))
+    if not types or not types <= _SCALAR_KINDS.keys():
+        return None
+    kinds = {_SCALAR_KINDS[t] for t in types}
+    if int in types and any(type(v) is int and not INT64_MIN <= v <= INT64_MAX for v in values):
+        kinds.add("bigint")
+    if "string" in kinds:
+        return FeatureSpec("string", ())
+    if "float" in kinds:
+        return FeatureSpec("float32", ())
+    return FeatureSpec("string" if "bigint" in kinds else "int64", ())
+
+
 def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:
+    plain = _infer_plain(values)
+    return plain if plain is not None else _infer_values(name, values)
+
+
+def _infer_values(name: str, values: list[Any]) -> FeatureSpec:
+    """The rules of the module docstring, value by value (lists, nesting, other types)."""
     kinds: set[str] = set()
     lengths: set[int] = set()
     scalars = 0

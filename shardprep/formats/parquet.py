@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -110,7 +110,7 @@ def _units(file: InputFile) -> dict[str, str]:
     key = (file.url, file.version)
     if key not in _time_units:
         with contextlib.ExitStack() as stack:
-            _time_units[key] = _units_of(_parquet_file(file, stack).schema_arrow)
+            _time_units[key] = _units_of(_open(file, stack)[1].schema)
     return _time_units[key]
 
 
@@ -121,7 +121,37 @@ def _units_of(arrow_schema: Any) -> dict[str, str]:
 _time_units: dict[tuple[str, Any], dict[str, str]] = {}  # (url, version) -> column -> unit, kept by parquet_units
 
 
-def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
+class _Footer(NamedTuple):
+    """What a file's footer says, parsed once a process: a 50,000-column footer takes ~0.5 s to parse
+    and turn into an Arrow schema and casts, and the launcher reads it to plan and again to sample."""
+
+    metadata: Any  # pyarrow FileMetaData
+    schema: Any  # its Arrow schema
+    casts: dict[str, Any]  # column -> what it is cast to (``_cast_type``)
+
+
+_footers: collections.OrderedDict[tuple[str, Any], _Footer] = collections.OrderedDict()  # the last few files'
+_FOOTERS_KEPT = 4
+
+
+def _open(file: InputFile, stack: contextlib.ExitStack) -> tuple[Any, _Footer]:
+    """The open ``pq.ParquetFile`` and its footer, from this process's cache where the same version of
+    the file was opened before (a file changed since is refused at commit, which checks every version)."""
+    key = (file.url, file.version)
+    footer = _footers.get(key)
+    pf = _parquet_file(file, stack, footer.metadata if footer else None)
+    if footer is None:
+        schema = pf.schema_arrow
+        footer = _Footer(pf.metadata, schema, {f.name: _cast_type(f.name, f.type, file.url) for f in schema})
+        _footers[key] = footer
+        while len(_footers) > _FOOTERS_KEPT:
+            _footers.popitem(last=False)
+    else:
+        _footers.move_to_end(key)
+    return pf, footer
+
+
+def _parquet_file(file: InputFile, stack: contextlib.ExitStack, metadata: Any = None) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -131,7 +161,8 @@ def _parquet_file(file: InputFile, stack: contextlib.ExitStack) -> Any:
                 source: Any = pa.BufferReader(stream.read())
         else:
             source = stack.enter_context(fs.open_file(file.url, "rb"))
-        return pq.ParquetFile(source, page_checksum_verification=True)  # page CRCs, where the writer stored them
+        # page CRCs, where the writer stored them
+        return pq.ParquetFile(source, page_checksum_verification=True, metadata=metadata)
     except (pa.ArrowException, OSError, EOFError, ValueError, zlib.error) as e:
         raise InputError(f"{file.url!r} is not a readable Parquet file: {e}") from None
 
@@ -174,16 +205,14 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     undecoded): ~4-16% of a row's parse time each, so a group in k ranges costs (k-1)/2 decodes
     more in all, and gives k cores work. A function of the file's footer alone, like every plan."""
     with contextlib.ExitStack() as stack:
-        meta = _parquet_file(file, stack)
-        names = meta.schema_arrow.names
+        footer = _open(file, stack)[1]  # its casts refuse a column no feature can hold
+        names = footer.schema.names
         if repeated := sorted(n for n, k in collections.Counter(names).items() if k > 1):  # a row dict would keep one
             raise InputError(f"{file.url!r}: the Parquet schema repeats column name(s) {', '.join(map(repr, repeated))}: "
                              "every column needs its own name; rename them")
-        for field in meta.schema_arrow:
-            _cast_type(field.name, field.type, file.url)
-        _planned[(file.url, file.version)] = _encoded_bytes(meta)
-        _time_units[(file.url, file.version)] = _units_of(meta.schema_arrow)
-        meta = meta.metadata
+        _planned[(file.url, file.version)] = _encoded_bytes(footer.metadata, footer.schema)
+        _time_units[(file.url, file.version)] = _units_of(footer.schema)
+        meta = footer.metadata
         groups = []  # (bytes, rows) per row group
         for i in range(meta.num_row_groups):
             rg = meta.row_group(i)
@@ -262,8 +291,8 @@ def read_parquet(unit: WorkUnit, batch_rows: int = 4096) -> Iterator[Record]:
         return
     position = unit.first_position
     with contextlib.ExitStack() as stack:
-        pf = _parquet_file(unit.file, stack)
-        casts = {f.name: _cast_type(f.name, f.type, unit.file.url) for f in pf.schema_arrow}
+        pf, footer = _open(unit.file, stack)
+        casts = footer.casts
         for batch in _batches(pf, unit, batch_rows):
             if any(casts.values()):
                 arrays = [_cast(col, casts[name], pa) for name, col in zip(batch.schema.names, batch.columns)]
@@ -309,11 +338,11 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
     if unit.end <= unit.start:
         return
     with contextlib.ExitStack() as stack:
-        pf = _parquet_file(unit.file, stack)
-        fields = {f.name: f for f in pf.schema_arrow}
+        pf, footer = _open(unit.file, stack)
+        fields = {f.name: f for f in footer.schema}
         if not set(schema) <= set(fields) or (extra_fields != "ignore" and not set(fields) <= set(schema)):
             raise Unsupported("the schema and the file's columns differ: rows need the per-record path")
-        casts = {name: _cast_type(name, fields[name].type, unit.file.url) for name in schema}
+        casts = footer.casts
         for name, spec in schema.items():
             if not _fits(spec.dtype, casts[name] or fields[name].type):
                 raise Unsupported(f"column {name!r} of type {fields[name].type} needs the per-record path")
@@ -359,10 +388,10 @@ def encoded_bytes(file: InputFile) -> int:
     if (known := _planned.get((file.url, file.version))) is not None:
         return known
     with contextlib.ExitStack() as stack:
-        return _encoded_bytes(_parquet_file(file, stack))
+        footer = _open(file, stack)[1]
+        return _encoded_bytes(footer.metadata, footer.schema)
 
 
-def _encoded_bytes(pf: Any) -> int:
-    meta = pf.metadata
+def _encoded_bytes(meta: Any, arrow_schema: Any) -> int:
     values = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return meta.num_rows * (22 + sum(len(name.encode()) + 18 for name in pf.schema_arrow.names)) + values
+    return meta.num_rows * (22 + sum(len(name.encode()) + 18 for name in arrow_schema.names)) + values
