@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest, planning
@@ -203,8 +204,12 @@ def _plan_eval(
     )
 
 
-def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
-    """Runs the job on this worker; returns the summary it wrote to ``model_dir/summary/``."""
+def run_job(config: TrainConfig, *, cluster: ClusterInfo,
+            then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs the job on this worker; returns the summary it wrote to ``model_dir/summary/``.
+
+    ``then(summary)`` runs once the summary is written, while the job's input iterators are still held
+    (``trainer.train`` ends the worker process there: releasing them can wait for tf.data's threads)."""
     from trainer import checkpoints as ckpt_lib
     from trainer import controller, metrics, session, strategy
 
@@ -246,10 +251,13 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any]:
         ).run(runner)
     finally:
         runner.close()
-    return session.write_job_summary(
+    summary = session.write_job_summary(
         ses, meter, start_step=start_step, final_step=result.final_step, scores=result.scores, exported=result.exported,
         data_mode=ses.plan.mode,
     )
+    if then is not None:
+        then(summary)
+    return summary
 
 
 def _make_runner(ses: Session, meter: Meter) -> StepRunner:
