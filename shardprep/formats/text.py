@@ -64,6 +64,12 @@ def tokenize_unit(unit: WorkUnit) -> int:
                                        lambda sentences: tokenize_document(vocab, sentences)))
 
 
+@functools.lru_cache(maxsize=2)
+def _encoder(make, config, vocab_size: int):
+    """``text.encode.InstanceEncoder`` once per process (its varint table: one entry per token id)."""
+    return make(config, vocab_size)
+
+
 def classification_schema(max_seq_length: int) -> Schema:
     """BERT run_classifier.py's features."""
     seq = (max_seq_length,)
@@ -127,7 +133,7 @@ class TextFormat(Format):
 
         spec: TextSpec = unit.file.text
         vocab = _vocab(spec.vocab_url, spec.cased)
-        yield from batches(self._encoded(unit, spec, vocab, InstanceEncoder(spec.config, len(vocab))))
+        yield from batches(self._encoded(unit, spec, vocab, _encoder(InstanceEncoder, spec.config, len(vocab))))
 
     def _encoded(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab, encoder) -> Iterator:
         from shardprep.text.encode import encoded_instances
