@@ -39,10 +39,35 @@ def _vocab(url: str, cased: bool) -> Vocab:
 def _reader(spec: TextSpec) -> DocumentReader:
     from shardprep.text.pretraining import PackedDocument, tokenize_document
     from shardprep.text.store import DocumentReader
+    from shardprep.text.tokens import TokenFiles
 
     vocab = _vocab(spec.vocab_url, spec.cased)
     return DocumentReader(spec.store_url, spec.index_url,
-                          lambda sentences: PackedDocument(tokenize_document(vocab, sentences)))
+                          lambda sentences: PackedDocument(tokenize_document(vocab, sentences)),
+                          packed=TokenFiles(spec.store_url))
+
+
+def tokenize_unit(unit: WorkUnit) -> int:
+    """A pre-training unit's documents tokenized once for the run (``text.tokens``: every worker reads
+    them by id); how many. The job's CountRanges step calls it for each unit before any is parsed."""
+    from shardprep.text.pretraining import tokenize_document
+    from shardprep.text.spec import PRETRAINING
+    from shardprep.text.store import entries
+    from shardprep.text.tokens import tokenize_entries, write_unit
+
+    spec: TextSpec = unit.file.text
+    if spec.task != PRETRAINING:
+        return 0
+    vocab = _vocab(spec.vocab_url, spec.cased)
+    return write_unit(spec.store_url, unit.first_position,
+                      tokenize_entries(entries(spec.store_url, unit.start, unit.end),
+                                       lambda sentences: tokenize_document(vocab, sentences)))
+
+
+@functools.lru_cache(maxsize=2)
+def _encoder(make, config, vocab_size: int):
+    """``text.encode.InstanceEncoder`` once per process (its varint table: one entry per token id)."""
+    return make(config, vocab_size)
 
 
 def classification_schema(max_seq_length: int) -> Schema:
@@ -108,7 +133,7 @@ class TextFormat(Format):
 
         spec: TextSpec = unit.file.text
         vocab = _vocab(spec.vocab_url, spec.cased)
-        yield from batches(self._encoded(unit, spec, vocab, InstanceEncoder(spec.config, len(vocab))))
+        yield from batches(self._encoded(unit, spec, vocab, _encoder(InstanceEncoder, spec.config, len(vocab))))
 
     def _encoded(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab, encoder) -> Iterator:
         from shardprep.text.encode import encoded_instances
@@ -127,15 +152,17 @@ class TextFormat(Format):
         document also goes to the reader's cache (the random next segments of the documents near it)."""
         from shardprep.text.pretraining import PackedDocument, tokenize_document
         from shardprep.text.store import entries
+        from shardprep.text.tokens import read_unit
 
         vocab, reader = _vocab(spec.vocab_url, spec.cased), _reader(spec)
         doc_id = unit.first_position  # the unit's first document's id (text.store.StoreUnit.first_doc)
+        tokenized = read_unit(spec.store_url, doc_id)  # as CountRanges tokenized them (None: not done)
         for entry in entries(spec.store_url, unit.start, unit.end):
             if "r" in entry:
                 yield entry["p"], doc_id, Bad(entry["p"], entry["r"], entry["d"], entry["x"])
                 continue
-            document = tokenize_document(vocab, entry["s"])
-            reader.put(doc_id, PackedDocument(document))
+            document = next(tokenized) if tokenized is not None else PackedDocument(tokenize_document(vocab, entry["s"]))
+            reader.put(doc_id, document)
             yield entry["p"], doc_id, document
             doc_id += 1
 

@@ -6,6 +6,10 @@ parallel, and emits its ``RangeCount``; Parse takes them all as a side input (``
 one ``CutTable`` (prefix sums, numpy) per worker and resolves each nominal unit to its exact byte
 range and first line before reading it. Exact units (small or gzip files, other formats) pass no
 element here.
+
+A text pre-training unit (``--task bert-pretraining``) is tokenized here, once for the run
+(``formats.text.tokenize_unit``, ``text.tokens``): Parse, which reads random documents of every
+unit, starts once this step has ended, so every worker finds every unit's tokens written.
 """
 from __future__ import annotations
 
@@ -19,12 +23,17 @@ __all__ = ["CountRanges"]
 
 
 class CountRanges:
-    """A work unit in; its ``RangeCount`` out if it is nominal, nothing otherwise."""
+    """A work unit in; its ``RangeCount`` out if it is nominal, nothing otherwise (a text unit's tokens written)."""
 
     def __init__(self) -> None:
         self._bytes = Counter("bytes_counted_for_cuts")
+        self._documents = Counter("documents_tokenized")
 
     def process(self, unit: WorkUnit) -> Iterator[RangeCount]:
         if unit.nominal:
             self._bytes.inc(unit.end - unit.start)
             yield count_range(unit)
+        elif unit.file.text is not None:
+            from shardprep.formats.text import tokenize_unit
+
+            self._documents.inc(tokenize_unit(unit))

@@ -228,7 +228,56 @@ static void doc_free(Doc *d) {
     d->sentences = NULL;
 }
 
+/* a text.pretraining.PackedDocument's (int32 ids, int64 sentence ends) into d */
+static int doc_from_packed(PyObject *packed, Doc *d) {
+    Py_buffer ids = {0}, ends = {0};
+    if (!PyArg_ParseTuple(packed, "y*y*", &ids, &ends)) return -1;
+    const int32_t *v = ids.buf;
+    const int64_t *e = ends.buf;
+    int err = 0;
+    d->n = ends.len / 8;
+    d->sentences = PyMem_Calloc(d->n ? (size_t)d->n : 1, sizeof(Ids));
+    if (!d->sentences) {
+        PyErr_NoMemory();
+        err = 1;
+    }
+    for (Py_ssize_t i = 0; !err && i < d->n; i++) {
+        int64_t a = i ? e[i - 1] : 0, b = e[i];
+        if (a > b || b * 4 > ids.len) {
+            PyErr_SetString(PyExc_ValueError, "a packed document's ends go back or pass its ids");
+            err = 1;
+        } else if (ids_reserve(&d->sentences[i], b > a ? (Py_ssize_t)(b - a) : 1) < 0) {
+            err = 1;
+        } else {
+            for (int64_t q = a; q < b; q++) {
+                if (v[q] < 0) {
+                    PyErr_SetString(PyExc_ValueError, "token ids are non-negative");
+                    err = 1;
+                    break;
+                }
+                d->sentences[i].v[q - a] = v[q];
+            }
+            d->sentences[i].n = (Py_ssize_t)(b - a);
+        }
+    }
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&ends);
+    if (err) {
+        doc_free(d);
+        return -1;
+    }
+    return 0;
+}
+
 static int doc_from(PyObject *obj, Doc *d) {
+    PyObject *packed = PyObject_GetAttrString(obj, "packed");
+    if (packed) {
+        int r = doc_from_packed(packed, d);
+        Py_DECREF(packed);
+        return r;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
     PyObject *seq = PySequence_Fast(obj, "a document is a sequence of sentences");
     if (!seq) return -1;
     d->n = PySequence_Fast_GET_SIZE(seq);

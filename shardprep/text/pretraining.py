@@ -114,6 +114,14 @@ class PackedDocument(Sequence[Sequence[int]]):
         self._ends = array.array("q", itertools.accumulate(map(len, sentences)))
         self.packed = (self._ids.tobytes(), self._ends.tobytes())
 
+    @classmethod
+    def from_packed(cls, ids, ends) -> PackedDocument:
+        """A document from its packed buffers as they are (``bytes`` or byte ``memoryview``s; no copy)."""
+        self = cls.__new__(cls)
+        self.packed = (ids, ends)
+        self._ids, self._ends = memoryview(ids).cast("B").cast("i"), memoryview(ends).cast("B").cast("q")
+        return self
+
     @property
     def nbytes(self) -> int:
         return len(self.packed[0]) + len(self.packed[1])

@@ -10,10 +10,12 @@ the store's byte offset of each document id ``0 .. N-1`` (ids in input order: fi
 place in the file). The job's work units are byte ranges of the store cut at entries, of one
 source file each (``StoreUnit``); every engine reads the same store, so ids and bytes agree.
 
-``DocumentReader`` reads any document by id in bounded memory: a seek to its offset, one line,
-its tokens kept in an LRU of at most ``CACHE_BYTES`` (the documents' ``nbytes``: packed, 4 bytes
-a token; the random next segments of BERT's instances come from the whole corpus, so a corpus
-whose tokens fit is tokenized once per process, a larger one again on each miss).
+``units.npy`` lists the first document id of each unit that holds a document: the job tokenizes
+each such unit once into a file of its own (``text.tokens``), found by those ids.
+
+``DocumentReader`` reads any document by id in bounded memory, kept in an LRU of at most
+``CACHE_BYTES`` (the documents' ``nbytes``: packed, 4 bytes a token): from the run's token files
+(``text.tokens.TokenFiles``: a seek and one read), else a seek to its store line, tokenized there.
 """
 from __future__ import annotations
 
@@ -144,11 +146,18 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
             if at > start or not units or units[-1].file_index != file.index:
                 units.append(StoreUnit(file.index, start, at, first))  # every file has a unit, maybe empty
         out.write(bytes(buffer))
-    index = io.BytesIO()
-    np.save(index, np.asarray(offsets, dtype=np.int64))
-    with fs.write_atomic(f"{folder}/index.npy") as out:
-        out.write(index.getvalue())
+    _save(f"{folder}/index.npy", np.asarray(offsets, dtype=np.int64))
+    firsts = [u.first_doc for u in units] + [len(offsets)]  # the first ids of units that hold documents:
+    _save(f"{folder}/units.npy", np.asarray(sorted({f for f, nxt in zip(firsts, firsts[1:]) if nxt > f}),
+                                            dtype=np.int64))  # text.tokens finds a document's file by them
     return StoreResult(units, len(offsets), tuple(sorted(labels)), stats)
+
+
+def _save(url: str, array: np.ndarray) -> None:
+    data = io.BytesIO()
+    np.save(data, array)
+    with fs.write_atomic(url) as out:
+        out.write(data.getvalue())
 
 
 def entries(store_url: str, start: int, end: int) -> Iterator[dict]:
@@ -188,15 +197,20 @@ def _size(document) -> int:
 class DocumentReader:
     """Document ``id`` of the store, tokenized by ``tokenize``; an LRU of ``cache_bytes`` of documents."""
 
-    def __init__(self, store_url: str, index_url: str, tokenize, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, store_url: str, index_url: str, tokenize, cache_bytes: int = CACHE_BYTES,
+                 packed: Callable[[int], Any] | None = None) -> None:
         self._offsets = np.load(io.BytesIO(fs.read_bytes(index_url)))
         self._store = fs.open_file(store_url, "rb")
         self._tokenize = tokenize
+        self._packed = packed  # id -> the document as tokenized once for the run (text.tokens), or None
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._budget, self._held = cache_bytes, 0
 
     def close(self) -> None:
         self._store.close()
+        close = getattr(self._packed, "close", None)
+        if close is not None:
+            close()
 
     def put(self, doc_id: int, document) -> None:
         old = self._cache.pop(doc_id, None)
@@ -211,8 +225,10 @@ class DocumentReader:
             i = (doc_id + k) % len(self._offsets)
             doc = self._cache.get(i)
             if doc is None:
-                self._store.seek(int(self._offsets[i]))
-                doc = self._tokenize(json.loads(self._store.readline())["s"])
+                doc = self._packed(i) if self._packed is not None else None
+                if doc is None:
+                    self._store.seek(int(self._offsets[i]))
+                    doc = self._tokenize(json.loads(self._store.readline())["s"])
                 self.put(i, doc)
             else:
                 self._cache.move_to_end(i)
