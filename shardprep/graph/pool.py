@@ -45,7 +45,7 @@ __all__ = ["IDLE_WAIT_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers",
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.job"]  # the stages' work, imported before the processes start
-TASKS_PER_PROCESS = 8  # a stage's elements are cut into about this many tasks per process: balance vs overhead
+TASKS_PER_PROCESS = 8  # a stage's elements are cut into at least this many tasks per process: balance vs overhead
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
 Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() and teardown()
@@ -107,9 +107,9 @@ def blob_of(work: Work) -> tuple[bytes, bytes]:
 
 
 def tasks_of(elements: list, processes: int) -> list[list]:
-    """A stage's elements cut into tasks for ``processes`` workers: about ``TASKS_PER_PROCESS``
-    each, in order."""
-    size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))
+    """A stage's elements cut into tasks for ``processes`` workers, in order: one element each, or at least
+    ``TASKS_PER_PROCESS`` per process (under twice that), so that a stage's tail is one element's work."""
+    size = max(1, len(elements) // (processes * TASKS_PER_PROCESS))
     return [elements[lo:lo + size] for lo in range(0, len(elements), size)]
 
 
