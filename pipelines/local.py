@@ -25,7 +25,7 @@ from shardprep.graph import pool
 
 __all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers"]
 
-TINY_BYTES = 1 << 20  # below this, one process: the work is all start-up (BENCHMARKS.md, "The local pool's threshold")
+TINY_BYTES = 1 << 20  # below this, one process: the work is all start-up (BENCHMARKS.md, issue 33's section)
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means this pool here
 log = logging.getLogger("shardprep")
