@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit-mb", default="16")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-nanny", action="store_true")
-    ap.add_argument("--quiet", action="store_true", help="the scheduler and workers with pipelines.dask_cluster.QUIET")
+    ap.add_argument("--quiet", action="store_true", help="the scheduler and workers with pipelines.dask_engine.QUIET")
     ap.add_argument("--preload", action="store_true",
                     help="dask worker --preload pipelines.dask_worker (a cluster for this bench only): the steps "
                     "imported at start-up")
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = os.path.dirname(sys.executable)
     env = {**os.environ, "PYTHONPATH": REPO}
     if args.quiet:
-        from pipelines.dask_cluster import QUIET
+        from pipelines.dask_engine import QUIET
 
         env.update({"DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(value)
                     for key, value in QUIET.items()})

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["Contender", "Run", "alternate", "run_process", "summarize"]
+__all__ = ["Contender", "Run", "alternate", "compile_sources", "run_process", "summarize"]
 
 PYTHON = sys.executable
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +48,17 @@ class Run:
         if self.returncode == 0:
             out.pop("tail")
         return out
+
+
+def compile_sources() -> None:
+    """Writes the bytecode of this checkout's packages, as installing them does, so that a timed run
+    measures the product rather than the compiling of its sources: where PYTHONDONTWRITEBYTECODE is
+    set (this machine's sessions), every command compiled shardprep's modules again, 0.2 of the ~0.9
+    CPU s a run spends in its launcher before its first task (BENCHMARKS.md, issue 33's section)."""
+    import compileall
+
+    for package in ("shardprep", "pipelines", "trainer", "benchmarks"):
+        compileall.compile_dir(os.path.join(REPO, package), quiet=2)
 
 
 def _env() -> dict[str, str]:
@@ -145,6 +156,7 @@ def alternate(contenders: Sequence[Contender], repeats: int, *, log: Callable[[s
     peaks are given to every run of the contender; its times are not kept: ``run_process``).
     Every run is checked and fails loudly. Without ``memory_round`` only ``max_rss_mb`` (wait4's
     largest single process) tells memory."""
+    compile_sources()
     runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
     for r in range(repeats + memory_round):
         timed = r < repeats

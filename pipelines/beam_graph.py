@@ -10,10 +10,9 @@ merges), under the labels the job gives, so a Dataflow job shows the steps it al
           Parse.rejected -> KeyRejected -> GroupRejected -> WriteRejected;  Parse.stats -> MergeStats -> Stats
           facts -> AllFacts -> KeyFacts -> Gather -> Commit
 
-``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers; the in-process
-runner has none to spread them over. The graph's size does not grow with the input: the units are
-staged in the run folder before the pipeline runs (``graph.units``; not for a dry run), the graph
-holding only chunk numbers. Building the graph writes nothing.
+``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers. The graph
+holds only chunk numbers of the units, staged when the pipeline is about to run (``graph.units``;
+not for a dry run): building it writes nothing.
 """
 from __future__ import annotations
 
@@ -29,8 +28,9 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.runners.runner import PipelineResult
 from apache_beam.typehints.decorators import no_annotations
 
+from pipelines.dataflow_flags import check_locations, dataflow_args
+from pipelines.driver import summarize
 from pipelines.engines import RunOptions
-from pipelines.local import summarize
 from shardprep import malloc, retention, run_checks
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
@@ -73,25 +73,6 @@ class StageFn(beam.DoFn):
         getattr(self._work, "teardown", lambda: None)()
 
 
-class _Merge(beam.CombineFn):
-    """A merged stage's values combined as they come (``merge``), then its ``finish``."""
-
-    def __init__(self, work: Any) -> None:
-        self._work = work
-
-    def create_accumulator(self) -> dict:
-        return {}
-
-    def add_input(self, accumulator: dict, value: Any) -> dict:
-        return self._work.merge(accumulator, value)
-
-    def merge_accumulators(self, accumulators: Any) -> dict:
-        return functools.reduce(self._work.merge, accumulators, {})
-
-    def extract_output(self, accumulator: dict) -> dict:
-        return accumulator
-
-
 class Reshard(beam.PTransform):
     """The job's stages as Beam steps; its output: the result stage's (the manifest's or report's URL)."""
 
@@ -118,8 +99,9 @@ class Reshard(beam.PTransform):
         pcoll = inputs[0] if len(inputs) == 1 else tuple(inputs) | next(labels) >> beam.Flatten()
         if stage.group == ONE_GROUP:
             pcoll = pcoll | next(labels) >> beam.Map(lambda value: (0, value))
-        if stage.group is not None and hasattr(stage.work, "merge"):
-            merged = pcoll | next(labels) >> beam.CombinePerKey(_Merge(stage.work))
+        if stage.group is not None and hasattr(stage.work, "merge"):  # values combined as they come, from {}
+            merge = stage.work.merge
+            merged = pcoll | next(labels) >> beam.CombinePerKey(lambda values: functools.reduce(merge, values, {}))
             return merged | stage.name >> beam.MapTuple(stage.work.finish)
         if stage.group in (BY_KEY, ONE_GROUP):
             pcoll = pcoll | next(labels) >> beam.GroupByKey()
@@ -150,8 +132,6 @@ class BeamEngine:
 
     def options(self, beam_args: Sequence[str]) -> PipelineOptions:
         if self._dataflow:
-            from pipelines.dataflow_flags import dataflow_args
-
             beam_args = dataflow_args(beam_args)
         return PipelineOptions([f"--runner={self._runner}", *beam_args])
 
@@ -159,8 +139,6 @@ class BeamEngine:
         beam_options = self.options(options.beam_args)
         here = self._in_process
         if self._dataflow:
-            from pipelines.dataflow_flags import check_locations
-
             check_locations(config.output, sorted({unit.file.url for unit in units_}))
         pipeline = beam.Pipeline(runner=in_process_runner(beam_options) if here else None, options=beam_options)
         build(pipeline, config, len(units_), distribute=not here)
@@ -181,32 +159,26 @@ class BeamEngine:
 
 
 def _wait(result: PipelineResult, *, cancel: bool) -> None:
+    """Waits for the job; on an interrupt, a job of a service (``cancel``), which runs on without this
+    process, is cancelled first."""
     try:
         result.wait_until_finish()
-    except KeyboardInterrupt:  # a job of a service runs on without this process: stop it
+    except KeyboardInterrupt:
         if cancel:
-            _cancel(result)
+            job = getattr(result, "job_id", lambda: "")()
+            try:
+                result.cancel()
+                log.warning("cancelled job %s: the run was interrupted", job)
+            except Exception as e:  # noqa: BLE001 - the interrupt stands; the user is told what to do
+                log.warning("could not cancel job %s (%s): cancel it in its runner's console; it commits nothing, "
+                            "since this run's folder is claimed for removal", job, e)
         raise
 
 
-def _cancel(result: PipelineResult) -> None:
-    job = getattr(result, "job_id", lambda: "")()
-    try:
-        result.cancel()
-        log.warning("cancelled job %s: the run was interrupted", job)
-    except Exception as e:  # noqa: BLE001 - the interrupt stands; the user is told what to do
-        log.warning("could not cancel job %s (%s): cancel it in its runner's console; it commits nothing, "
-                    "since this run's folder is claimed for removal", job, e)
-
-
 def in_process_runner(options: PipelineOptions) -> Any:
-    """Beam's FnApiRunner, the engine its DirectRunner picks for a batch job like this one, chosen here.
-
-    The DirectRunner first tries its Prism runner, a binary it downloads from GitHub into the
-    user's cache: on a machine without network that try costs ~0.3 s a run (a DNS failure, or a
-    connection timeout behind a firewall), and on one with network the run would move to an engine
-    this product is not built or tested on. The provision info is what the DirectRunner gives it.
-    """
+    """Beam's FnApiRunner, the engine its DirectRunner picks for a batch job like this one, chosen here:
+    the DirectRunner first tries its Prism runner, a binary it downloads (docs/design.md, "Runners and
+    storage"). The provision info is what the DirectRunner gives it."""
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle

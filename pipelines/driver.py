@@ -4,23 +4,40 @@
 A stage starts once every stage it reads has ended, and its outputs are kept, in element order,
 until the last stage that reads them has run. Grouped input is formed here as Beam's GroupByKey
 would (``job.groups``: each key once, values in one order), so a stage sees the same elements on
-every engine, worker count and rerun. Nothing here imports Beam.
+every engine, worker count and rerun. Nothing here imports Beam. ``run_staged``: a whole run of the
+local or Dask engine.
 """
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import AbstractContextManager
 from typing import Any
 
 from shardprep import malloc
-from shardprep.graph import pool
-from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups
+from shardprep.config import ReshardConfig
+from shardprep.formats import WorkUnit
+from shardprep.graph import pool, units
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups, reshard_job
 
-__all__ = ["run_job"]
+__all__ = ["run_job", "run_staged", "summarize"]
 
 log = logging.getLogger("shardprep")
+
+
+def run_staged(config: ReshardConfig, units_: Sequence[WorkUnit],
+               workers: AbstractContextManager[pool.Workers | None], shown: int) -> None:
+    """The re-shard of ``config``: its units staged, its job run on ``workers`` (entered once they
+    are staged; None: in this process), its summary printed (``shown`` worker processes)."""
+    job = reshard_job(config, len(units_))
+    units.stage(config, units_)
+    started = time.monotonic()
+    with workers as started_workers:
+        _, counters = run_job(job, started_workers)
+    summarize(counters, workers=shown, seconds=time.monotonic() - started)
 
 
 def run_job(job: Job, workers: pool.Workers | None) -> tuple[list, dict[str, int]]:
@@ -76,3 +93,16 @@ def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers 
             yield from outputs
     except BrokenProcessPool as e:  # a process killed (OOM): the run fails, never waits for its task
         raise pool.PoolDied() from e
+
+
+def summarize(counters: dict[str, int], *, workers: int, seconds: float) -> None:
+    """One line per stage from what the run's stages counted (every worker's summed)."""
+    if not counters:
+        return
+    records, rejected = counters.get("records_read", 0), counters.get("records_rejected", 0)
+    mb = counters.get("bytes_encoded", 0) / 1e6
+    where = f"{workers} worker process{'' if workers == 1 else 'es'}, " if workers else ""  # 0: a cluster's, unknown
+    log.info("Parse: %d records read (%d rejected), %.1f MB encoded; %s%.1f s, %.1f MB/s",
+             records, rejected, mb, where, seconds, mb / max(seconds, 1e-9))
+    if "shards_written" in counters:
+        log.info("WriteShards: %d shards written", counters["shards_written"])

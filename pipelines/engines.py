@@ -54,8 +54,7 @@ class RunOptions(NamedTuple):
 
 class Engine(Protocol):
     def checked(self, options: RunOptions) -> RunOptions:
-        """``options`` with the engine's flags read from ``beam_args`` and the rest refused (UsageError), before
-        any input is read."""
+        """``options`` with the engine's flags read from ``beam_args``, the rest refused (UsageError)."""
 
     def on_this_machine(self, options: RunOptions) -> bool:
         """Whether every worker runs on this machine (the spill may then be read in place: ``graph.spill``)."""

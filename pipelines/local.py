@@ -1,42 +1,31 @@
 """The local engine (``--runner direct``, the default): the job on this machine's processes.
 
-By default the re-shard uses every core this process may run on (``os.sched_getaffinity``): the
-job's heavy stages (CountRanges, Parse, Assign, WriteShards) fan out to a pool of processes forked
-from the launcher (``graph.pool``), the rest runs in the launcher (``pipelines.driver``). Nothing
-imports Beam: a run starts on its data as soon as it is planned. Inputs under ``TINY_BYTES`` or
-of a single work unit run in this process. The output does not depend on the count: positions
-come from the counts side input, never from scheduling. A stage's elements are dealt to the
-processes a few at a time, so a run balances when it has several work units per process
-(``--unit-mb``).
+By default the job's heavy stages run on a pool of one process per core this process may run on
+(``os.sched_getaffinity``), forked from the launcher (``graph.pool``), the rest in the launcher
+(``pipelines.driver``); inputs under ``TINY_BYTES`` or of a single work unit run in this process.
+Nothing imports Beam. The output does not depend on the count (docs/design.md, "Runners and storage").
 
 Beam's ``--direct_num_workers=N`` (with or without ``--direct_running_mode``) means ``--local-workers
-N`` here (``direct_flags``): the flags users of Beam's DirectRunner know keep working. This module
-also prints the run's one-line summary (``summarize``).
+N`` here (``direct_flags``): the flags users of Beam's DirectRunner know keep working.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 
-from pipelines.driver import run_job
+from pipelines.driver import run_staged
 from pipelines.engines import RunOptions
 from shardprep import run_checks
 from shardprep.capacity import machine_cores
 from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
 from shardprep.formats import WorkUnit
-from shardprep.graph import pool, units
-from shardprep.job import reshard_job
+from shardprep.graph import pool
 
-__all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers", "summarize"]
+__all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers"]
 
-# Below this, one process: the work is all start-up, and the pool adds ~0.3 CPU s for no wall time (3 files of 100
-# rows: 1.72 s median either way). Above it the pool parses while Beam is imported: 2.5 MB of CSV in 3 files
-# 4.2 -> 3.2 s, 20,000 small images (22 MB, 40 units) 3.4-5.9 -> 2.6-2.9 s (it was 64 MB before the pool forked
-# ahead of Beam's import, when the images took 0.5 s longer with it).
-TINY_BYTES = 1 << 20
+TINY_BYTES = 1 << 20  # below this, one process: the work is all start-up (BENCHMARKS.md, issue 33's section)
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means this pool here
 log = logging.getLogger("shardprep")
@@ -53,19 +42,12 @@ class LocalEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return True
 
-    def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions) -> bool:
+    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
         count = plan_workers(requested=options.local_workers, input_bytes=sum(size for _, size in config.sources),
-                             num_units=len(units_), cores=machine_cores())
-        job = reshard_job(config, len(units_))
-        units.stage(config, units_)
-        started = time.monotonic()
-        with contextlib.ExitStack() as stack:
-            workers = None
-            if count > 1:
-                log.info("direct runner: %d worker processes (--local-workers to choose)", count)
-                workers = stack.enter_context(pool.local_pool(count))
-            _, counters = run_job(job, workers)
-        summarize(counters, workers=count, seconds=time.monotonic() - started)
+                             num_units=len(units), cores=machine_cores())
+        if count > 1:
+            log.info("direct runner: %d worker processes (--local-workers to choose)", count)
+        run_staged(config, units, pool.local_pool(count) if count > 1 else contextlib.nullcontext(), count)
         return True
 
 
@@ -97,9 +79,9 @@ def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | 
     mode = values.get("--direct_running_mode", "in_memory")
     if mode not in _MODES:
         raise UsageError(f"--direct_running_mode {mode!r}: expected one of {', '.join(_MODES)}")
-    if "--direct_num_workers" not in values:
+    text = values.get("--direct_num_workers")
+    if text is None:
         return local_workers, rest
-    text = values["--direct_num_workers"]
     if not text.isdigit():
         raise UsageError(f"--direct_num_workers {text!r}: expected a count (e.g. --direct_num_workers={machine_cores()})")
     count = int(text) or machine_cores()
@@ -108,15 +90,3 @@ def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | 
                          "counts: give one of them")
     return count, rest
 
-
-def summarize(counters: dict[str, int], *, workers: int, seconds: float) -> None:
-    """One line per stage from what the run's stages counted (every worker's summed)."""
-    if not counters:
-        return
-    records, rejected = counters.get("records_read", 0), counters.get("records_rejected", 0)
-    mb = counters.get("bytes_encoded", 0) / 1e6
-    where = f"{workers} worker process{'' if workers == 1 else 'es'}, " if workers else ""  # 0: a cluster's, unknown
-    log.info("Parse: %d records read (%d rejected), %.1f MB encoded; %s%.1f s, %.1f MB/s",
-             records, rejected, mb, where, seconds, mb / max(seconds, 1e-9))
-    if "shards_written" in counters:
-        log.info("WriteShards: %d shards written", counters["shards_written"])

@@ -1,27 +1,20 @@
 """Worker processes for the job's heavy stages, and what a worker runs for a task of one.
 
 ``local_pool`` forks processes from the launcher (a ``ProcessPoolExecutor``), ``executor_pool``
-takes another engine's (a Dask cluster's ``Client.get_executor``); either gives a ``Workers``,
-which ``pipelines.driver`` hands a stage's elements to a few at a time. A task is ``(work key,
-pickled work, elements, side inputs)``; its worker keeps the work set up between tasks of one
-stage (``run_task``) and sends back its outputs, what its ``Counter`` s counted and its log
-records, which the launcher logs in element order. Results come back in element order and every
-element is processed by the same code as in line, so the output does not depend on the number
-of processes. Elements are small (work units, references to spilled batches): the record bytes
-travel through the spill files, not the pool.
+takes another engine's (a Dask cluster's ``Client.get_executor``); either gives a ``Workers``, to
+which ``pipelines.driver`` hands a stage's elements a few at a time. A task is ``(work key, pickled
+work, elements, side inputs)``; its worker keeps the work set up between tasks of one stage
+(``run_task``) and sends back its outputs, what its ``Counter`` s counted and its log records. The
+launcher reads results in element order, and every element runs the same code as in line, so the
+output does not depend on the number of processes. Elements are small (work units, references to
+spilled batches): the records travel through the spill files. Nothing here imports Beam.
 
-A stage's work is plain Python (``shardprep.job``); none of the modules that hold it imports
-Beam, and neither does the launcher of a local or Dask run: a forked process starts in ~0.1 CPU s.
-
-The local pool is a ``ProcessPoolExecutor``: if one of its processes dies (the OOM killer), every
-task not yet answered fails (``BrokenProcessPool``, raised as ``PoolDied``) and so does the run,
-where ``multiprocessing.Pool`` would replace the process, lose its task and wait forever. The
-fork happens when the launcher's only other thread is the lease renewer (``shardprep.lease``),
-which holds no lock a pool process takes; fsspec and logging reset their own locks in a forked
-child. Where fork is not the platform's safe default (not Linux) the processes come from a fork
-server instead. A Dask worker runs one task of a pool at a time (``remote_task``), whatever its
-threads; a task it has begun runs on when its future is cancelled, so a stopped pool waits for it
-(``remote_idle``) before the run's files are removed.
+A local pool process that dies (the OOM killer) fails the run (``PoolDied``: docs/design.md,
+"Runners and storage"). The fork happens when the launcher's only other thread is the lease
+renewer (``shardprep.lease``), which holds no lock a pool process takes; where fork is not the
+platform's safe default (not Linux) the processes come from a fork server. A Dask worker runs one
+task of a pool at a time (``remote_task``); a task it has begun runs on when its future is
+cancelled, so a stopped pool waits for it (``remote_idle``) before the run's files are removed.
 """
 from __future__ import annotations
 
@@ -52,7 +45,7 @@ __all__ = ["IDLE_WAIT_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers",
 
 NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.job"]  # the stages' work, imported before the processes start
-TASKS_PER_PROCESS = 8  # a stage's elements are cut into about this many tasks per process: balance vs overhead
+TASKS_PER_PROCESS = 8  # a stage's elements are cut into at least this many tasks per process: balance vs overhead
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
 Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() and teardown()
@@ -64,7 +57,7 @@ class _Process:
 
     def __init__(self) -> None:
         self.tally: collections.Counter | None = None  # during a task or a stage run in line: what Counters counted
-        self.works: dict[bytes, Work] = {}  # in a worker: the work of the stage it runs, set up once
+        self.work: tuple[bytes, Work] = (b"", None)  # in a worker: (key, work) of the stage it runs, set up once
         self.records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
         self.one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
         self.joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set
@@ -84,8 +77,7 @@ class PoolDied(RuntimeError):
 
 
 class Workers(NamedTuple):
-    """Started worker processes: the executor, how many tasks it runs at once, and what a worker
-    runs for a task (``run_task``, or ``remote_task`` on another engine's)."""
+    """Started worker processes: the executor, the tasks it runs at once, what a worker runs for a task."""
 
     executor: Executor
     processes: int
@@ -98,20 +90,14 @@ class Counter:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._beam: Any = None
-
-    def __getstate__(self) -> dict:
-        return {"_name": self._name, "_beam": None}
 
     def inc(self, n: int = 1) -> None:
         if _here.tally is not None:
             _here.tally[self._name] += n
             return
-        if self._beam is None:  # a Beam worker (``pipelines.beam_graph``): Beam is imported there
-            from apache_beam.metrics import Metrics
+        from apache_beam.metrics import Metrics  # a Beam worker (``pipelines.beam_graph``): Beam is imported there
 
-            self._beam = Metrics.counter(NAMESPACE, self._name)
-        self._beam.inc(n)
+        Metrics.counter(NAMESPACE, self._name).inc(n)
 
 
 def blob_of(work: Work) -> tuple[bytes, bytes]:
@@ -121,9 +107,9 @@ def blob_of(work: Work) -> tuple[bytes, bytes]:
 
 
 def tasks_of(elements: list, processes: int) -> list[list]:
-    """A stage's elements cut into tasks for ``processes`` workers: about ``TASKS_PER_PROCESS``
-    each, in order."""
-    size = max(1, -(-len(elements) // (processes * TASKS_PER_PROCESS)))
+    """A stage's elements cut into tasks for ``processes`` workers, in order: one element each, or at least
+    ``TASKS_PER_PROCESS`` per process (under twice that), so that a stage's tail is one element's work."""
+    size = max(1, len(elements) // (processes * TASKS_PER_PROCESS))
     return [elements[lo:lo + size] for lo in range(0, len(elements), size)]
 
 
@@ -196,9 +182,8 @@ def _collect_logs(level: int) -> None:
 
 
 def _start_process(level: int, launcher: int) -> None:
-    """In each pool process: leave SIGINT to the launcher, die on SIGTERM (the launcher's handlers
-    came with the fork) and, on Linux, with the launcher (a SIGKILLed or OOM-killed launcher leaves
-    no process writing into its run folder); keep log records at the launcher's level."""
+    """In each pool process: leave SIGINT to the launcher, die on SIGTERM (not of the launcher's
+    handlers, which came with the fork) and on Linux with the launcher; collect log records."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform == "linux":
@@ -225,11 +210,9 @@ async def remote_idle(settle_s: float = 0.1) -> bool:
     ``settle_s`` (a task queued before the cancel arrived may still start), or after
     ``IDLE_WAIT_S``; whether it is idle. A task begun runs on after its future is cancelled (a
     thread cannot be stopped), and would write into a run folder being removed."""
-    deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, None
+    deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, time.monotonic()
     while time.monotonic() < deadline:
         if _here.one_at_a_time.locked():
-            quiet_since = None
-        elif quiet_since is None:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= settle_s:
             return True
@@ -241,13 +224,11 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     """In a worker: the outputs of ``elements`` (tag, value), what the work counted, its log
     records; the work flushed (what it left to finish in the background is done) before they go back."""
     key, blob, elements, side = task
-    work = _here.works.get(key)
-    if work is None:
-        for old in _here.works.values():
-            getattr(old, "teardown", lambda: None)()
-        _here.works.clear()
-        work = _here.works[key] = pickle.loads(blob)
-        getattr(work, "setup", lambda: None)()
+    if _here.work[0] != key:  # the first task of a stage here: the last stage's work torn down
+        getattr(_here.work[1], "teardown", lambda: None)()
+        _here.work = key, pickle.loads(blob)
+        getattr(_here.work[1], "setup", lambda: None)()
+    work = _here.work[1]
     lease.pause("pool.task")  # test hook (race and interrupt tests)
     try:
         outputs, counted = _tallied(work, elements, side)

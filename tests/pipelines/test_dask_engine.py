@@ -95,10 +95,10 @@ def test_dask_shards_are_byte_identical_to_direct_runner(case, engine, raw, raw_
                                                          monkeypatch):
     from distributed import Client
 
-    from pipelines import dask_cluster
+    from pipelines import dask_engine
 
     if engine == "spill not in place":  # as for a scheduler of another machine
-        monkeypatch.setattr(dask_cluster, "on_this_machine", lambda address: False)
+        monkeypatch.setattr(dask_engine, "on_this_machine", lambda address: False)
     source, args = (raw, TWO_SPLITS) if case == "two-splits" else (raw_with_bad, DEAD_LETTERS)
     out = tmp_path / "ds"
     with Client(cluster, timeout=60) as client:
@@ -163,9 +163,9 @@ def test_a_worker_that_ran_a_task_reuses_the_memory_it_frees():
 _OWN_CLUSTER = """
 import json, os, signal, sys
 from distributed import Client
-from pipelines import dask_cluster
+from pipelines import dask_engine
 
-with dask_cluster.ahead(2) as address:
+with dask_engine.ahead(2) as address:
     with Client(address(), timeout=60) as client:
         run = lambda code: list(client.run(eval, code).values())  # a builtin: nothing of this script is imported
         print(json.dumps({
@@ -181,7 +181,7 @@ with dask_cluster.ahead(2) as address:
 
 
 def test_a_runs_own_cluster_forks_its_workers_with_the_steps_imported_and_ctrl_c_left_to_the_launcher():
-    """``pipelines.dask_cluster.ahead``, in a fresh launcher: its workers are forked from it with the
+    """``pipelines.dask_engine.ahead``, in a fresh launcher: its workers are forked from it with the
     stages imported (no interpreter starts per worker), never import Beam, ignore SIGINT and end on
     SIGTERM (the launcher answers both); the launcher's own signal mask is untouched."""
     out = subprocess.run([sys.executable, "-c", _OWN_CLUSTER], env={**os.environ, "PYTHONPATH": str(ROOT)},

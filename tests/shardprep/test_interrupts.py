@@ -109,7 +109,7 @@ def test_tfds_files_are_put_back_when_the_manifest_write_fails(tmp_path, monkeyp
 
 
 # The command, as for a Dask scheduler of another machine: no spill in place
-_AS_IF_REMOTE = ("import sys; from pipelines import dask_cluster; dask_cluster.on_this_machine = lambda address: False; "
+_AS_IF_REMOTE = ("import sys; from pipelines import dask_engine; dask_engine.on_this_machine = lambda address: False; "
                  "from shardprep import run; sys.exit(run.main(sys.argv[1:]))")
 
 
