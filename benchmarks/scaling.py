@@ -180,7 +180,7 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
         s = harness.summarize(rs)
         workers, copies = WORKERS.get(name, 1), COPIES.get(name, 1)
         done = mb * copies  # the MB it re-sharded
-        summary[name] = {**s, "workers": workers, "mb_per_s": round(done / s["wall_s"], 1),
+        summary[name] = {**s, "workers": workers, "mb_per_s": round(done / s["wall_s"], 3),
                          "mb_per_s_per_worker": round(done / s["wall_s"] / workers, 1),
                          "cpu_s_per_gb": round(s["cpu_s"] / (done / 1000), 1),
                          "speedup": round(copies * harness.paired_ratio(base, rs), 3),  # throughput, per round
