@@ -261,7 +261,7 @@ def small_records(path: str, nbytes: int, *, distinct: int = 100_000) -> int:
     a 20-byte string ``t``, an int64 ``label``: ~90 bytes, ~106 framed): ``distinct`` of them,
     encoded by shardprep's own encoder, repeated. A run's memory and time follow sizes and counts,
     not values; issue 11's memory goal read with records a third of its size. Returns the count."""
-    from shardprep import schema, tfrecord
+    from shardprep import framing, schema
     from shardprep.example import example_encoder
 
     spec = schema.schema_from_json({"id": {"dtype": "int64", "shape": []}, "x": {"dtype": "float32", "shape": [4]},
@@ -269,7 +269,7 @@ def small_records(path: str, nbytes: int, *, distinct: int = 100_000) -> int:
     encode = example_encoder(spec)
     rng = np.random.default_rng(0)
     x = rng.random((distinct, 4), dtype=np.float32).tolist()
-    chunk = tfrecord.frame_all(encode({"id": i, "x": x[i], "t": "a" * 20, "label": i % 10}) for i in range(distinct))
+    chunk = framing.frame_all(encode({"id": i, "x": x[i], "t": "a" * 20, "label": i % 10}) for i in range(distinct))
     copies = max(1, round(nbytes / len(chunk)))
     with open(path, "wb") as f:
         for _ in range(copies):

@@ -48,7 +48,7 @@ def _rows(rng: random.Random, n: int, start: int) -> list[dict]:
 
 
 def _frame(record: bytes) -> bytes:
-    """TFRecord framing, as ``shardprep.tfrecord.frame`` writes it (kept here so the inputs never depend on the tree)."""
+    """TFRecord framing, as ``shardprep.framing.frame`` writes it (kept here so the inputs never depend on the tree)."""
     def masked(data: bytes) -> int:
         crc = google_crc32c.value(data)
         return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

@@ -54,7 +54,7 @@ def _fresh(path: str):
 
 def _check_records(folder: str, expected: int, pattern: str = "train-"):
     def check(run: Run) -> dict:
-        from shardprep.tfrecord import scan_records
+        from shardprep.framing import scan_records
 
         total = 0
         for root, _, names in os.walk(folder):

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from shardprep import manifest, run, stats_columns, tfrecord
+from shardprep import framing, manifest, run, stats_columns
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
 
@@ -72,7 +72,7 @@ def contender(out: Path, limit: int) -> tuple[float, int]:
     records = 0
     for path in paths:
         with open(path, "rb") as f:
-            for record in tfrecord.read_records(f, check_crc=False):
+            for record in framing.read_records(f, check_crc=False):
                 records += 1
                 for name, values in decode_example(record).items():
                     a = acc.setdefault(name, {"count": 0, "values": [], "min": math.inf, "max": -math.inf, "sum": 0.0,

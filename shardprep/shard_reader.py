@@ -16,7 +16,7 @@ from typing import IO
 
 import google_crc32c
 
-from shardprep import fs, naming, tfrecord
+from shardprep import framing, fs, naming
 
 __all__ = ["CHUNK", "ShardReadError", "ShardStream", "open_shard", "records"]
 
@@ -94,9 +94,9 @@ def open_shard(root: str, path: str, *, limit: int) -> Iterator[ShardStream]:
 
 
 def records(stream: ShardStream, *, compression: str) -> Iterator[bytes]:
-    """The CRC-checked records of a shard stream (``tfrecord.CorruptRecordError`` at the first broken one)."""
+    """The CRC-checked records of a shard stream (``framing.CorruptRecordError`` at the first broken one)."""
     if compression == "gzip":
         with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped:
-            yield from tfrecord.read_records(unzipped, check_crc=True)
+            yield from framing.read_records(unzipped, check_crc=True)
     else:
-        yield from tfrecord.read_records(stream, check_crc=True)
+        yield from framing.read_records(stream, check_crc=True)

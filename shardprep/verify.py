@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, fs, manifest, naming, shard_reader, tfrecord
+from shardprep import cli, framing, fs, manifest, naming, shard_reader
 from shardprep.example import RecordError, decode_example
 
 __all__ = ["feature_problems", "main", "shard_problems", "verify"]
@@ -65,7 +65,7 @@ def _content_problems(stream: shard_reader.ShardStream, shard: manifest.ShardInf
                     more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
                     mismatch = f"{shard.path}: record {count}: {found[0]}{more}"
             count += 1
-    except (tfrecord.CorruptRecordError, OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+    except (framing.CorruptRecordError, OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         error = f"{shard.path}: {e}"
     if not stream.drain():
         return [f"{shard.path}: longer than the manifest's {shard.num_bytes} bytes"]

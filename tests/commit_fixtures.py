@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from shardprep import naming, tfrecord, writer
+from shardprep import framing, naming, writer
 from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.example import example_encoder
@@ -26,7 +26,7 @@ def prepare(out: str, run_id: str, *, splits: tuple[str, ...] = ("train", "eval"
     encode = example_encoder({"x": FeatureSpec("int64", ()), "y": FeatureSpec("float32", (2,))})
     facts: list = [UnitFact((0, 0), 0, records * len(splits), 0, (records,) * len(splits), ())]
     for k, split in enumerate(splits):
-        framed = [tfrecord.frame(encode({"x": 1000 * k + i, "y": [i / 2, -i / 4]})) for i in range(records)]
+        framed = [framing.frame(encode({"x": 1000 * k + i, "y": [i / 2, -i / 4]})) for i in range(records)]
         facts.append(PlanFact(k, records, sum(map(len, framed)), num_shards))
         for shard in range(num_shards):
             path = naming.shard_path(run_id, split, shard, num_shards, gzip=False)

@@ -197,7 +197,7 @@ def check_shards(root: str, shards: Sequence[manifest.ShardInfo]) -> None:
 def verify_records(plan: InputPlan, worker: int) -> int:
     """``--verify-records``: reads every record of ``worker``'s shards with its CRCs before the first
     step; a broken one is a DataSetError naming the shard and the offset. Returns the records read."""
-    from shardprep import shard_reader, tfrecord
+    from shardprep import framing, shard_reader
 
     count = 0
     for index in sorted({p.shard for p in plan.pieces(worker)}):
@@ -207,7 +207,7 @@ def verify_records(plan: InputPlan, worker: int) -> int:
             with shard_reader.open_shard(plan.root, shard.path, limit=shard.num_bytes) as stream:
                 for _ in shard_reader.records(stream, compression=plan.compression):
                     count += 1
-        except tfrecord.CorruptRecordError as e:
+        except framing.CorruptRecordError as e:
             raise DataSetError(
                 f"--verify-records: shard {url} is damaged at byte {e.offset}{where} (record {e.index}, {e.reason}): "
                 f"run `python -m shardprep.verify {plan.root}` or re-create the data set"

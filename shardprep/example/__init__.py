@@ -3,7 +3,7 @@
 ``wire`` (varints, Feature messages, entry prefixes), ``encoder`` (a row -> Example, generic),
 ``generated`` (a row encoder compiled per scalar schema), ``decoder`` (Example -> values) and
 ``columnar`` (a batch of columns -> framed TFRecords with numpy). Every encoder gives the same
-bytes for the same row. TFRecord framing lives in ``shardprep.tfrecord``.
+bytes for the same row. TFRecord framing lives in ``shardprep.framing``.
 """
 from __future__ import annotations
 

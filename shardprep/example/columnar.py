@@ -1,6 +1,6 @@
 """Column-wise encoding: a batch of scalar feature columns -> framed TFRecords of tf.train.Example.
 
-The bytes are exactly those of ``example_encoder`` + ``tfrecord.frame`` row by row (a test
+The bytes are exactly those of ``example_encoder`` + ``framing.frame`` row by row (a test
 checks it); the work is laid out by column instead. Each feature gives one piece per record, built
 for the whole column with numpy: a run of float features is one fixed-width block (constant entry
 prefixes and float32 values, as a structured array); an int64 feature is its entry prefix and
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import native, tfrecord
+from shardprep import framing, native
 from shardprep.example.wire import int_prefix, scalar_entry_prefix, scalar_runs, varint
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
@@ -178,7 +178,7 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces,
 MAX_ROWS = 1 << 16
 
 
-class ColumnBatch(tfrecord.FramedBatch):
+class ColumnBatch(framing.FramedBatch):
     """A ``FramedBatch`` with the ``columns`` its records were encoded from (as this module takes
     them), for the statistics (``shardprep.stats_columns``); Parse drops them once counted, keeping
     the records' splits (``which``) it computed for them."""
@@ -261,7 +261,7 @@ def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[
     for j, (size, varint_size) in enumerate(zip(unique.tolist(), sizes.tolist())):
         tag = b"\x0a" + varints[10 * j:10 * j + varint_size]
         length = _U64(len(tag) + size)
-        heads.append(length + _U32(tfrecord.masked_crc(length)) + tag)
+        heads.append(length + _U32(framing.masked_crc(length)) + tag)
     head = _table(heads, inverse)
     crc = (bytes(4), np.zeros(n, np.int64), np.full(n, 4, np.int64))
     blob = native.interleave([head, *pieces, crc])

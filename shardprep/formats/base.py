@@ -16,8 +16,8 @@ from shardprep.errors import InputError
 from shardprep.formats.dialect import CsvDialect
 
 if TYPE_CHECKING:
+    from shardprep.framing import FramedBatch
     from shardprep.schema import Schema
-    from shardprep.tfrecord import FramedBatch
 
 __all__ = [
     "FORMATS", "MAX_RECORD_BYTES", "RAW_HEAD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Decoded", "Format",

@@ -42,8 +42,8 @@ from shardprep.formats.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff
 from shardprep.formats.reading import LongLine, StreamError, line_size, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
+    from shardprep.framing import FramedBatch
     from shardprep.schema import Schema
-    from shardprep.tfrecord import FramedBatch
 
 __all__ = ["CsvFormat", "dialect_of", "read_header", "resolve_dialects"]
 

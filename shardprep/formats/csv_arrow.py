@@ -40,8 +40,8 @@ from shardprep.example import columnar
 from shardprep.formats.base import Unsupported, WorkUnit
 from shardprep.formats.dialect import or_default
 from shardprep.formats.reading import BOM, open_input
+from shardprep.framing import FramedBatch
 from shardprep.schema import Schema
-from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Unsupported", "framed_batches", "numbers", "usable"]
 

@@ -21,8 +21,8 @@ import pyarrow as pa
 from shardprep.example import columnar
 from shardprep.formats.base import Bad, Record, Unsupported, WorkUnit
 from shardprep.formats.csv_arrow import numbers
+from shardprep.framing import FramedBatch
 from shardprep.schema import Schema
-from shardprep.tfrecord import FramedBatch
 
 __all__ = ["BATCH_CELLS", "WIDE_COLUMNS", "wide_batches"]
 

@@ -28,8 +28,8 @@ from shardprep.example import columnar
 from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, WorkUnit
 from shardprep.formats.image_headers import UNREADABLE, ImageInfo, ImageProblem, sniff
 from shardprep.formats.image_listing import ImageEntries, ImageOptions, list_images, resolve
+from shardprep.framing import FramedBatch
 from shardprep.schema import FeatureSpec, Schema
-from shardprep.tfrecord import FramedBatch
 
 __all__ = ["FEATURES", "FILES_PER_UNIT", "ImageFormat", "ImageOptions", "ImageSource", "ImageUnit", "expand_images",
            "image_schema"]

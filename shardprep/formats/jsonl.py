@@ -26,8 +26,8 @@ from shardprep.formats.jsonl_block import block_columns, blocks, native_spec
 from shardprep.formats.reading import BOM, LongLine, StreamError, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
+    from shardprep.framing import FramedBatch
     from shardprep.schema import Schema
-    from shardprep.tfrecord import FramedBatch
 
 try:  # optional fast path; any line it refuses or might read differently goes through json
     import orjson

@@ -33,8 +33,8 @@ from shardprep.formats.base import Format, InputError, InputFile, Record, Unsupp
 from shardprep.formats.reading import open_input
 
 if TYPE_CHECKING:
+    from shardprep.framing import FramedBatch
     from shardprep.schema import Schema
-    from shardprep.tfrecord import FramedBatch
 
 __all__ = ["ParquetFormat", "encoded_bytes"]
 

@@ -5,7 +5,7 @@ with a sound record header: TensorFlow's ``TFRecordWriter(options="GZIP")`` writ
 of at most ``unit_bytes`` are one unit; a bigger file is cut every ``unit_bytes``. A cut unit owns
 the records whose frames start in ``[start, end)``: its first record is the first offset at or
 after ``start`` where a whole frame checks (length CRC and data CRC, the recovery scan of
-``shardprep.tfrecord``), and it reads on until the first sound frame at or after ``end`` (so a broken
+``shardprep.framing``), and it reads on until the first sound frame at or after ``end`` (so a broken
 record that straddles or follows the cut is reported once, by the unit whose chain of frames
 reaches it). A record's position is its 1-based record number in a whole file and in the first
 unit of a cut one (``first_position`` 1); in the later units of a cut file (``first_position`` 0)
@@ -34,8 +34,7 @@ from shardprep import fs, native
 from shardprep.example import RecordError, decode_example
 from shardprep.formats.base import RAW_HEAD_BYTES, Bad, Decoded, Format, InputFile, Record, WorkUnit
 from shardprep.formats.reading import open_input
-from shardprep.schema import Schema
-from shardprep.tfrecord import (
+from shardprep.framing import (
     CorruptRecordError,
     FramedBatch,
     data_crc_error,
@@ -45,6 +44,7 @@ from shardprep.tfrecord import (
     record_at,
     truncated_error,
 )
+from shardprep.schema import Schema
 
 __all__ = ["TFRecordFormat"]
 

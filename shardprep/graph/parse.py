@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import formats, planning, schema, stats, stats_columns, tfrecord, writer
+from shardprep import formats, framing, planning, schema, stats, stats_columns, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
@@ -17,11 +17,11 @@ from shardprep.example.columnar import ColumnBatch
 from shardprep.formats import Bad, Unsupported, WorkUnit
 from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
+from shardprep.framing import FramedBatch
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.pool import Counter
 from shardprep.graph.spill import joined, pack
 from shardprep.malloc import freeze_startup_objects
-from shardprep.tfrecord import FramedBatch
 
 __all__ = ["Parse"]
 
@@ -125,7 +125,7 @@ class Parse:
             done += waiting
         if fast:
             return
-        encode, frame = self._encoder(), tfrecord.frame
+        encode, frame = self._encoder(), framing.frame
         framed: list[bytes] = []
         held = 0
         for position, row in itertools.islice(formats.read_unit(unit), done, None):
@@ -174,7 +174,7 @@ class Parse:
     def _encoded(self, position: int, row: dict) -> bytes | Bad:
         """One row through the per-record encoder: its framed record, or its dead letter."""
         try:
-            return tfrecord.frame(self._encoder()(row))
+            return framing.frame(self._encoder()(row))
         except RecordError as e:
             return Bad(position, e.reason, e.detail, row_text(row))
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from shardprep import fs, naming, native, writer
 from shardprep.config import ReshardConfig
+from shardprep.framing import FramedBatch
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.malloc import freeze_startup_objects
-from shardprep.tfrecord import FramedBatch
 
 __all__ = ["count", "ends_dtype", "gather", "gather_from", "in_place", "joined", "pack",
            "read_ends", "read_scattered", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]

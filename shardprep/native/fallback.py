@@ -1,6 +1,6 @@
 """The pure-Python twin of ``_native.c``: the same functions, the same results, used without a compiler.
 
-Slow (per-record Python), but exactly equivalent; ``tests/shardprep/test_tfrecord.py`` checks both on
+Slow (per-record Python), but exactly equivalent; ``tests/shardprep/test_framing.py`` checks both on
 random inputs. See ``_native.c`` for what each function means.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ twin (``shardprep.native._bert``: the same draws of Python's Mersenne Twister, t
 faster) where it is built and ``SHARDPREP_NATIVE`` is not 0, else ``create_instances`` and the
 encoder. ``batches`` turns a unit's ``(position, Example bytes | Bad)`` into the framed batches of
 ``Format.framed_batches``: each record length's frame header made once, the data CRCs written
-by one native call a batch (``native.fill_data_crcs``), the bytes of ``tfrecord.frame``.
+by one native call a batch (``native.fill_data_crcs``), the bytes of ``framing.frame``.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from shardprep import native, tfrecord
+from shardprep import framing, native
 from shardprep.example.wire import varint
 from shardprep.formats.base import Bad
 from shardprep.text.pretraining import (
@@ -105,14 +105,14 @@ def _header(n: int) -> bytes:
     header = _HEADERS.get(n)
     if header is None:
         length = struct.pack("<Q", n)
-        header = length + struct.pack("<I", tfrecord.masked_crc(length))
+        header = length + struct.pack("<I", framing.masked_crc(length))
         if len(_HEADERS) < 1 << 16:
             _HEADERS[n] = header
     return header
 
 
-def _joined(records: list[bytes]) -> tfrecord.FramedBatch:
-    """``tfrecord.frame`` of each record, back to back: headers from ``_header``, the data CRCs
+def _joined(records: list[bytes]) -> framing.FramedBatch:
+    """``framing.frame`` of each record, back to back: headers from ``_header``, the data CRCs
     written in place by one native call (not two CRC calls and a join per record)."""
     parts = []
     for r in records:
@@ -120,7 +120,7 @@ def _joined(records: list[bytes]) -> tfrecord.FramedBatch:
     ends = np.cumsum(np.fromiter(map(len, records), "<u8", len(records)) + 16, dtype="<u8")
     blob = bytearray(b"".join(parts))
     native.fill_data_crcs(blob, ends)
-    return tfrecord.FramedBatch(blob, ends)
+    return framing.FramedBatch(blob, ends)
 
 
 def encoded_instances(document: Document, doc_id: int, *, num_documents: int,
@@ -150,7 +150,7 @@ def encoded_instances(document: Document, doc_id: int, *, num_documents: int,
         raise ValueError(f"document {doc_id}: {e}") from None
 
 
-def batches(items: Iterable[tuple[int, bytes | Bad]]) -> Iterator[tfrecord.FramedBatch | Bad]:
+def batches(items: Iterable[tuple[int, bytes | Bad]]) -> Iterator[framing.FramedBatch | Bad]:
     """Framed batches of the Examples (up to ``BATCH_RECORDS`` or ``BATCH_BYTES``), ``Bad`` ones in place."""
     records: list[bytes] = []
     held = 0

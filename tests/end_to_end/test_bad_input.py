@@ -28,7 +28,7 @@ from unittest import mock
 
 import pytest
 
-from shardprep import example, fs, manifest, run, schema, tfrecord, verify
+from shardprep import example, framing, fs, manifest, run, schema, verify
 from tests.conftest import run_cli
 
 # --- outcomes --------------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def tfrecord_file(edit: Callable[[list[bytes]], bytes], name: str = "a.tfrecord"
     """A TFRecord file of ``n`` Examples, its framed records passed to ``edit`` to be broken."""
 
     def make(tmp: Path) -> int:
-        _inp(tmp, name).write_bytes(edit([tfrecord.frame(r) for r in _records(n)]))
+        _inp(tmp, name).write_bytes(edit([framing.frame(r) for r in _records(n)]))
         return n
 
     return make
@@ -321,7 +321,7 @@ def _decoded(out: Path) -> list[dict]:
             data = fs.read_bytes(str(out / s.path))
             if m.compression == "gzip":
                 data = gzip.decompress(data)
-            rows += [example.decode_example(r) for r in tfrecord.read_records(io.BytesIO(data))]
+            rows += [example.decode_example(r) for r in framing.read_records(io.BytesIO(data))]
     return rows
 
 
@@ -526,10 +526,10 @@ CASES: list[Case] = [
     Case("tfrecord_truncated_last", "the file ends inside record 10",
          tfrecord_file(lambda f: b"".join(f)[:-7]), dead_letter("tfrecord_truncated", 10)),
     Case("tfrecord_not_an_example", "record 5 holds bytes that are not a tf.train.Example",
-         tfrecord_file(lambda f: b"".join(f[:4] + [tfrecord.frame(b"\xff\xffnot a proto")] + f[5:])),
+         tfrecord_file(lambda f: b"".join(f[:4] + [framing.frame(b"\xff\xffnot a proto")] + f[5:])),
          dead_letter("not_an_example", 5)),
     Case("tfrecord_truncated_gzip", "a gzipped TFRecord file cut at 60%",
-         gzip_truncated("a.tfrecord.gz", b"".join(tfrecord.frame(r) for r in _records(4000))),
+         gzip_truncated("a.tfrecord.gz", b"".join(framing.frame(r) for r in _records(4000))),
          dead_letter("gzip_truncated", -1)),
     # Inputs, outputs and flags
     Case("glob_matches_nothing", "--input pattern that matches no file", raw_file("a.csv", GOOD_CSV.encode()),
@@ -592,9 +592,9 @@ def _gzip_good_records(path: Path, header: bool) -> int:
     if path.name.endswith(".tfrecord.gz"):
         count = 0
         try:
-            for _ in tfrecord.read_records(io.BytesIO(data)):
+            for _ in framing.read_records(io.BytesIO(data)):
                 count += 1
-        except tfrecord.CorruptRecordError:
+        except framing.CorruptRecordError:
             pass
         return count + 1
     return data.count(b"\n") - (1 if header else 0) + 1

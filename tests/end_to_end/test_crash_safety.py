@@ -237,7 +237,7 @@ def test_sigkill_during_overwrite_keeps_the_old_data_set(source, reference, tmp_
 
 def _committed_run(out: str, run_id: str, *, remove_second: bool = False) -> str:
     """Writes 2 real shards for ``run_id``, deletes the second if asked, then commits."""
-    from shardprep import example, naming, tfrecord, writer
+    from shardprep import example, framing, naming, writer
     from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
     from shardprep.config import ReshardConfig
     from shardprep.schema import FeatureSpec
@@ -245,7 +245,7 @@ def _committed_run(out: str, run_id: str, *, remove_second: bool = False) -> str
     config = ReshardConfig(output=out, run_id=run_id, features={"x": {"dtype": "int64", "shape": []}},
                            sources=(("in.csv", 40),), num_shards=2, overwrite=True)
     encode = example.example_encoder({"x": FeatureSpec("int64", ())})
-    records = [tfrecord.frame(encode({"x": i})) for i in range(4)]
+    records = [framing.frame(encode({"x": i})) for i in range(4)]
     facts: list = [UnitFact((0, 0), 0, 4, 0, (4,), ()), PlanFact(0, 4, sum(map(len, records)), 2)]
     for shard in range(2):
         path = naming.shard_path(run_id, "train", shard, 2, gzip=False)

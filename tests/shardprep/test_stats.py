@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import distinct, example, manifest, native, run, sketches, stats, stats_columns, tfrecord
+from shardprep import distinct, example, framing, manifest, native, run, sketches, stats, stats_columns
 from shardprep.example import columnar
 from shardprep.schema import FeatureSpec
 
@@ -85,7 +85,7 @@ def _wild_rows(n: int, rng: random.Random) -> list[dict]:
 
 
 def _framed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
-    return tfrecord.frame_all(records), np.cumsum([len(r) + 16 for r in records]).astype(np.uint64)
+    return framing.frame_all(records), np.cumsum([len(r) + 16 for r in records]).astype(np.uint64)
 
 
 def _state(partial: dict) -> str:

@@ -103,7 +103,7 @@ def test_features_the_records_do_not_have_are_refused(ds, features, says) -> Non
 
 def test_deep_decodes_every_record(ds) -> None:
     """A record past the default sample that does not fit the features: only --deep sees it."""
-    from shardprep import tfrecord, writer
+    from shardprep import framing, writer
     from shardprep.example import example_encoder
     from shardprep.schema import FeatureSpec
 
@@ -112,7 +112,7 @@ def test_deep_decodes_every_record(ds) -> None:
     good = example_encoder({"x": FeatureSpec("int64", ()), "y": FeatureSpec("float32", (2,))})
     bad = example_encoder({"x": FeatureSpec("string", ()), "y": FeatureSpec("float32", (2,))})
     records = [good({"x": i, "y": [0.0, 1.0]}) for i in range(shard["num_records"] - 1)] + [bad({"x": "s", "y": [0.0, 1.0]})]
-    info = writer.write_shard(str(ds), shard["path"], tfrecord.frame_all(records), len(records), compress=False)
+    info = writer.write_shard(str(ds), shard["path"], framing.frame_all(records), len(records), compress=False)
     doc["splits"]["train"]["num_bytes"] += info.num_bytes - shard["num_bytes"]
     shard.update(num_bytes=info.num_bytes, crc32c=info.crc32c)
     _save(ds, doc)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import manifest, naming, run, tfrecord
+from shardprep import framing, manifest, naming, run
 from shardprep.example.decoder import decode_example
 from shardprep.formats import csv_wide
 
@@ -40,7 +40,7 @@ def _decoded(root: Path) -> list[dict]:
     out = []
     for shard in sorted((root).glob("run-*/train/*")):
         with open(shard, "rb") as f:
-            out += [decode_example(r) for r in tfrecord.read_records(f)]
+            out += [decode_example(r) for r in framing.read_records(f)]
     return out
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardprep.example import RecordError, decode_example, encoder, example_encoder
+from shardprep.framing import CorruptRecordError, frame, frame_all, masked_crc, read_records
 from shardprep.schema import FeatureSpec
-from shardprep.tfrecord import CorruptRecordError, frame, frame_all, masked_crc, read_records
 
 tf = pytest.importorskip("tensorflow")
 

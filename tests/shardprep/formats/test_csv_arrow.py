@@ -1,6 +1,6 @@
 """The column-wise CSV path gives the same records and dead letters as the per-record path.
 
-``columnar`` is checked byte for byte against ``example_encoder`` + ``tfrecord.frame``; the
+``columnar`` is checked byte for byte against ``example_encoder`` + ``framing.frame``; the
 whole fast path (pyarrow parse, checks, fall-back with skip) against the per-record reading of the
 same unit, on random CSV text full of quotes, carriage returns, bad numbers and bad bytes.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import example, formats, tfrecord
+from shardprep import example, formats, framing
 from shardprep.config import ReshardConfig
 from shardprep.example import columnar
 from shardprep.formats import csv_arrow
@@ -59,7 +59,7 @@ def _columns(schema, rows):
 def test_columnar_gives_the_row_encoders_bytes(batch):
     schema, rows = batch
     encode = example.example_encoder(schema)
-    expected = [tfrecord.frame(encode(row)) for row in rows]
+    expected = [framing.frame(encode(row)) for row in rows]
     blob, ends = columnar.encode_framed(schema, _columns(schema, rows), len(rows))
     assert bytes(blob) == b"".join(expected)
     assert ends.tolist() == np.cumsum([len(r) for r in expected]).tolist()
@@ -89,7 +89,7 @@ def _reference(unit, schema, extra_fields, on_missing="reject"):
             out.append((position, row.reason, row.detail))
             continue
         try:
-            out.append(tfrecord.frame(encode(row)))
+            out.append(framing.frame(encode(row)))
         except example.RecordError as e:
             out.append((position, e.reason, e.detail))
     return out

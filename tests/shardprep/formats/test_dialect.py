@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import example, formats, manifest, run, tfrecord
+from shardprep import example, formats, framing, manifest, run
 from shardprep.formats import csv as csv_format
 from shardprep.formats import csv_arrow
 from shardprep.formats.dialect import sniff_delimiter
@@ -37,7 +37,7 @@ def _examples(tmp_path: Path) -> list[dict]:
     rows = []
     for path in sorted((tmp_path / "out").rglob("*.tfrecord")):
         with open(path, "rb") as f:
-            rows += [example.decode_example(r) for r in tfrecord.read_records(f, check_crc=True)]
+            rows += [example.decode_example(r) for r in framing.read_records(f, check_crc=True)]
     return rows
 
 
@@ -133,7 +133,7 @@ def _unit(path: Path, **dialect) -> formats.WorkUnit:
 
 def _per_record(unit, schema) -> list[bytes]:
     encode = example.example_encoder(schema, on_missing="omit")
-    return [tfrecord.frame(encode(row)) for _, row in formats.read_unit(unit)]
+    return [framing.frame(encode(row)) for _, row in formats.read_unit(unit)]
 
 
 @pytest.mark.parametrize("delimiter", ["\t", ";", "|"])

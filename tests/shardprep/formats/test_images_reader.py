@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import tfrecord
+from shardprep import framing
 from shardprep.example import RecordError, example_encoder
 from shardprep.formats.base import Bad, Decoded
 from shardprep.formats.image_headers import sniff
@@ -27,7 +27,7 @@ def _column_wise(unit, schema) -> list[tuple[int, bytes] | Bad]:
             position = block.position + 1
         elif isinstance(block, Decoded):
             try:
-                out.append((block.position, tfrecord.frame(encode(block.row))))
+                out.append((block.position, framing.frame(encode(block.row))))
             except RecordError as e:
                 out.append(Bad(block.position, e.reason, e.detail, ""))
             position = block.position + 1
@@ -46,7 +46,7 @@ def _row_path(unit, schema) -> list[tuple[int, bytes] | Bad]:
             out.append(row)
             continue
         try:
-            out.append((position, tfrecord.frame(encode(row))))
+            out.append((position, framing.frame(encode(row))))
         except RecordError as e:
             out.append(Bad(position, e.reason, e.detail, ""))
     return out

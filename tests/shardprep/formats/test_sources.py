@@ -26,8 +26,8 @@ from shardprep.formats import (
     sample_rows,
 )
 from shardprep.formats.cuts import resolve_alone
+from shardprep.framing import frame_all
 from shardprep.schema import FeatureSpec, infer_schema
-from shardprep.tfrecord import frame_all
 
 
 def read(path, *, unit_bytes=64 << 20, fmt="auto"):
@@ -289,7 +289,7 @@ def test_a_broken_length_with_no_sound_record_after_it_ends_the_file(tmp_path):
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_resync_skips_exactly_the_damaged_bytes(compressed):
-    from shardprep.tfrecord import scan_records
+    from shardprep.framing import scan_records
 
     records = [bytes([i % 7]) * (1 + (i * 131) % 3000) for i in range(200)]  # zero bytes: many candidates
     framed = [frame_all([r]) for r in records]
@@ -435,7 +435,7 @@ def test_the_library_imports_without_tensorflow_beam_or_pyarrow():
             "        if name.split('.')[0] in ('tensorflow', 'apache_beam'):\n"
             "            raise ImportError(name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import shardprep.schema, shardprep.example, shardprep.tfrecord, shardprep.formats\n"
+            "import shardprep.schema, shardprep.example, shardprep.framing, shardprep.formats\n"
             "assert not {'tensorflow', 'apache_beam', 'pyarrow'} & {m.split('.')[0] for m in sys.modules}\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[3])
 

@@ -15,8 +15,8 @@ import pytest
 from shardprep import manifest, naming, run, tfds_metadata
 from shardprep.example import example_encoder
 from shardprep.formats import tfds as tfds_input
+from shardprep.framing import frame
 from shardprep.schema import schema_from_json
-from shardprep.tfrecord import frame
 from tests.conftest import sample_rows, write_csv
 
 CLASSES = ["cat", "dog", "bird"]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import naming, planning, tfrecord, writer
+from shardprep import framing, naming, planning, writer
 from shardprep.config import ReshardConfig
 from shardprep.graph import spill
 from shardprep.graph.elements import FACTS, ShardBatches, ShardPiece, SpilledBatch, Tagged
@@ -29,7 +29,7 @@ def _spilled(cfg: ReshardConfig, sizes: list[int]) -> tuple[list[SpilledBatch], 
     each in one or two blocks."""
     batches, records = [], []
     for k, n in enumerate(sizes):
-        framed = [tfrecord.frame(b"r%d" % (len(records) + i)) for i in range(n)]
+        framed = [framing.frame(b"r%d" % (len(records) + i)) for i in range(n)]
         records += framed
         cut = n // 2
         blocks = [spill.joined(part) for part in (framed[:cut], framed[cut:]) if part]
@@ -56,7 +56,7 @@ def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> d
     for key, (fact,) in facts.items():
         path = naming.shard_path(cfg.run_id, "train", key[1], key[2], gzip=False)
         with open(f"{cfg.output}/{path}", "rb") as f:
-            shards[key[1]] = list(tfrecord.read_records(f))
+            shards[key[1]] = list(framing.read_records(f))
         assert fact.info.num_records == len(shards[key[1]])
     return shards
 

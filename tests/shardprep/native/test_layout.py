@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import native, tfrecord, writer
+from shardprep import framing, native, writer
 from shardprep.config import ReshardConfig
 from shardprep.example import columnar
 from shardprep.graph import spill
@@ -72,7 +72,7 @@ def test_interleave_builds_each_record_from_one_piece_per_column(rows):
 @settings(max_examples=100, deadline=None)
 @given(_records)
 def test_fill_data_crcs_frames_records_as_tfrecord_does(records):
-    framed = [tfrecord.frame(r) for r in records]
+    framed = [framing.frame(r) for r in records]
     blank, ends = _packed([f[:-4] + bytes(4) for f in framed])
     for twin in (native, fallback):
         buf = bytearray(blank)

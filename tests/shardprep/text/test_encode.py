@@ -7,10 +7,10 @@ import pytest
 
 from shardprep.example.encoder import example_encoder
 from shardprep.formats.base import Bad
+from shardprep.framing import frame
 from shardprep.text.encode import COMPILED, InstanceEncoder, batches, encoded_instances
 from shardprep.text.pretraining import PretrainingConfig, bert_schema, create_instances, instance_row
 from shardprep.text.vocab import SPECIAL_TOKENS, parse_vocab
-from shardprep.tfrecord import frame
 
 # a vocabulary of 20,000 ids: ids and random replacements of 1, 2 and 3 varint bytes
 VOCAB = parse_vocab(list(SPECIAL_TOKENS) + [f"w{i}" for i in range(20_000)])

@@ -17,9 +17,9 @@ from shardprep.example import RecordError, decode_example, example_encoder
 from shardprep.formats import Bad, expand_inputs, plan_units, read_unit
 from shardprep.formats.base import Decoded
 from shardprep.formats.tfrecord import TFRecordFormat
+from shardprep.framing import frame, frame_all, read_records
 from shardprep.native import fallback
 from shardprep.schema import FeatureSpec
-from shardprep.tfrecord import frame, frame_all, read_records
 from tests.conftest import run_cli
 
 SCHEMA = {"id": FeatureSpec("int64"), "l": FeatureSpec("int64", (-1,)), "t": FeatureSpec("string"),
