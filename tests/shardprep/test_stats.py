@@ -93,17 +93,26 @@ def _state(partial: dict) -> str:
     return json.dumps({"json": stats.to_json(partial, WIDE),
                        "exact": {k: [s.values, s.total, s.squares, s.strings, s.bytes_total,
                                      sorted((v.hex(), c) for v, c in s.counts.items()) if s.counts is not None else None,
-                                     s.hll.registers.tolist() if s.hll is not None else None]
+                                     s.hll.registers.tolist() if s.hll is not None else None,
+                                     s.minimum, s.maximum, _sketch_state(s.sketch)]
                                  for k, s in sorted(partial.items())}}, sort_keys=True)
+
+
+def _sketch_state(sketch: sketches.LogSketch | None) -> list | None:
+    if sketch is None:
+        return None
+    return [sketch.zeros, *(c.keys.tolist() for c in (sketch.positive, sketch.negative)),
+            *(c.counts.tolist() for c in (sketch.positive, sketch.negative))]
 
 
 @pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans())
-def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps):
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans(), summed=st.booleans())
+def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summed):
     """Records as Examples (TFRecord input, the per-record encoder's rows): ``native.example_columns``
     + numpy give what the Python decoder gives, batch by batch and merged, with and without the
-    switches from exact counts to sketches."""
+    switches from exact counts to sketches, and with the numbers summed while read (``Summed``) or
+    copied out as values."""
     rng = random.Random(seed)
     encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
     records = [encode(r) for r in _wild_rows(n, rng)]
@@ -112,8 +121,9 @@ def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps):
         compiled: dict = {}
         for a, b in zip([0, *cuts], [*cuts, n]):
             blob, ends = _framed(records[a:b])
-            columns = stats_columns.from_examples(blob, ends, WIDE)
+            columns = stats_columns.from_examples(blob, ends, WIDE, summed=summed)
             assert columns is not None
+            assert isinstance(columns["x"].values, stats_columns.Summed) == summed
             stats_columns.add(compiled, columns, WIDE, b - a)
         assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
 
