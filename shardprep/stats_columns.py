@@ -187,7 +187,7 @@ def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
     if capped:  # the partial holds no counts any more: the batch's values straight to the sketch
         s.counts, s.hll = None, HyperLogLog.of_hashes(binary_hashes(values))
         return
-    s.counts = StringCounts.of(values)
+    s.counts = StringCounts.pending(values)  # counted with the partial's other parts, when they near the cap
     stats.cap(s)
 
 

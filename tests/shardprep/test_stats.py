@@ -10,6 +10,7 @@ import pickle
 import random
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -202,6 +203,26 @@ def _small_caps():
         mp.setattr(stats, "MAX_LENGTHS", 12)
         mp.setattr(sketches, "MAX_BUCKETS", 64)
         yield
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_pending_string_counts_count_as_counted_ones(seed):
+    """A batch's values kept uncounted (``StringCounts.pending``, counted with the other parts when
+    asked) give the same mapping, hashes' sketch and pickled state as each batch counted at once."""
+    rng = random.Random(seed)
+    batches = [pa.array([b"v%d" % rng.randrange(rng.choice([3, 50, 10**6])) for _ in range(rng.randrange(0, 60))],
+                        rng.choice([pa.binary(), pa.large_binary()])) for _ in range(rng.randrange(1, 8))]
+    eager, lazy = distinct.StringCounts(), distinct.StringCounts()
+    for i, values in enumerate(batches):
+        eager = eager.merge(distinct.StringCounts.of(values))
+        lazy = lazy.merge(distinct.StringCounts.pending(values))
+        if i % 3 == 2:
+            assert len(lazy) == len(eager)  # counted together here: the later parts join the counted one
+    assert lazy.items() == eager.items() and lazy.top(5) == eager.top(5) and lazy.held_bytes == eager.held_bytes
+    assert np.array_equal(distinct.HyperLogLog.of_hashes(lazy.hashes()).registers,
+                          distinct.HyperLogLog.of_hashes(eager.hashes()).registers)
+    assert pickle.loads(pickle.dumps(lazy)).items() == eager.items()
 
 
 def test_small_caps_switch_to_sketches():
