@@ -1205,13 +1205,16 @@ static int ex_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t
 
 /* One field at *pos below end: its tag and, for a length-delimited one, [*start, *stop) (else both
  * *pos after the tag). 0 where the Python reader raises. */
-static int ex_field(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *tag, Py_ssize_t *start,
-                    Py_ssize_t *stop) {
-    int wide;
+static inline int ex_field(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *tag, Py_ssize_t *start,
+                           Py_ssize_t *stop) {
+    int wide = 0;
     uint64_t n;
-    if (!ex_varint(b, pos, end, tag, &wide) || wide) return 0;
+    if (*pos < end && b[*pos] < 0x80) *tag = b[(*pos)++]; /* a one-byte varint: the common case */
+    else if (!ex_varint(b, pos, end, tag, &wide) || wide) return 0;
     if ((*tag & 7) != 2) { *start = *stop = *pos; return 1; }
-    if (!ex_varint(b, pos, end, &n, &wide) || wide || n > (uint64_t)(end - *pos)) return 0;
+    if (*pos < end && b[*pos] < 0x80) n = b[(*pos)++];
+    else if (!ex_varint(b, pos, end, &n, &wide) || wide) return 0;
+    if (n > (uint64_t)(end - *pos)) return 0;
     *start = *pos;
     *stop = *pos + (Py_ssize_t)n;
     *pos = *stop;
@@ -1392,16 +1395,33 @@ typedef struct {
     Py_ssize_t lo[2], hi[2];  /* the indices used: [lo, hi] */
 } ExAcc;
 
+static double ex_ln_table[256]; /* ln(1 + j / 256): the guess's table (module init) */
+
+/* ln(m) of a positive normal double, from below within 1/256 (its exponent and the first 8 bits
+ * of its significand): a guess of the bucket within one of it, as good as log()'s for the table
+ * walk below, at a fraction of its cost. */
+static inline double ex_ln_guess(double m) {
+    uint64_t u;
+    memcpy(&u, &m, 8);
+    int e = (int)((u >> 52) & 0x7FF);
+    if (!e) return log(m); /* subnormal doubles: never a float32's or an int64's magnitude */
+    return (double)(e - 1023) * 0.6931471805599453 + ex_ln_table[(u >> 44) & 0xFF];
+}
+
 static inline int ex_bucket(ExAcc *a, double x) {
     if (x == 0.0) { a->zeros++; return 0; }
     int side = x < 0.0;
     double m = side ? -x : x;
     const double *b = a->table->bounds;
     Py_ssize_t top = a->table->top;
-    double g = ceil(log(m) * a->table->inv_log) - a->table->low;
+    double g = ceil(ex_ln_guess(m) * a->table->inv_log) - a->table->low;
     Py_ssize_t i = g < 1.0 ? 1 : g > (double)top ? top : (Py_ssize_t)g;
-    while (i < top && b[i] < m) i++;
-    while (i > 0 && b[i - 1] >= m) i--;
+    i += b[i] < m; /* the guess is within one bucket: set without branches (b[top] is inf: i stays <= top) */
+    i -= b[i - 1] >= m;
+    if ((i < top && b[i] < m) || (i > 0 && b[i - 1] >= m)) { /* never seen: walk to it */
+        while (i < top && b[i] < m) i++;
+        while (i > 0 && b[i - 1] >= m) i--;
+    }
     if (!a->dense[side]) {
         a->dense[side] = PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
         if (!a->dense[side]) return -1;
@@ -1593,7 +1613,8 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
             }
             const uint8_t *kp = key < 0 ? (const uint8_t *)"" : b + key;
             Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = *hint; /* entries mostly come in name order */
-            if (f >= k || ex_cmp(names[f].p, names[f].n, kp, kn)) f = ex_lookup(names, k, kp, kn);
+            if (f >= k || names[f].n != kn || (kn && memcmp(names[f].p, kp, (size_t)kn)))
+                f = ex_lookup(names, k, kp, kn);
             *hint = f + 1;
             if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
             if (lengths[f * n + r] >= 0) return 0; /* the key given twice: the decoder keeps the last */
@@ -1789,6 +1810,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     uint16_t one = 1;
     little_endian = *(uint8_t *)&one == 1;
     crc_init();
+    for (int j = 0; j < 256; j++) ex_ln_table[j] = log(1.0 + j / 256.0);
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2");
