@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardprep import native, stats
+from shardprep import native, sketches, stats
 from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import _BOUNDS, _LOG_GAMMA, _LOW_KEY, MAX_BUCKETS, Counts, LogSketch
+from shardprep.sketches import _BOUNDS, _LOG_GAMMA, _LOW_KEY, Counts, LogSketch
 
 __all__ = ["MAX_SUMMED", "Column", "Summed", "add", "from_columnar", "from_examples", "select"]
 
@@ -80,7 +80,7 @@ class Summed:
 def _bucket_counts(first: int, dense: bytes) -> Counts:
     counts = np.frombuffer(dense, np.int64)
     at = np.flatnonzero(counts)
-    return Counts((at + (first + _LOW_KEY)).astype(np.int64), counts[at].copy()).collapse_lowest(MAX_BUCKETS)
+    return Counts((at + (first + _LOW_KEY)).astype(np.int64), counts[at].copy()).collapse_lowest(sketches.MAX_BUCKETS)
 
 
 MAX_SUMMED = 64  # number features summed by the compiled reader while reading (more: their values, numpy)
@@ -107,9 +107,7 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[s
             data, offsets = values
             column: Any = _binary(np.frombuffer(offsets, np.int64), data)
         elif extra:
-            count, lo, hi, pos, neg, squares, zeros, positive, negative = values
-            column = Summed(count, lo, hi, int.from_bytes(pos, "little") - int.from_bytes(neg, "little"),
-                            int.from_bytes(squares, "little"), zeros, positive, negative)
+            column = _summed_of(values)
         else:
             column = np.frombuffer(values, np.float32 if dtype == "float32" else np.int64)
         out[name] = Column(column, lengths[f])
@@ -141,6 +139,8 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
             numbers[spec.dtype].append((s, np.asarray(column.values)))
     ints = [(s, x.astype(np.int64, copy=False)) for s, x in numbers["int64"]]
     floats = [(s, x.astype(np.float32, copy=False)) for s, x in numbers["float32"]]
+    if 0 < len(ints) + len(floats) <= MAX_SUMMED and _sum_columns(ints, floats):
+        ints = floats = []  # summed in one compiled pass each
     if floats and not np.isfinite(np.concatenate([x for _, x in floats])).all():  # as stats: NaN, inf left out
         floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]
     _int_sums(ints)
@@ -151,6 +151,29 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
     later = {name: s for name, s in batch.items() if name in into}
     into.update((name, s) for name, s in batch.items() if name not in into)  # this batch's own objects: taken as they are
     stats.merge(into, later)
+
+
+def _sum_columns(ints: list[tuple[stats.FeatureStats, np.ndarray]],
+                 floats: list[tuple[stats.FeatureStats, np.ndarray]]) -> bool:
+    """The number columns summed by ``native.sum_numbers`` (one pass each, as ``from_examples``
+    sums them while reading); False, nothing changed, where it declines (its Python twin)."""
+    got = []
+    for kind, items in ((2, ints), (1, floats)):
+        for s, x in items:
+            summed = native.sum_numbers(np.ascontiguousarray(x), kind, _BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY)
+            if summed is None:
+                return False
+            got.append((s, summed))
+    for s, summed in got:
+        _summed(s, _summed_of(summed))
+    return True
+
+
+def _summed_of(values: tuple) -> Summed:
+    """The ``Summed`` of a tuple of ``native.example_columns`` / ``sum_numbers``."""
+    count, lo, hi, pos, neg, squares, zeros, positive, negative = values
+    return Summed(count, lo, hi, int.from_bytes(pos, "little") - int.from_bytes(neg, "little"),
+                  int.from_bytes(squares, "little"), zeros, positive, negative)
 
 
 def _summed(s: stats.FeatureStats, x: Summed) -> None:

@@ -1745,6 +1745,52 @@ done:
     return result;
 }
 
+/* sum_numbers(values, kind, bounds, inv_log, low) -> the sums of ``ex_acc_result`` of a column of
+ * number values (kind 1: float32, 2: int64, native order), as example_columns sums a feature's
+ * values while it reads them (the column-wise readers' batches: shardprep.stats_columns.add). */
+static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
+    Py_buffer vals, bounds;
+    int kind;
+    double inv_log;
+    Py_ssize_t low;
+    if (!PyArg_ParseTuple(args, "y*iy*dn", &vals, &kind, &bounds, &inv_log, &low)) return NULL;
+    PyObject *result = NULL;
+    ExBounds table = {bounds.buf, bounds.len / 8 - 1, inv_log, (double)low};
+    ExAcc a;
+    memset(&a, 0, sizeof a);
+    a.table = &table;
+    a.kind = kind;
+    if ((kind != 1 && kind != 2) || vals.len % (kind == 1 ? 4 : 8) || bounds.len < 16 || bounds.len % 8 ||
+        !(inv_log > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "sum_numbers: kind 1 (float32) or 2 (int64), float64 bounds, inv_log > 0");
+        goto done;
+    }
+    if (kind == 1) {
+        a.fsum = PyMem_Calloc(256, sizeof(int64_t));
+        a.fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
+        if (!a.fsum || !a.fsq) { PyErr_NoMemory(); goto done; }
+        const uint8_t *p = vals.buf;
+        for (Py_ssize_t i = 0; i < vals.len / 4; i++) {
+            uint32_t bits;
+            memcpy(&bits, p + 4 * i, 4);
+            if (ex_acc_float(&a, bits) < 0) { PyErr_NoMemory(); goto done; }
+        }
+    } else {
+        const uint8_t *p = vals.buf;
+        for (Py_ssize_t i = 0; i < vals.len / 8; i++) {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            if (ex_acc_int(&a, v) < 0) { PyErr_NoMemory(); goto done; }
+        }
+    }
+    result = ex_acc_result(&a);
+done:
+    ex_acc_free(&a);
+    PyBuffer_Release(&vals);
+    PyBuffer_Release(&bounds);
+    return result;
+}
+
 /* The distinct-count sketch's hash of one value: the length and seed mixed in first, then each
  * 8-byte little-endian word (the last one zero-padded, always taken) through fmix64 (MurmurHash3's
  * finalizer, a bijection with full avalanche): ~5 ns for a short id, a quarter of BLAKE2b's. */
@@ -1800,6 +1846,7 @@ static PyMethodDef methods[] = {
     {"jsonl_columns", py_jsonl_columns, METH_VARARGS, "Columns of a block of JSON Lines, or None."},
     {"decode_example", py_decode_example, METH_VARARGS, "A tf.train.Example as {name: [values]}, or None."},
     {"example_columns", py_example_columns, METH_VARARGS, "Per-feature values and lengths of a framed batch, or None."},
+    {"sum_numbers", py_sum_numbers, METH_VARARGS, "The count, min, max, exact sums and bucket counts of a number column."},
     {"hash_values", py_hash_values, METH_VARARGS, "The sketch hash of each value of (data, offsets), as uint64 bytes."},
     {"feistel", py_feistel, METH_VARARGS, "The keyed permutation of [0, n), or its inverse, in place."},
     {NULL, NULL, 0, NULL}};
