@@ -300,7 +300,8 @@ def decode_example(data: bytes | memoryview) -> None:
 
 
 def example_columns(blob: bytes | memoryview, ends: bytes | memoryview, names: tuple[bytes, ...],
-                    kinds: bytes) -> None:
+                    kinds: bytes, bounds: bytes | memoryview | None = None, inv_log: float = 0.0,
+                    low: int = 0) -> None:
     """Declines every batch, like ``decode_example``: ``shardprep.stats.batch_stats`` decodes the
     records in Python instead (the same statistics: a property test)."""
     return None
