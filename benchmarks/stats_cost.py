@@ -14,6 +14,10 @@
   feeds it (column batches of 65,536 rows into one partial), Python and numpy (tracemalloc) and
   Arrow's pool at their peak.
 
+Each re-shard's wall time and CPU time (this process's and its ended children's: the worker
+processes) are kept, the fastest of ``--repeat`` runs each; on a machine shared with other work the
+CPU seconds are the steadier figure.
+
     python -m benchmarks.stats_cost --mb 150 --tfrecord-mb 100 --repeat 3 --wide 50000 --distinct 10000000
 """
 from __future__ import annotations
@@ -23,6 +27,7 @@ import glob
 import math
 import pickle
 import random
+import resource
 import tempfile
 import time
 import tracemalloc
@@ -54,13 +59,20 @@ def write_csv(path: Path, mb: float, seed: int = 0) -> int:
     return rows
 
 
-def reshard(inputs: list[str], out: Path, statistics: str, workers: int | None) -> float:
-    start = time.perf_counter()
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the worker processes)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def reshard(inputs: list[str], out: Path, statistics: str, workers: int | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run."""
+    start, cpu = time.perf_counter(), _cpu()
     argv = [arg for path in inputs for arg in ("--input", path)]
     argv += ["--output", str(out), "--num-shards", "8", "--statistics", statistics, "--overwrite"]
     argv += ["--local-workers", str(workers)] if workers else []
     assert run.main(argv) == 0
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
 def contender(out: Path, limit: int) -> tuple[float, int]:
@@ -139,9 +151,12 @@ def wide_cost(columns: int, rows: int = 20) -> dict[str, float]:
     return {"encode": t1 - t0, "columns": t2 - t1, "compiled": t3 - t2, "to_json": t4 - t3}
 
 
-def _line(name: str, off: float, on: float, rows: int) -> str:
-    return (f"{name}: off {off:6.2f} s, on {on:6.2f} s (x{on / off:.3f}, +{100 * (on - off) / off:4.1f}%; "
+def _line(name: str, off: float, on: float, rows: int, cpu: tuple[float, float] | None = None) -> str:
+    line = (f"{name}: off {off:6.2f} s, on {on:6.2f} s (x{on / off:.3f}, +{100 * (on - off) / off:4.1f}%; "
             f"statistics {(on - off) / rows * 1e6:5.2f} us/record)")
+    if cpu:
+        line += f"; CPU off {cpu[0]:6.2f} s, on {cpu[1]:6.2f} s (+{100 * (cpu[1] - cpu[0]) / cpu[0]:4.1f}%)"
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,23 +174,26 @@ def main(argv: list[str] | None = None) -> int:
         tf_rows = 0
         inputs = {"csv": [str(src)]}
         times: dict[tuple[str, str], dict[str, float]] = {}
+        cpus: dict[tuple[str, str], dict[str, float]] = {}
         if args.tfrecord_mb:
             tf_src = Path(tmp) / "tf.csv"
             tf_rows = write_csv(tf_src, args.tfrecord_mb / 2.8, seed=1)
-            reshard([str(tf_src)], Path(tmp) / "tf-made", "off", None)
+            reshard([str(tf_src)], Path(tmp) / "tf-made", "off", None)  # (wall, CPU) not kept
             inputs["tfrecord"] = sorted(glob.glob(str(Path(tmp) / "tf-made" / "*" / "*" / "*.tfrecord*")))
         for fmt in inputs:
             for workers, label in ((1, "1"), (None, "default")):
-                runs: dict[str, list[float]] = {"off": [], "on": []}
+                runs: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
                 for _ in range(args.repeat):  # off and on alternate: a load that comes and goes hits both
                     for s in runs:
                         runs[s].append(reshard(inputs[fmt], Path(tmp) / f"{fmt}-{label}-{s}", s, workers))
-                times[fmt, label] = {s: min(t) for s, t in runs.items()}
+                times[fmt, label] = {s: min(w for w, _ in t) for s, t in runs.items()}  # the fastest of each
+                cpus[fmt, label] = {s: min(c for _, c in t) for s, t in runs.items()}
         python, records = contender(Path(tmp) / "csv-1-on", args.contender_records)
         tf_mb = sum(Path(s).stat().st_size for s in inputs.get("tfrecord", [])) / 1e6
     print(f"{rows:,} rows, {args.mb:g} MB of CSV" + (f"; {tf_rows:,} records, {tf_mb:.0f} MB of TFRecord" if tf_mb else ""))
     for (fmt, label), t in times.items():
-        print(_line(f"{fmt:8s} --local-workers {label:7s}", t["off"], t["on"], rows if fmt == "csv" else tf_rows))
+        print(_line(f"{fmt:8s} --local-workers {label:7s}", t["off"], t["on"], rows if fmt == "csv" else tf_rows,
+                    (cpus[fmt, label]["off"], cpus[fmt, label]["on"])))
     per_record = python / records
     one = times["csv", "1"]
     own = max(one["on"] - one["off"], 1e-9) / rows

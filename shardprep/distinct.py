@@ -35,7 +35,10 @@ class StringCounts:
     A merge only lists both sides' parts; they are counted together (one ``dictionary_encode``) when
     asked for the values, their number or their bytes. ``size_bound`` (the parts' sizes summed) is
     an upper bound of the distinct values that needs no counting: a feature far under the cap is
-    merged at no cost per value, one at it counted once per doubling, not at every merge."""
+    merged at no cost per value, one at it counted once per doubling, not at every merge. A part
+    may be a batch's values not yet counted (``pending``: each value once, repeats included), so a
+    batch is hashed once, when the parts are counted together, not once alone and again then (an
+    id column: every value distinct, counted once up to the cap instead of twice)."""
 
     __slots__ = ("_parts",)
 
@@ -52,6 +55,14 @@ class StringCounts:
                              minlength=len(encoded.dictionary))  # float64 weights: exact below 2**53
         return cls(encoded.dictionary, counts.astype(np.int64))
 
+    @classmethod
+    def pending(cls, values: pa.Array) -> StringCounts:
+        """The counts of a binary array's values, counted only when asked for (``_whole``)."""
+        counts = cls()
+        if len(values):
+            counts._parts = [(values, None)]
+        return counts
+
     def merge(self, other: StringCounts) -> StringCounts:
         if not other._parts or not self._parts:  # a number feature's empty counts: no cost per feature
             return other if not self._parts else self
@@ -64,9 +75,11 @@ class StringCounts:
     def _whole(self) -> tuple[pa.Array, np.ndarray]:
         if not self._parts:
             return pa.array([], pa.large_binary()), np.zeros(0, np.int64)
-        if len(self._parts) > 1:
-            whole = StringCounts.of(pa.concat_arrays([v for v, _ in self._parts]),
-                                    np.concatenate([c for _, c in self._parts]))
+        if len(self._parts) > 1 or self._parts[0][1] is None:
+            values = [v.cast(pa.large_binary()) if v.type != pa.large_binary() else v for v, _ in self._parts]
+            weights = None if all(c is None for _, c in self._parts) else np.concatenate(
+                [np.ones(len(v), np.int64) if c is None else c for v, c in self._parts])
+            whole = StringCounts.of(pa.concat_arrays(values) if len(values) > 1 else values[0], weights)
             self._parts = whole._parts  # the same mapping, counted once
         return self._parts[0]
 

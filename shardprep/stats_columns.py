@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardprep import native, stats
+from shardprep import native, sketches, stats
 from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, LogSketch
+from shardprep.sketches import _BOUNDS, _LOG_GAMMA, _LOW_KEY, Counts, LogSketch
 
-__all__ = ["Column", "add", "from_columnar", "from_examples", "select"]
+__all__ = ["MAX_SUMMED", "Column", "Summed", "add", "from_columnar", "from_examples", "select"]
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -58,14 +58,45 @@ def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec
             for name, spec in features.items()}
 
 
-def from_examples(blob: bytes | bytearray, ends: np.ndarray,
-                  features: Mapping[str, FeatureSpec]) -> dict[str, Column] | None:
+@dataclasses.dataclass(frozen=True)
+class Summed:
+    """A number feature's batch as ``native.example_columns`` sums it while reading (no values
+    copied out): exactly what ``add`` derives from the values (finite ones: their count, minimum,
+    maximum, exact sums, zeros and log-bucket counts by index in ``sketches._BOUNDS``)."""
+
+    values: int
+    minimum: float | int | None
+    maximum: float | int | None
+    total: int
+    squares: int
+    zeros: int
+    positive: tuple[int, bytes]  # (first bound index, int64 counts from it)
+    negative: tuple[int, bytes]
+
+    def sketch(self) -> LogSketch:
+        return LogSketch(_bucket_counts(*self.positive), _bucket_counts(*self.negative), self.zeros)
+
+
+def _bucket_counts(first: int, dense: bytes) -> Counts:
+    counts = np.frombuffer(dense, np.int64)
+    at = np.flatnonzero(counts)
+    return Counts((at + (first + _LOW_KEY)).astype(np.int64), counts[at].copy()).collapse_lowest(sketches.MAX_BUCKETS)
+
+
+MAX_SUMMED = 64  # number features summed by the compiled reader while reading (more: their values, numpy)
+
+
+def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[str, FeatureSpec],
+                  summed: bool = True) -> dict[str, Column] | None:
     """The columns of a framed batch of Examples (``native.example_columns``), or None where it
-    declines (then ``stats.batch_stats`` decodes the records)."""
+    declines (then ``stats.batch_stats`` decodes the records). With ``summed`` (and at most
+    ``MAX_SUMMED`` number features), number features come already summed (``Summed``)."""
     names = sorted(features, key=lambda name: name.encode("utf-8"))
     kinds = bytes(native.kind_of(features[name].dtype) for name in names)
+    numbers = sum(1 for kind in kinds if kind)
+    extra = (_BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY) if summed and 0 < numbers <= MAX_SUMMED else ()
     got = native.example_columns(blob, np.ascontiguousarray(ends, np.uint64),
-                                 tuple(name.encode("utf-8") for name in names), kinds)
+                                 tuple(name.encode("utf-8") for name in names), kinds, *extra)
     if got is None:
         return None
     lengths = np.frombuffer(got[0], np.int64).reshape(len(names), len(ends))
@@ -75,6 +106,8 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray,
         if dtype == "string":
             data, offsets = values
             column: Any = _binary(np.frombuffer(offsets, np.int64), data)
+        elif extra:
+            column = _summed_of(values)
         else:
             column = np.frombuffer(values, np.float32 if dtype == "float32" else np.int64)
         out[name] = Column(column, lengths[f])
@@ -100,10 +133,14 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
         if spec.dtype == "string":
             prior = into.get(name)
             _strings(s, column.values, capped=prior is not None and prior.counts is None)
+        elif isinstance(column.values, Summed):
+            _summed(s, column.values)
         else:
             numbers[spec.dtype].append((s, np.asarray(column.values)))
     ints = [(s, x.astype(np.int64, copy=False)) for s, x in numbers["int64"]]
     floats = [(s, x.astype(np.float32, copy=False)) for s, x in numbers["float32"]]
+    if 0 < len(ints) + len(floats) <= MAX_SUMMED and _sum_columns(ints, floats):
+        ints = floats = []  # summed in one compiled pass each
     if floats and not np.isfinite(np.concatenate([x for _, x in floats])).all():  # as stats: NaN, inf left out
         floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]
     _int_sums(ints)
@@ -114,6 +151,36 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
     later = {name: s for name, s in batch.items() if name in into}
     into.update((name, s) for name, s in batch.items() if name not in into)  # this batch's own objects: taken as they are
     stats.merge(into, later)
+
+
+def _sum_columns(ints: list[tuple[stats.FeatureStats, np.ndarray]],
+                 floats: list[tuple[stats.FeatureStats, np.ndarray]]) -> bool:
+    """The number columns summed by ``native.sum_numbers`` (one pass each, as ``from_examples``
+    sums them while reading); False, nothing changed, where it declines (its Python twin)."""
+    got = []
+    for kind, items in ((2, ints), (1, floats)):
+        for s, x in items:
+            summed = native.sum_numbers(np.ascontiguousarray(x), kind, _BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY)
+            if summed is None:
+                return False
+            got.append((s, summed))
+    for s, summed in got:
+        _summed(s, _summed_of(summed))
+    return True
+
+
+def _summed_of(values: tuple) -> Summed:
+    """The ``Summed`` of a tuple of ``native.example_columns`` / ``sum_numbers``."""
+    count, lo, hi, pos, neg, squares, zeros, positive, negative = values
+    return Summed(count, lo, hi, int.from_bytes(pos, "little") - int.from_bytes(neg, "little"),
+                  int.from_bytes(squares, "little"), zeros, positive, negative)
+
+
+def _summed(s: stats.FeatureStats, x: Summed) -> None:
+    """What ``_int_sums`` / ``_float_sums`` and ``LogSketch.of_many`` give for the values ``x`` sums."""
+    if x.values:
+        s.values, s.minimum, s.maximum, s.total, s.squares = x.values, x.minimum, x.maximum, x.total, x.squares
+    s.sketch = x.sketch()
 
 
 def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | None, n: int) -> None:
@@ -143,7 +210,7 @@ def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
     if capped:  # the partial holds no counts any more: the batch's values straight to the sketch
         s.counts, s.hll = None, HyperLogLog.of_hashes(binary_hashes(values))
         return
-    s.counts = StringCounts.of(values)
+    s.counts = StringCounts.pending(values)  # counted with the partial's other parts, when they near the cap
     stats.cap(s)
 
 

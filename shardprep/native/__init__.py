@@ -12,7 +12,9 @@ back); ``pread_records`` (byte ranges of an open file, back to back, without map
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
 ``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
-for ``shardprep.stats_columns``; its twin declines every batch) and ``hash_values`` (the
+or number features already summed, for ``shardprep.stats_columns``; its twin declines every
+batch), ``sum_numbers`` (a number column's count, min, max, exact sums and log-bucket counts; its
+twin declines every column) and ``hash_values`` (the
 distinct-count sketch's 64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
 ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
@@ -27,7 +29,8 @@ from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example",
            "example_columns", "example_spec", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values",
-           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "split_indices"]
+           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "split_indices",
+           "sum_numbers"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -54,6 +57,7 @@ decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or N
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
 example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats_columns)
 hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (distinct.HyperLogLog)
+sum_numbers = _impl.sum_numbers  # (values, kind, bounds, inv_log, low) -> a number column's sums, or None (stats_columns)
 
 
 def kind_of(dtype: str) -> int:

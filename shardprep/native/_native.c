@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -1204,13 +1205,16 @@ static int ex_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t
 
 /* One field at *pos below end: its tag and, for a length-delimited one, [*start, *stop) (else both
  * *pos after the tag). 0 where the Python reader raises. */
-static int ex_field(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *tag, Py_ssize_t *start,
-                    Py_ssize_t *stop) {
-    int wide;
+static inline int ex_field(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *tag, Py_ssize_t *start,
+                           Py_ssize_t *stop) {
+    int wide = 0;
     uint64_t n;
-    if (!ex_varint(b, pos, end, tag, &wide) || wide) return 0;
+    if (*pos < end && b[*pos] < 0x80) *tag = b[(*pos)++]; /* a one-byte varint: the common case */
+    else if (!ex_varint(b, pos, end, tag, &wide) || wide) return 0;
     if ((*tag & 7) != 2) { *start = *stop = *pos; return 1; }
-    if (!ex_varint(b, pos, end, &n, &wide) || wide || n > (uint64_t)(end - *pos)) return 0;
+    if (*pos < end && b[*pos] < 0x80) n = b[(*pos)++];
+    else if (!ex_varint(b, pos, end, &n, &wide) || wide) return 0;
+    if (n > (uint64_t)(end - *pos)) return 0;
     *start = *pos;
     *stop = *pos + (Py_ssize_t)n;
     *pos = *stop;
@@ -1342,7 +1346,9 @@ static PyObject *py_decode_example(PyObject *self, PyObject *args) {
  * ``columns[f]``: the values back to back (float32 or int64, native order), for strings a pair
  * (data, int64 end offsets from 0). The values are those ``example.decoder`` reads. None (the
  * caller decodes in Python) for anything the pipeline's own records never hold: a key or a list
- * given twice, values of another kind than the schema's, bytes the decoder refuses. */
+ * given twice, values of another kind than the schema's, bytes the decoder refuses.
+ * example_columns(blob, ends, names, kinds, bounds, inv_log, low): the same, but each number feature's
+ * ``columns[f]`` is its sums (``ex_acc_result``, below) instead of its values. */
 
 typedef struct { const uint8_t *p; Py_ssize_t n; } ExName;
 
@@ -1362,10 +1368,164 @@ static Py_ssize_t ex_lookup(const ExName *names, Py_ssize_t k, const uint8_t *ke
     return -1;
 }
 
+/* With ``bounds`` (example_columns' fifth argument), a number feature's values are not copied out
+ * but summed up as they are read, exactly as shardprep.stats_columns.add sums a column: the finite
+ * values' count, minimum and maximum, exact sums and sums of squares (int64: 128-bit sums; float32:
+ * a value is +-M 2**(e - 1) times 2**-149, M its 24-bit significand, e its exponent field (1 for
+ * subnormals), so the sums are per-e sums of M and M**2, shifted into place at the end), and the
+ * log-bucket sketch's counts: the bucket of |x| is the index of the first bound >= |x| in
+ * ``bounds`` (sketches._BOUNDS: a guess from log(), then set exactly against the table, the same
+ * index as sketches.bucket_keys' searchsorted), counted per sign in a dense table touched only
+ * where values fall. */
+#define EX_LIMBS 11 /* 704 bits: a float32 square (48 bits) shifted by up to 506, summed over < 2**64 values */
+
+typedef struct { const double *bounds; Py_ssize_t top; double inv_log, low; } ExBounds; /* low: the key of bounds[0] */
+
+typedef struct {
+    const ExBounds *table;    /* the bucket bounds */
+    int kind;                 /* 1 float32, 2 int64 */
+    int64_t values, zeros;    /* finite values; zeros among them */
+    int64_t imin, imax;
+    float fmin, fmax;
+    unsigned __int128 ipos, ineg, isq; /* int64: sums of v >= 0, of |v| for v < 0, of v**2 (low 128 bits) */
+    uint64_t isq_carry;                /* and its carries past 2**128 */
+    int64_t *fsum;            /* float32: [256] signed sums of M per exponent field */
+    unsigned __int128 *fsq;   /* [256] sums of M**2 */
+    int64_t *dense[2];        /* bucket counts by bound index: [0] positive, [1] negative (NULL until used) */
+    Py_ssize_t lo[2], hi[2];  /* the indices used: [lo, hi] */
+} ExAcc;
+
+static double ex_ln_table[256]; /* ln(1 + j / 256): the guess's table (module init) */
+
+/* ln(m) of a positive normal double, from below within 1/256 (its exponent and the first 8 bits
+ * of its significand): a guess of the bucket within one of it, as good as log()'s for the table
+ * walk below, at a fraction of its cost. */
+static inline double ex_ln_guess(double m) {
+    uint64_t u;
+    memcpy(&u, &m, 8);
+    int e = (int)((u >> 52) & 0x7FF);
+    if (!e) return log(m); /* subnormal doubles: never a float32's or an int64's magnitude */
+    return (double)(e - 1023) * 0.6931471805599453 + ex_ln_table[(u >> 44) & 0xFF];
+}
+
+static inline int ex_bucket(ExAcc *a, double x) {
+    if (x == 0.0) { a->zeros++; return 0; }
+    int side = x < 0.0;
+    double m = side ? -x : x;
+    const double *b = a->table->bounds;
+    Py_ssize_t top = a->table->top;
+    double g = ceil(ex_ln_guess(m) * a->table->inv_log) - a->table->low;
+    Py_ssize_t i = g < 1.0 ? 1 : g > (double)top ? top : (Py_ssize_t)g;
+    i += b[i] < m; /* the guess is within one bucket: set without branches (b[top] is inf: i stays <= top) */
+    i -= b[i - 1] >= m;
+    if ((i < top && b[i] < m) || (i > 0 && b[i - 1] >= m)) { /* never seen: walk to it */
+        while (i < top && b[i] < m) i++;
+        while (i > 0 && b[i - 1] >= m) i--;
+    }
+    if (!a->dense[side]) {
+        a->dense[side] = PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
+        if (!a->dense[side]) return -1;
+        a->lo[side] = a->hi[side] = i;
+    }
+    a->dense[side][i]++;
+    if (i < a->lo[side]) a->lo[side] = i;
+    if (i > a->hi[side]) a->hi[side] = i;
+    return 0;
+}
+
+static inline int ex_acc_int(ExAcc *a, int64_t v) {
+    if (!a->values || v < a->imin) a->imin = v;
+    if (!a->values || v > a->imax) a->imax = v;
+    a->values++;
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (v < 0) a->ineg += mag; else a->ipos += mag;
+    unsigned __int128 sq = (unsigned __int128)mag * mag, before = a->isq;
+    a->isq += sq;
+    a->isq_carry += a->isq < before;
+    return ex_bucket(a, (double)v);
+}
+
+static inline int ex_acc_float(ExAcc *a, uint32_t bits) {
+    uint32_t field = (bits >> 23) & 0xFF;
+    if (field == 0xFF) return 0; /* NaN, infinities: left out of every number */
+    float f;
+    memcpy(&f, &bits, 4);
+    if (!a->values || f < a->fmin) a->fmin = f;
+    if (!a->values || f > a->fmax) a->fmax = f;
+    a->values++;
+    int64_t m = (int64_t)((bits & 0x7FFFFF) | (field ? 0x800000u : 0));
+    int e = field ? (int)field : 1;
+    a->fsum[e] += (bits >> 31) ? -m : m;
+    a->fsq[e] += (unsigned __int128)(m * m);
+    return ex_bucket(a, (double)f);
+}
+
+/* acc += v << shift (little-endian uint64 limbs; the sum never passes EX_LIMBS limbs). */
+static void ex_add_shifted(uint64_t *acc, unsigned __int128 v, int shift) {
+    int word = shift / 64, bit = shift % 64;
+    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64), part[3];
+    part[0] = lo << bit;
+    part[1] = bit ? (hi << bit) | (lo >> (64 - bit)) : hi;
+    part[2] = bit ? hi >> (64 - bit) : 0;
+    unsigned __int128 carry = 0;
+    for (int i = word; i < EX_LIMBS; i++) {
+        unsigned __int128 t = (unsigned __int128)acc[i] + carry + (i - word < 3 ? part[i - word] : 0);
+        acc[i] = (uint64_t)t;
+        carry = t >> 64;
+        if (i - word >= 2 && !carry) break;
+    }
+}
+
+/* One feature's sums: (values, min, max, total_pos, total_neg, squares, zeros, (lo, pos counts),
+ * (lo, neg counts)); the three sums as little-endian unsigned bytes (the total is pos - neg; floats
+ * scaled by 2**149, their squares by 2**298), the counts int64 by bound index from ``lo``. */
+static PyObject *ex_acc_result(ExAcc *a) {
+    uint64_t pos[EX_LIMBS] = {0}, neg[EX_LIMBS] = {0}, sq[EX_LIMBS] = {0};
+    PyObject *lo = NULL, *hi = NULL;
+    if (a->kind == 2) {
+        ex_add_shifted(pos, a->ipos, 0);
+        ex_add_shifted(neg, a->ineg, 0);
+        ex_add_shifted(sq, a->isq, 0);
+        ex_add_shifted(sq, a->isq_carry, 128);
+        if (a->values) { lo = PyLong_FromLongLong(a->imin); hi = PyLong_FromLongLong(a->imax); }
+    } else {
+        for (int e = 1; e < 255; e++) {
+            if (a->fsum[e] > 0) ex_add_shifted(pos, (unsigned __int128)a->fsum[e], e - 1);
+            else if (a->fsum[e] < 0) ex_add_shifted(neg, (unsigned __int128)(-(a->fsum[e] + 1)) + 1, e - 1);
+            if (a->fsq[e]) ex_add_shifted(sq, a->fsq[e], 2 * (e - 1));
+        }
+        if (a->values) { lo = PyFloat_FromDouble((double)a->fmin + 0.0); hi = PyFloat_FromDouble((double)a->fmax + 0.0); }
+    }
+    if (!a->values) { lo = Py_None; hi = Py_None; Py_INCREF(lo); Py_INCREF(hi); }
+    PyObject *buckets[2] = {NULL, NULL};
+    for (int side = 0; side < 2; side++) {
+        Py_ssize_t from = a->dense[side] ? a->lo[side] : 0, size = a->dense[side] ? a->hi[side] - from + 1 : 0;
+        buckets[side] = Py_BuildValue("(ny#)", from, a->dense[side] ? (const char *)(a->dense[side] + from) : "",
+                                      (Py_ssize_t)(8 * size));
+    }
+    PyObject *out = NULL;
+    if (lo && hi && buckets[0] && buckets[1])
+        out = Py_BuildValue("(LOOy#y#y#LOO)", (long long)a->values, lo, hi, (const char *)pos, (Py_ssize_t)sizeof pos,
+                            (const char *)neg, (Py_ssize_t)sizeof neg, (const char *)sq, (Py_ssize_t)sizeof sq,
+                            (long long)a->zeros, buckets[0], buckets[1]);
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(buckets[0]);
+    Py_XDECREF(buckets[1]);
+    return out;
+}
+
+static void ex_acc_free(ExAcc *a) {
+    PyMem_Free(a->fsum);
+    PyMem_Free(a->fsq);
+    PyMem_Free(a->dense[0]);
+    PyMem_Free(a->dense[1]);
+}
+
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
  * refused, -1 no memory; *count: its number of values. */
 static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t end, JBuf *vals, JBuf *offs,
-                     int64_t *count) {
+                     int64_t *count, ExAcc *acc) {
     uint64_t tag;
     Py_ssize_t start, stop;
     while (pos < end) {
@@ -1391,6 +1551,12 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
             } else {
                 return 0;
             }
+            if (acc) { /* summed as read (little-endian bytes, whatever the machine) */
+                for (Py_ssize_t i = 0; i < m; i++)
+                    if (ex_acc_float(acc, le32(b + from + 4 * i)) < 0) return -1;
+                *count += m;
+                continue;
+            }
             if (jbuf_reserve(vals, 4 * m) < 0) return -1;
             uint8_t *w = JBUF_END(vals);
             memcpy(w, b + from, (size_t)(4 * m));
@@ -1409,6 +1575,11 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
                 uint64_t x;
                 int wide;
                 if (!ex_varint(b, &i, stop_at, &x, &wide)) return 0;
+                if (acc) {
+                    if (ex_acc_int(acc, (int64_t)x) < 0) return -1;
+                    (*count)++;
+                    continue;
+                }
                 if (jbuf_reserve(vals, 8) < 0) return -1;
                 int64_t v = (int64_t)x;
                 memcpy(JBUF_END(vals), &v, 8);
@@ -1423,7 +1594,8 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
 
 /* One Example [pos, end) as record ``r`` of ``n``: 1, 0 refused, -1 no memory. */
 static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExName *names, const uint8_t *kinds,
-                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t r, Py_ssize_t n, Py_ssize_t *hint) {
+                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t r, Py_ssize_t n, Py_ssize_t *hint,
+                     ExAcc *acc) {
     static const uint64_t list_tag[3] = {0x0A, 0x12, 0x1A};
     uint64_t tag;
     Py_ssize_t start, stop;
@@ -1441,7 +1613,8 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
             }
             const uint8_t *kp = key < 0 ? (const uint8_t *)"" : b + key;
             Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = *hint; /* entries mostly come in name order */
-            if (f >= k || ex_cmp(names[f].p, names[f].n, kp, kn)) f = ex_lookup(names, k, kp, kn);
+            if (f >= k || names[f].n != kn || (kn && memcmp(names[f].p, kp, (size_t)kn)))
+                f = ex_lookup(names, k, kp, kn);
             *hint = f + 1;
             if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
             if (lengths[f * n + r] >= 0) return 0; /* the key given twice: the decoder keeps the last */
@@ -1455,7 +1628,7 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                         if (hi > lo) return 0;
                         continue;
                     }
-                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count);
+                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count, acc && kinds[f] ? acc + f : NULL);
                     if (ok != 1) return ok;
                 }
             }
@@ -1466,24 +1639,39 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
 }
 
 static PyObject *py_example_columns(PyObject *self, PyObject *args) {
-    Py_buffer blob, ends_buf, kinds_buf;
-    PyObject *names_obj, *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*O!y*", &blob, &ends_buf, &PyTuple_Type, &names_obj, &kinds_buf)) return NULL;
+    Py_buffer blob, ends_buf, kinds_buf, bounds_buf = {0};
+    PyObject *names_obj, *bounds_obj = Py_None, *result = NULL;
+    double inv_log = 0.0;
+    Py_ssize_t low = 0;
+    if (!PyArg_ParseTuple(args, "y*y*O!y*|Odn", &blob, &ends_buf, &PyTuple_Type, &names_obj, &kinds_buf, &bounds_obj,
+                          &inv_log, &low)) return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(names_obj), n = ends_buf.len / 8;
     const uint64_t *ends = ends_buf.buf;
     const uint8_t *kinds = kinds_buf.buf, *b = blob.buf;
     ExName *names = NULL;
     JBuf *col = NULL;
+    ExAcc *acc = NULL;
+    ExBounds table = {NULL, 0, inv_log, (double)low};
     PyObject *lengths_obj = NULL;
     int ok = 1;
+    if (bounds_obj != Py_None) {
+        if (PyObject_GetBuffer(bounds_obj, &bounds_buf, PyBUF_SIMPLE) < 0) goto done;
+        if (bounds_buf.len < 16 || bounds_buf.len % 8 || !(inv_log > 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "example_columns: float64 bounds (two or more), inv_log > 0");
+            goto done;
+        }
+        table.bounds = bounds_buf.buf;
+        table.top = bounds_buf.len / 8 - 1;
+    }
     if (kinds_buf.len != k || ends_buf.len % 8) {
         PyErr_SetString(PyExc_ValueError, "example_columns: one kind per name, uint64 ends");
         goto done;
     }
     names = PyMem_Calloc((size_t)k + 1, sizeof(ExName));
     col = PyMem_Calloc((size_t)(2 * k + 1), sizeof(JBuf));
+    acc = table.bounds ? PyMem_Calloc((size_t)k + 1, sizeof(ExAcc)) : NULL;
     lengths_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k * n));
-    if (!names || !col || !lengths_obj) { PyErr_NoMemory(); goto done; }
+    if (!names || !col || !lengths_obj || (table.bounds && !acc)) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *name = PyTuple_GET_ITEM(names_obj, f);
         if (!PyBytes_Check(name) || kinds[f] > 2) {
@@ -1495,6 +1683,16 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
         if (f && ex_cmp(names[f - 1].p, names[f - 1].n, names[f].p, names[f].n) >= 0) {
             PyErr_SetString(PyExc_ValueError, "example_columns: names not in strictly ascending order");
             goto done;
+        }
+        if (acc && kinds[f]) { /* summed as read: no column */
+            acc[f].table = &table;
+            acc[f].kind = kinds[f];
+            if (kinds[f] == 1) {
+                acc[f].fsum = PyMem_Calloc(256, sizeof(int64_t));
+                acc[f].fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
+                if (!acc[f].fsum || !acc[f].fsq) { ok = -1; break; }
+            }
+            continue;
         }
         if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : 8 * n) < 0) { ok = -1; break; } /* a value each */
         if (!kinds[f]) { /* string offsets start with 0 */
@@ -1509,17 +1707,23 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
         if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
         Py_ssize_t hint = 0;
-        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths, r, n, &hint);
+        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths, r, n, &hint,
+                       acc);
     }
     if (ok < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
     PyObject *columns = PyList_New(k);
     if (!columns) goto done;
     for (Py_ssize_t f = 0; f < k; f++) {
-        PyObject *item = jbuf_take(col + 2 * f);
-        if (item && !kinds[f]) {
-            PyObject *offs = jbuf_take(col + 2 * f + 1);
-            item = offs ? Py_BuildValue("(NN)", item, offs) : (Py_DECREF(item), NULL);
+        PyObject *item;
+        if (acc && kinds[f]) {
+            item = ex_acc_result(acc + f);
+        } else {
+            item = jbuf_take(col + 2 * f);
+            if (item && !kinds[f]) {
+                PyObject *offs = jbuf_take(col + 2 * f + 1);
+                item = offs ? Py_BuildValue("(NN)", item, offs) : (Py_DECREF(item), NULL);
+            }
         }
         if (!item) { Py_DECREF(columns); goto done; }
         PyList_SET_ITEM(columns, f, item);
@@ -1528,12 +1732,62 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
 done:
     if (col)
         for (Py_ssize_t f = 0; f < 2 * k; f++) Py_XDECREF(col[f].obj);
+    if (acc)
+        for (Py_ssize_t f = 0; f < k; f++) ex_acc_free(acc + f);
+    PyMem_Free(acc);
     PyMem_Free(col);
     PyMem_Free(names);
     Py_XDECREF(lengths_obj);
+    if (bounds_buf.obj) PyBuffer_Release(&bounds_buf);
     PyBuffer_Release(&blob);
     PyBuffer_Release(&ends_buf);
     PyBuffer_Release(&kinds_buf);
+    return result;
+}
+
+/* sum_numbers(values, kind, bounds, inv_log, low) -> the sums of ``ex_acc_result`` of a column of
+ * number values (kind 1: float32, 2: int64, native order), as example_columns sums a feature's
+ * values while it reads them (the column-wise readers' batches: shardprep.stats_columns.add). */
+static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
+    Py_buffer vals, bounds;
+    int kind;
+    double inv_log;
+    Py_ssize_t low;
+    if (!PyArg_ParseTuple(args, "y*iy*dn", &vals, &kind, &bounds, &inv_log, &low)) return NULL;
+    PyObject *result = NULL;
+    ExBounds table = {bounds.buf, bounds.len / 8 - 1, inv_log, (double)low};
+    ExAcc a;
+    memset(&a, 0, sizeof a);
+    a.table = &table;
+    a.kind = kind;
+    if ((kind != 1 && kind != 2) || vals.len % (kind == 1 ? 4 : 8) || bounds.len < 16 || bounds.len % 8 ||
+        !(inv_log > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "sum_numbers: kind 1 (float32) or 2 (int64), float64 bounds, inv_log > 0");
+        goto done;
+    }
+    if (kind == 1) {
+        a.fsum = PyMem_Calloc(256, sizeof(int64_t));
+        a.fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
+        if (!a.fsum || !a.fsq) { PyErr_NoMemory(); goto done; }
+        const uint8_t *p = vals.buf;
+        for (Py_ssize_t i = 0; i < vals.len / 4; i++) {
+            uint32_t bits;
+            memcpy(&bits, p + 4 * i, 4);
+            if (ex_acc_float(&a, bits) < 0) { PyErr_NoMemory(); goto done; }
+        }
+    } else {
+        const uint8_t *p = vals.buf;
+        for (Py_ssize_t i = 0; i < vals.len / 8; i++) {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            if (ex_acc_int(&a, v) < 0) { PyErr_NoMemory(); goto done; }
+        }
+    }
+    result = ex_acc_result(&a);
+done:
+    ex_acc_free(&a);
+    PyBuffer_Release(&vals);
+    PyBuffer_Release(&bounds);
     return result;
 }
 
@@ -1592,6 +1846,7 @@ static PyMethodDef methods[] = {
     {"jsonl_columns", py_jsonl_columns, METH_VARARGS, "Columns of a block of JSON Lines, or None."},
     {"decode_example", py_decode_example, METH_VARARGS, "A tf.train.Example as {name: [values]}, or None."},
     {"example_columns", py_example_columns, METH_VARARGS, "Per-feature values and lengths of a framed batch, or None."},
+    {"sum_numbers", py_sum_numbers, METH_VARARGS, "The count, min, max, exact sums and bucket counts of a number column."},
     {"hash_values", py_hash_values, METH_VARARGS, "The sketch hash of each value of (data, offsets), as uint64 bytes."},
     {"feistel", py_feistel, METH_VARARGS, "The keyed permutation of [0, n), or its inverse, in place."},
     {NULL, NULL, 0, NULL}};
@@ -1602,6 +1857,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     uint16_t one = 1;
     little_endian = *(uint8_t *)&one == 1;
     crc_init();
+    for (int j = 0; j < 256; j++) ex_ln_table[j] = log(1.0 + j / 256.0);
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2");

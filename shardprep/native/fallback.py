@@ -14,7 +14,7 @@ import google_crc32c
 import numpy as np
 
 __all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "example_columns", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values", "interleave",
-           "jsonl_columns", "line_counts", "pread_records", "scan", "split_indices"]
+           "jsonl_columns", "line_counts", "pread_records", "scan", "split_indices", "sum_numbers"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -300,9 +300,16 @@ def decode_example(data: bytes | memoryview) -> None:
 
 
 def example_columns(blob: bytes | memoryview, ends: bytes | memoryview, names: tuple[bytes, ...],
-                    kinds: bytes) -> None:
+                    kinds: bytes, bounds: bytes | memoryview | None = None, inv_log: float = 0.0,
+                    low: int = 0) -> None:
     """Declines every batch, like ``decode_example``: ``shardprep.stats.batch_stats`` decodes the
     records in Python instead (the same statistics: a property test)."""
+    return None
+
+
+def sum_numbers(values: bytes | memoryview, kind: int, bounds: bytes | memoryview, inv_log: float,
+                low: int) -> None:
+    """Declines every column, like ``example_columns``: ``shardprep.stats_columns`` sums it with numpy."""
     return None
 
 

@@ -10,6 +10,7 @@ import pickle
 import random
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,7 +72,7 @@ def _wild_rows(n: int, rng: random.Random) -> list[dict]:
     """Missing values, NaN and infinities, empty lists and strings, int64's extremes, long strings."""
     def number() -> float:
         return rng.choice([0.0, -0.0, math.nan, math.inf, -math.inf, 1e-40, 3.4e38, rng.gauss(0, 1e6),
-                           rng.lognormvariate(0, 20) * rng.choice([-1, 1])])
+                           min(rng.lognormvariate(0, 20), 3e38) * rng.choice([-1, 1])])  # within float32
 
     def maybe(value):
         return None if rng.random() < 0.15 else value
@@ -93,17 +94,26 @@ def _state(partial: dict) -> str:
     return json.dumps({"json": stats.to_json(partial, WIDE),
                        "exact": {k: [s.values, s.total, s.squares, s.strings, s.bytes_total,
                                      sorted((v.hex(), c) for v, c in s.counts.items()) if s.counts is not None else None,
-                                     s.hll.registers.tolist() if s.hll is not None else None]
+                                     s.hll.registers.tolist() if s.hll is not None else None,
+                                     s.minimum, s.maximum, _sketch_state(s.sketch)]
                                  for k, s in sorted(partial.items())}}, sort_keys=True)
+
+
+def _sketch_state(sketch: sketches.LogSketch | None) -> list | None:
+    if sketch is None:
+        return None
+    return [sketch.zeros, *(c.keys.tolist() for c in (sketch.positive, sketch.negative)),
+            *(c.counts.tolist() for c in (sketch.positive, sketch.negative))]
 
 
 @pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans())
-def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps):
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans(), summed=st.booleans())
+def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summed):
     """Records as Examples (TFRecord input, the per-record encoder's rows): ``native.example_columns``
     + numpy give what the Python decoder gives, batch by batch and merged, with and without the
-    switches from exact counts to sketches."""
+    switches from exact counts to sketches, and with the numbers summed while read (``Summed``) or
+    copied out as values."""
     rng = random.Random(seed)
     encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
     records = [encode(r) for r in _wild_rows(n, rng)]
@@ -112,8 +122,9 @@ def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps):
         compiled: dict = {}
         for a, b in zip([0, *cuts], [*cuts, n]):
             blob, ends = _framed(records[a:b])
-            columns = stats_columns.from_examples(blob, ends, WIDE)
+            columns = stats_columns.from_examples(blob, ends, WIDE, summed=summed)
             assert columns is not None
+            assert isinstance(columns["x"].values, stats_columns.Summed) == summed
             stats_columns.add(compiled, columns, WIDE, b - a)
         assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
 
@@ -135,10 +146,11 @@ SCALARS = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureS
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 500), caps=st.booleans())
-def test_column_batches_give_the_per_record_statistics(seed, n, caps):
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 500), caps=st.booleans(), summed=st.booleans())
+def test_column_batches_give_the_per_record_statistics(seed, n, caps, summed):
     """The column-wise readers' batches (``columnar.ColumnBatch``), whole and cut by a split mask:
-    their columns give what decoding their records gives."""
+    their columns give what decoding their records gives, the numbers summed by the compiled
+    ``native.sum_numbers`` or by numpy (more than ``MAX_SUMMED`` number features)."""
     rng = np.random.default_rng(seed)
     x = np.clip(rng.choice([0.0, 1.5, -2.0, 1e-30, 3e38], n) * rng.lognormal(0, 3, n), -3.4e38, 3.4e38)
     words = [b"", b"a", "é".encode(), b"long" * 40] + [b"w%d" % i for i in range(300)]
@@ -147,7 +159,9 @@ def test_column_batches_give_the_per_record_statistics(seed, n, caps):
                "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64), b"".join(c)),
                "d": (np.zeros(n + 1, np.int32), b"")}
     keep = rng.random(n) < 0.6
-    with _small_caps() if caps else contextlib.nullcontext():
+    with _small_caps() if caps else contextlib.nullcontext(), pytest.MonkeyPatch.context() as mp:
+        if not summed:
+            mp.setattr(stats_columns, "MAX_SUMMED", 0)
         for batch in columnar.framed_batches(SCALARS, columns, n):
             assert isinstance(batch, columnar.ColumnBatch)
             starts = [0, *batch.ends[:-1].tolist()]
@@ -192,6 +206,26 @@ def _small_caps():
         mp.setattr(stats, "MAX_LENGTHS", 12)
         mp.setattr(sketches, "MAX_BUCKETS", 64)
         yield
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_pending_string_counts_count_as_counted_ones(seed):
+    """A batch's values kept uncounted (``StringCounts.pending``, counted with the other parts when
+    asked) give the same mapping, hashes' sketch and pickled state as each batch counted at once."""
+    rng = random.Random(seed)
+    batches = [pa.array([b"v%d" % rng.randrange(rng.choice([3, 50, 10**6])) for _ in range(rng.randrange(0, 60))],
+                        rng.choice([pa.binary(), pa.large_binary()])) for _ in range(rng.randrange(1, 8))]
+    eager, lazy = distinct.StringCounts(), distinct.StringCounts()
+    for i, values in enumerate(batches):
+        eager = eager.merge(distinct.StringCounts.of(values))
+        lazy = lazy.merge(distinct.StringCounts.pending(values))
+        if i % 3 == 2:
+            assert len(lazy) == len(eager)  # counted together here: the later parts join the counted one
+    assert lazy.items() == eager.items() and lazy.top(5) == eager.top(5) and lazy.held_bytes == eager.held_bytes
+    assert np.array_equal(distinct.HyperLogLog.of_hashes(lazy.hashes()).registers,
+                          distinct.HyperLogLog.of_hashes(eager.hashes()).registers)
+    assert pickle.loads(pickle.dumps(lazy)).items() == eager.items()
 
 
 def test_small_caps_switch_to_sketches():
