@@ -11,7 +11,7 @@ import numpy as np
 
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.example import decode_example
-from shardprep.report_flags import shown_value, top_values
+from shardprep.report_flags import MAGIC, shown_value, top_values
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
@@ -27,17 +27,13 @@ def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> l
         return [decode_example(r) for r in records]
 
 
-_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
-          (b"RIFF", "RIFF"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"\x1f\x8b", "gzip"))
-
-
 class _Raw(str):
     """A value already shown as text (``<PNG 1234 bytes>``): printed without JSON quotes."""
 
 
 def _show_bytes(v: bytes) -> str:
     """Text as text; binary data (an image, anything not printable UTF-8) by its type and size."""
-    kind = next((name for magic, name in _MAGIC if v.startswith(magic)), None)
+    kind = next((name for magic, name in MAGIC if v.startswith(magic)), None)
     if kind is None:
         try:
             text = v.decode("utf-8")

@@ -10,7 +10,7 @@ from shardprep import manifest
 from shardprep.report_charts import js_divergence, rebin
 from shardprep.summary import human_bytes
 
-__all__ = ["BYTES_RATIO_LIMIT", "DIVERGENCE_LIMIT", "IMBALANCE_LIMIT", "MIN_COMPARED", "MISSING_LIMIT", "Flag",
+__all__ = ["BYTES_RATIO_LIMIT", "DIVERGENCE_LIMIT", "IMBALANCE_LIMIT", "MAGIC", "MIN_COMPARED", "MISSING_LIMIT", "Flag",
            "divergence", "divergences", "histogram", "reference_split", "red_flags", "share_of", "shown_value", "top_values"]
 
 MISSING_LIMIT = 0.2  # missing share above which a feature is flagged
@@ -59,14 +59,17 @@ def shown_value(value: str) -> str:
     """A top value as a reader should see it: printable text as it is, other text with its control
     characters escaped; bytes that are not UTF-8 (kept backslash-escaped by the statistics: an image,
     a serialized message) by their kind, never raw."""
-    kind = next((k for magic, k in _MAGIC if value.startswith(magic)), None)
-    if kind or _ESCAPED_BYTE.search(value):
-        return f"<{kind or 'binary'} bytes>"
+    if _ESCAPED_BYTE.search(value):
+        kind = next((k for magic, k in _ESCAPED_MAGIC if value.startswith(magic)), "binary")
+        return f"<{kind} bytes>"
     return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
 
 
+# the file kinds a bytes value is known by (``inspect`` shows its values by them too)
+MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+         (b"RIFF", "RIFF"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"\x1f\x8b", "gzip"))
+_ESCAPED_MAGIC = tuple((magic.decode("utf-8", "backslashreplace"), kind) for magic, kind in MAGIC)  # as stats keeps them
 _ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")  # a byte that is not UTF-8, as backslashreplace writes it
-_MAGIC = (("\\x89PNG", "PNG"), ("\\xff\\xd8", "JPEG"))
 
 
 def top_values(s: dict) -> list[tuple[str, int]]:

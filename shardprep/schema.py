@@ -244,17 +244,18 @@ def _infer_plain(values: list[Any]) -> FeatureSpec | None:
     """``_infer_typed``'s answer without a check per value, for the common column of plain scalars
     (None, bool, int, float, str, bytes: a Parquet or JSON column); None for any other column."""
     types = set(map(type, values))
+    nulls = type(None) in types
     types.discard(type(None))
     if not types or not types <= _SCALAR_KINDS.keys():
         return None
     kinds = {_SCALAR_KINDS[t] for t in types}
-    if int in types and any(type(v) is int and not INT64_MIN <= v <= INT64_MAX for v in values):
-        kinds.add("bigint")
     if "string" in kinds:
         return FeatureSpec("string", ())
     if "float" in kinds:
         return FeatureSpec("float32", ())
-    return FeatureSpec("string" if "bigint" in kinds else "int64", ())
+    # only integers (and bools): their range in C, min and max, where there is no None to step over
+    ints = [v for v in values if v is not None] if nulls else values
+    return FeatureSpec("string" if min(ints) < INT64_MIN or max(ints) > INT64_MAX else "int64", ())
 
 
 def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ALPHA", "MAX_BUCKETS", "Counts", "LogSketch", "integer_histogram"]
+__all__ = ["ALPHA", "BUCKET_TABLE", "MAX_BUCKETS", "BucketTable", "Counts", "LogSketch", "integer_histogram"]
 
 ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -111,6 +112,18 @@ _BOUNDS, _LOW_KEY = _bounds()
 
 
 _LOG_GAMMA = math.log(GAMMA)
+
+
+class BucketTable(NamedTuple):
+    """What compiled code needs to give ``bucket_keys``' answer (``native.example_columns``,
+    ``native.sum_numbers``): the bounds, ``1 / log(gamma)`` for the guess, the key of the first bound."""
+
+    bounds: np.ndarray
+    inv_log: float
+    low: int
+
+
+BUCKET_TABLE = BucketTable(_BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY)
 
 
 def bucket_keys(magnitudes: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from shardprep import native, sketches, stats
 from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import _BOUNDS, _LOG_GAMMA, _LOW_KEY, Counts, LogSketch
+from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
 __all__ = ["MAX_SUMMED", "Column", "Summed", "add", "from_columnar", "from_examples", "select"]
 
@@ -62,7 +62,7 @@ def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec
 class Summed:
     """A number feature's batch as ``native.example_columns`` sums it while reading (no values
     copied out): exactly what ``add`` derives from the values (finite ones: their count, minimum,
-    maximum, exact sums, zeros and log-bucket counts by index in ``sketches._BOUNDS``)."""
+    maximum, exact sums, zeros and log-bucket counts by index in ``sketches.BUCKET_TABLE.bounds``)."""
 
     values: int
     minimum: float | int | None
@@ -80,7 +80,7 @@ class Summed:
 def _bucket_counts(first: int, dense: bytes) -> Counts:
     counts = np.frombuffer(dense, np.int64)
     at = np.flatnonzero(counts)
-    return Counts((at + (first + _LOW_KEY)).astype(np.int64), counts[at].copy()).collapse_lowest(sketches.MAX_BUCKETS)
+    return Counts((at + (first + BUCKET_TABLE.low)).astype(np.int64), counts[at].copy()).collapse_lowest(sketches.MAX_BUCKETS)
 
 
 MAX_SUMMED = 64  # number features summed by the compiled reader while reading (more: their values, numpy)
@@ -94,7 +94,7 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[s
     names = sorted(features, key=lambda name: name.encode("utf-8"))
     kinds = bytes(native.kind_of(features[name].dtype) for name in names)
     numbers = sum(1 for kind in kinds if kind)
-    extra = (_BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY) if summed and 0 < numbers <= MAX_SUMMED else ()
+    extra = BUCKET_TABLE if summed and 0 < numbers <= MAX_SUMMED else ()
     got = native.example_columns(blob, np.ascontiguousarray(ends, np.uint64),
                                  tuple(name.encode("utf-8") for name in names), kinds, *extra)
     if got is None:
@@ -160,7 +160,7 @@ def _sum_columns(ints: list[tuple[stats.FeatureStats, np.ndarray]],
     got = []
     for kind, items in ((2, ints), (1, floats)):
         for s, x in items:
-            summed = native.sum_numbers(np.ascontiguousarray(x), kind, _BOUNDS, 1.0 / _LOG_GAMMA, _LOW_KEY)
+            summed = native.sum_numbers(np.ascontiguousarray(x), kind, *BUCKET_TABLE)
             if summed is None:
                 return False
             got.append((s, summed))

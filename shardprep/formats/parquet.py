@@ -90,7 +90,7 @@ def with_time_units(files: Sequence[InputFile], schema: Schema) -> Schema:
     for file in files:
         if file.format != "parquet":
             continue
-        for name, unit in _units(file).items():
+        for name, unit in _planned_facts(file).units.items():
             first = found.setdefault(name, (unit, file.url))
             if first[0] != unit:
                 raise InputError(f"column {name!r} counts {first[0]} in {first[1]!r} but {unit} in {file.url!r}: "
@@ -106,19 +106,33 @@ def with_time_units(files: Sequence[InputFile], schema: Schema) -> Schema:
     return out
 
 
-def _units(file: InputFile) -> dict[str, str]:
-    key = (file.url, file.version)
-    if key not in _time_units:
-        with contextlib.ExitStack() as stack:
-            _time_units[key] = _units_of(_open(file, stack)[1].schema)
-    return _time_units[key]
+class _Planned(NamedTuple):
+    """What a file's footer says that the launcher needs after planning, kept for every file it planned
+    (on GCS a footer is a request a file): its ``encoded_bytes`` and its time columns' units."""
+
+    encoded_bytes: int
+    units: dict[str, str]  # column -> what its integers count (``time_unit``)
 
 
-def _units_of(arrow_schema: Any) -> dict[str, str]:
-    return {field.name: unit for field in arrow_schema if (unit := time_unit(field.type))}
+_planned: dict[tuple[str, Any], _Planned] = {}  # (url, version) -> its _Planned
 
 
-_time_units: dict[tuple[str, Any], dict[str, str]] = {}  # (url, version) -> column -> unit, kept by parquet_units
+def _remember(file: InputFile, footer: _Footer) -> _Planned:
+    """The file's ``_Planned`` from its footer, kept."""
+    meta, schema = footer.metadata, footer.schema
+    values = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    encoded = meta.num_rows * (22 + sum(len(name.encode()) + 18 for name in schema.names)) + values
+    planned = _planned[(file.url, file.version)] = _Planned(
+        encoded, {field.name: unit for field in schema if (unit := time_unit(field.type))})
+    return planned
+
+
+def _planned_facts(file: InputFile) -> _Planned:
+    """The file's ``_Planned``, from its footer if it was not planned in this process."""
+    if (known := _planned.get((file.url, file.version))) is not None:
+        return known
+    with contextlib.ExitStack() as stack:
+        return _remember(file, _open(file, stack)[1])
 
 
 class _Footer(NamedTuple):
@@ -210,8 +224,7 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
         if repeated := sorted(n for n, k in collections.Counter(names).items() if k > 1):  # a row dict would keep one
             raise InputError(f"{file.url!r}: the Parquet schema repeats column name(s) {', '.join(map(repr, repeated))}: "
                              "every column needs its own name; rename them")
-        _planned[(file.url, file.version)] = _encoded_bytes(footer.metadata, footer.schema)
-        _time_units[(file.url, file.version)] = _units_of(footer.schema)
+        _remember(file, footer)
         meta = footer.metadata
         groups = []  # (bytes, rows) per row group
         for i in range(meta.num_row_groups):
@@ -375,23 +388,9 @@ def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
     return values
 
 
-# ``encoded_bytes`` of the files this process planned: their footers were read then (on GCS, a
-# request a file), not again for the run's space estimate
-_planned: dict[tuple[str, str], int] = {}
-
-
 def encoded_bytes(file: InputFile) -> int:
     """The bytes of the file's records as framed ``tf.train.Example``, from its footer, a little above
     what they take (1.0-1.5x measured, on numeric and text columns): per record 22 bytes of framing
     and wrappers, per value its name, 18 bytes of wrappers and its uncompressed bytes. The file's
     own size says little: dictionary-coded, a 19 kB file made an 18.5 MB data set."""
-    if (known := _planned.get((file.url, file.version))) is not None:
-        return known
-    with contextlib.ExitStack() as stack:
-        footer = _open(file, stack)[1]
-        return _encoded_bytes(footer.metadata, footer.schema)
-
-
-def _encoded_bytes(meta: Any, arrow_schema: Any) -> int:
-    values = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return meta.num_rows * (22 + sum(len(name.encode()) + 18 for name in arrow_schema.names)) + values
+    return _planned_facts(file).encoded_bytes
