@@ -102,6 +102,28 @@ class StringCounts:
         values = self.values
         return int(pc.sum(pc.binary_length(values)).as_py() or 0) if len(values) else 0
 
+    @property
+    def counted(self) -> bool:
+        """Its parts counted together already: its size and bytes cost no hash pass."""
+        return len(self._parts) == 1 and self._parts[0][1] is not None
+
+    def count(self) -> None:
+        """Counts its parts together now (nothing to do once counted)."""
+        self._whole()
+
+    def distinct_hashes(self) -> tuple[np.ndarray, int]:
+        """The distinct values' hashes (sorted) and their bytes, from the parts as they are: one
+        compiled hash pass and a sort of 8-byte words, no counting (``stats.cap``'s test, whose
+        answer, past the cap, is these hashes for the HyperLogLog)."""
+        if not self._parts:
+            return np.zeros(0, np.uint64), 0
+        values = [v.cast(pa.large_binary()) if v.type != pa.large_binary() else v for v, _ in self._parts]
+        hashes = np.concatenate([binary_hashes(v) for v in values])
+        sizes = np.concatenate([np.diff(np.frombuffer(v.buffers()[1], np.int64)[v.offset:v.offset + len(v) + 1])
+                                for v in values])
+        unique, first = np.unique(hashes, return_index=True)
+        return unique, int(sizes[first].sum())
+
     def hashes(self) -> np.ndarray:
         """``binary_hashes`` of the values (the HyperLogLog's input; repeats across parts change nothing)."""
         return np.concatenate([binary_hashes(v) for v, _ in self._parts]) if self._parts else np.zeros(0, np.uint64)

@@ -30,6 +30,7 @@ __all__ = ["ALPHA", "BUCKET_TABLE", "MAX_BUCKETS", "BucketTable", "Counts", "Log
 ALPHA = 0.01  # relative accuracy of LogSketch quantiles
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 MAX_BUCKETS = 2048  # per sign; beyond, the lowest buckets are folded together
+DENSE_MERGE_SPAN = 8192  # ``Counts.merge`` adds by place in a dense range of at most this many keys (or 4x theirs)
 
 
 _NONE = np.zeros(0, np.int64)
@@ -64,6 +65,16 @@ class Counts:
             return other
         if self.keys.size == other.keys.size and np.array_equal(self.keys, other.keys):
             return Counts(self.keys, self.counts + other.counts)
+        lo = min(int(self.keys[0]), int(other.keys[0]))
+        span = max(int(self.keys[-1]), int(other.keys[-1])) - lo + 1
+        if span <= max(DENSE_MERGE_SPAN, 4 * (self.keys.size + other.keys.size)):
+            # keys close together (a sketch's buckets, list lengths): by place in a dense range, no sort
+            counts, present = np.zeros(span, np.int64), np.zeros(span, bool)
+            for side in (self, other):
+                counts[side.keys - lo] += side.counts
+                present[side.keys - lo] = True
+            places = np.flatnonzero(present)
+            return Counts((places + lo).astype(self.keys.dtype, copy=False), counts[places])
         uniq, inverse = np.unique(np.concatenate([self.keys, other.keys]), return_inverse=True)
         counts = np.zeros(uniq.size, np.int64)
         np.add.at(counts, inverse, np.concatenate([self.counts, other.counts]))
