@@ -262,6 +262,12 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         Contender("tfdata_batched", _tfdata_cmd(files, tf_out, n), prepare=prepare_dir(tf_out),
                   check=_check_files(_files(tf_out, "part-"), rows, n)),
         Contender("cp", ["cp", *files, cp_out + "/"], prepare=prepare_dir(cp_out), check=_check_bytes(cp_out, nbytes)),
+        # The disk's floor for storing the output durably, as shardprep stores shards (O_DIRECT, fsync):
+        # the same bytes, one stream, nothing else done
+        Contender("durable_write", ["sh", "-c", f"cat {' '.join(map(shlex.quote, files))} | dd of="
+                                    f"{shlex.quote(os.path.join(cp_out, 'all'))} bs=4M iflag=fullblock oflag=direct "
+                                    "conv=fsync status=none"],
+                  prepare=prepare_dir(cp_out), check=_check_bytes(cp_out, nbytes)),
     ]
     harness.warm(files)
     log(f"[tfrecord] {rows} tf.Examples, {mb:.0f} MB in {len(files)} files -> {n} shards; {p.tfrecord_repeats} rounds")
@@ -307,6 +313,9 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
                    "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
                    "default_of_ceiling": round(of_ceiling, 3),
+                   # the share of the default's time that storing its output durably takes alone: a
+                   # phase after every record is parsed (a shard holds records of every unit)
+                   "durable_write_of_default": round(summary["durable_write"]["wall_s"] / summary["shardprep"]["wall_s"], 3),
                    "no_statistics_vs_tfdata_batched": round(speed(summary, "shardprep_no_statistics", "tfdata_batched"), 3),
                    "reencode_vs_tfdata_batched": round(speed(summary, "shardprep_reencode", "tfdata_batched"), 3)},
         "goals": [
