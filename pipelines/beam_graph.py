@@ -26,6 +26,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.runners.runner import PipelineResult
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.dataflow_flags import check_locations, dataflow_args
@@ -66,8 +67,11 @@ class StageFn(beam.DoFn):
             tag, value = pool.split_output(out)
             yield value if tag is None else TaggedOutput(tag, value)
 
-    def finish_bundle(self) -> None:  # what the work left to finish in the background (WriteShards's last shard)
-        getattr(self._work, "flush", lambda: None)()
+    def finish_bundle(self) -> Iterator[Any]:  # what the work left to finish (WriteShards's last shard, its statistics)
+        for out in getattr(self._work, "flush", lambda: None)() or ():
+            tag, value = pool.split_output(out)
+            windowed = GlobalWindows.windowed_value(value)
+            yield windowed if tag is None else TaggedOutput(tag, windowed)
 
     def teardown(self) -> None:
         getattr(self._work, "teardown", lambda: None)()

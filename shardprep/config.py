@@ -48,6 +48,9 @@ class ReshardConfig:
     required: tuple[str, ...] = ()  # features whose missing value is dead letter ``missing_value`` (--required)
     statistics: bool = False  # per split and feature statistics in the manifest (--statistics; decodes every record)
     stats_top_k: int = 1000  # most frequent string values per feature and split in the manifest's statistics
+    # where the statistics count the records: in Parse from the columns the records were encoded
+    # from (an input format that ``gives_columns``), else in WriteShards, while the disk stores shards
+    statistics_in_parse: bool = True
     text: dict[str, Any] | None = None  # a text run's manifest entry (text.spec.TextSpec.manifest_entry)
     spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (graph.spill.spill_bytes)
 

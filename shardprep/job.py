@@ -7,13 +7,19 @@ builds from it (``pipelines.beam_graph``: Dataflow, the portable runners, Beam's
     chunks -> ExpandUnits -> CountRanges ------------------.(side input)
                    '-> Parse --records--> Count ----------------.(side input)
                          |       '-------> Assign --pieces--> [by key] WriteShards ------------+
-                         |--rejected--> [all] WriteRejected -------------------------------+
-                         |--stats--> [by key, merged] Stats --------------------------------+
-                         '--facts (and Assign's) --------------------------------------------+-> [all] Commit
+                         |                                                   '--stats--.      |
+                         |--stats--> [by key, merged] Stats <---------------------------'------+
+                         |--rejected--> [all] WriteRejected -----------------------------------+
+                         '--facts (and Assign's) ----------------------------------------------+-> [all] Commit
+
+The statistics are counted in Parse, from the columns the records were encoded from, or, where the
+input's records are Examples (TFRecord, TFDS), in WriteShards while the disk stores the shards
+(``ReshardConfig.statistics_in_parse``).
 
 A stage's work is plain Python over the named element types (``graph.elements``), Beam-free:
 ``process(element, *side)`` gives its outputs, ``graph.elements.Tagged`` for a side output, with
-optional ``setup`` / ``flush`` / ``teardown``. A grouped stage gets ``(key, values)``, the values
+optional ``setup``, ``flush`` (at the end of a task or bundle: what it left to finish, and outputs
+it held back) and ``teardown``. A grouped stage gets ``(key, values)``, the values
 in one order whatever the engine (``group_values``); a merged stage (``merge``) is a grouped one
 whose values an engine may combine as they come (Beam's combiner lifting). Where the outputs go,
 and what runs where, is the engines' business; what the output bytes are depends only on this.
@@ -94,12 +100,14 @@ def reshard_job(config: ReshardConfig, num_units: int) -> Job:
               heavy=True),
         Stage("Count", Map(count), over=("Parse",)),
         Stage("Assign", Assign(cfg), over=("Parse",), side=("Count",), tags=(FACTS,), heavy=True),
-        Stage("WriteShards", WriteShards(cfg), over=("Assign",), group=BY_KEY, heavy=True, labels=("GroupByShard",)),
+        Stage("WriteShards", WriteShards(cfg), over=("Assign",), group=BY_KEY, heavy=True, labels=("GroupByShard",),
+              tags=(STATS,)),
         Stage("WriteRejected", WriteRejected(cfg), over=("Parse." + REJECTED,), group=ONE_GROUP,
               labels=("KeyRejected", "GroupRejected")),
     ]
-    if cfg.statistics:  # Parse emits partial statistics only then
-        stages.append(Stage("Stats", MergeStats(cfg), over=("Parse." + STATS,), group=BY_KEY, labels=("MergeStats",)))
+    if cfg.statistics:  # partial statistics from Parse or from WriteShards (``statistics_in_parse``) only then
+        stages.append(Stage("Stats", MergeStats(cfg), over=("Parse." + STATS, "WriteShards." + STATS), group=BY_KEY,
+                            labels=("AllStats", "MergeStats")))
         facts += ("Stats",)
     stages.append(Stage("Commit", Commit(cfg, staged), over=facts, group=ONE_GROUP,
                         labels=("AllFacts", "KeyFacts", "Gather")))

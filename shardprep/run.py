@@ -269,6 +269,7 @@ def _main(argv: Sequence[str] | None) -> int:
         required=_names(args.required, "--required"),
         statistics=False if args.task else _statistics(args.statistics, len(features)),
         stats_top_k=args.stats_top_k,
+        statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",

@@ -30,7 +30,7 @@ from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
-__all__ = ["MAX_SUMMED", "Column", "Summed", "add", "from_columnar", "from_examples", "select"]
+__all__ = ["FRAMED_BATCH", "MAX_SUMMED", "Column", "Summed", "add", "add_framed", "from_columnar", "from_examples", "select"]
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -83,6 +83,7 @@ def _bucket_counts(first: int, dense: bytes) -> Counts:
     return Counts((at + (first + BUCKET_TABLE.low)).astype(np.int64), counts[at].copy()).collapse_lowest(sketches.MAX_BUCKETS)
 
 
+FRAMED_BATCH = 8192  # records read into columns at a time (``add_framed``): their copies stay small
 MAX_SUMMED = 64  # number features summed by the compiled reader while reading (more: their values, numpy)
 
 
@@ -112,6 +113,23 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[s
             column = np.frombuffer(values, np.float32 if dtype == "float32" else np.int64)
         out[name] = Column(column, lengths[f])
     return out
+
+
+def add_framed(into: MutableMapping[str, stats.FeatureStats], blob: bytes | bytearray | np.ndarray,
+               ends: np.ndarray, features: Mapping[str, FeatureSpec]) -> None:
+    """Adds framed Examples (record ``i`` ends at ``ends[i]``) to ``into``: the compiled reader's
+    columns, ``FRAMED_BATCH`` records at a time, else Python's decoder."""
+    view = memoryview(blob).cast("B")
+    for lo in range(0, len(ends), FRAMED_BATCH):
+        start = int(ends[lo - 1]) if lo else 0
+        part = np.asarray(ends[lo:lo + FRAMED_BATCH], np.uint64) - np.uint64(start)
+        piece = view[start:int(ends[min(lo + FRAMED_BATCH, len(ends)) - 1])]
+        columns = from_examples(piece, part, features)
+        if columns is not None:
+            add(into, columns, features, len(part))
+            continue
+        starts = [0, *part[:-1].tolist()]
+        stats.merge(into, stats.batch_stats([piece[a + 12:b - 4] for a, b in zip(starts, part.tolist())], features))
 
 
 def select(columns: Mapping[str, Column], keep: np.ndarray) -> dict[str, Column]:

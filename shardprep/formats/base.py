@@ -139,6 +139,10 @@ class Format:
 
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
+    # Its column-wise reader's batches carry the columns their records were encoded from: the
+    # statistics count those in Parse. Other formats' records are Examples, which the statistics
+    # decode in WriteShards while the disk stores shards (``ReshardConfig.statistics_in_parse``).
+    gives_columns: ClassVar[bool] = False
 
     def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:
         """The run's files, this format's made ready to plan; the others as given."""

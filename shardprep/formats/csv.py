@@ -59,6 +59,7 @@ class CsvFormat(Format):
     """CSV with a header line; large files cut at newlines outside quotes; a column-wise fast path."""
 
     name = "csv"
+    gives_columns = True
     extensions = (".csv",)
 
     def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:

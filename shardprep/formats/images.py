@@ -94,6 +94,7 @@ class ImageFormat(Format):
     """Image files; rows are the Example fields of ``FEATURES``."""
 
     name = "images"
+    gives_columns = True
     extensions = ()  # never picked by extension: --format images names a folder or a listing
 
     def own_schema(self, files: Sequence[InputFile], schema_given: bool) -> Schema | None:

@@ -46,6 +46,7 @@ class JsonLinesFormat(Format):
     """JSON Lines (``.jsonl``, ``.json``, ``.ndjson``): rows are the objects as parsed."""
 
     name = "jsonl"
+    gives_columns = True
     extensions = (".jsonl", ".json", ".ndjson")
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:

@@ -43,6 +43,7 @@ class ParquetFormat(Format):
     """Parquet (``.parquet``, ``.pq``); a unit's ``start``/``end`` are row numbers (``parquet_units``)."""
 
     name = "parquet"
+    gives_columns = True
     extensions = (".parquet", ".pq")
 
     def plan(self, file: InputFile, unit_bytes: int) -> list[WorkUnit]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import formats, framing, planning, schema, stats, stats_columns, writer
+from shardprep import formats, framing, planning, schema, stats_columns, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
@@ -36,7 +36,9 @@ class Parse:
     cuts and first line from the ``CountRanges`` side input (``graph.ranges``, ``formats.cuts``).
 
     Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
-    ``UnitFact`` (tag ``FACTS``) and the unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files, not through the runner.
+    ``UnitFact`` (tag ``FACTS``) and, where they are counted here (``statistics_in_parse``), the
+    unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files,
+    not through the runner.
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -147,7 +149,7 @@ class Parse:
     def _count_columns(self, block: ColumnBatch) -> None:
         """The statistics of a column-wise block, per split, from its columns (``stats_columns``);
         then its columns are let go (a block holds its records' splits instead, for ``_by_split``)."""
-        if self._config.statistics and block.columns is not None:
+        if self._config.statistics and self._config.statistics_in_parse and block.columns is not None:
             block.which = _splits(block, self._config.seed, self._thresholds) if not self._unit.file.split else None
             columns = stats_columns.from_columnar(block.columns, self._schema)
             if block.which is None:
@@ -161,15 +163,8 @@ class Parse:
         block.columns = None
 
     def _count(self, s: int, piece: FramedBatch) -> None:
-        """The statistics of records that came as Examples: the compiled reader, else Python's."""
-        into = self._partial.setdefault(s, {})
-        columns = stats_columns.from_examples(piece.blob, piece.ends, self._schema)
-        if columns is not None:
-            stats_columns.add(into, columns, self._schema, len(piece.ends))
-            return
-        starts = [0, *piece.ends[:-1].tolist()]
-        records = [piece.blob[a + 12:b - 4] for a, b in zip(starts, piece.ends.tolist())]  # unframed
-        stats.merge(into, stats.batch_stats(records, self._schema))
+        """The statistics of records that came as Examples (the per-record path's, here)."""
+        stats_columns.add_framed(self._partial.setdefault(s, {}), piece.blob, piece.ends, self._schema)
 
     def _encoded(self, position: int, row: dict) -> bytes | Bad:
         """One row through the per-record encoder: its framed record, or its dead letter."""
@@ -211,7 +206,7 @@ class Parse:
                 for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
                                                                                               self._thresholds):
                     pieces.setdefault(s, []).append(piece)
-                    if cfg.statistics and not counted:
+                    if cfg.statistics and cfg.statistics_in_parse and not counted:
                         self._count(s, piece)
             for s in sorted(pieces):
                 yield pack(cfg, s, unit.key, parts[s], pieces[s])

@@ -48,7 +48,7 @@ PRELOAD = ["shardprep.job"]  # the stages' work, imported before the processes s
 TASKS_PER_PROCESS = 8  # a stage's elements are cut into at least this many tasks per process: balance vs overhead
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
-Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() and teardown()
+Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() -> outputs, teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
 
 
@@ -250,7 +250,7 @@ def _tallied(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, i
     _here.tally = collections.Counter()
     try:
         outputs = [split_output(out) for element in elements for out in work.process(element, *side) or ()]
-        getattr(work, "flush", lambda: None)()
+        outputs += [split_output(out) for out in getattr(work, "flush", lambda: None)() or ()]
         return outputs, dict(_here.tally)
     finally:
         _here.tally = None

@@ -175,17 +175,18 @@ def segment(blob: bytes | bytearray, count: int) -> tuple[memoryview, np.ndarray
     return data, np.cumsum(lengths, dtype="<u8")
 
 
-def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> np.ndarray:
+def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Packed batches (record ``i`` of ``blobs[k]`` ends at ``ends[k][i]``) taken as one list of
     records, in ``order``, back to back: one copy, without joining the batches first, into a
-    page-aligned buffer (``writer.write_shard`` writes such a buffer past the page cache)."""
+    page-aligned buffer (``writer.write_shard`` writes such a buffer past the page cache); and where
+    each record ends in it."""
     which = np.repeat(np.arange(len(blobs), dtype=np.int64), [len(e) for e in ends])
     stops = np.concatenate(ends).astype(np.int64)
     starts = np.concatenate([np.concatenate(([0], e[:-1])).astype(np.int64) for e in ends])
     lengths = stops - starts
     out = writer.aligned_buffer(int(lengths.sum()))
     native.gather_from(blobs, which[order], starts[order], lengths[order], out)
-    return out
+    return out, np.cumsum(lengths[order], dtype=np.uint64)
 
 
 def in_place(config: ReshardConfig, url: str) -> bool:

@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import fs, naming, planning, schema, stats, writer
+from shardprep import fs, naming, planning, schema, stats, stats_columns, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
 from shardprep.graph.elements import (
     FACTS,
+    STATS,
     BatchCount,
     RejectedBatch,
     ShardBatches,
@@ -142,6 +143,7 @@ class WriteShards:
         self._shards = Counter("shards_written")
         self._listings: dict[str, list[ShardPiece]] = {}
         self._writer = writer.ShardWriter()  # stores a shard while the next is gathered; ``flush``
+        self._partial: dict[int, dict] = {}  # split -> feature -> the statistics of its shards since ``flush``
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
         (split, shard, num_shards), pieces = item
@@ -166,23 +168,33 @@ class WriteShards:
         order[np.concatenate(taken)] = np.arange(len(index))
         name = self._config.splits[split].name
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
-        framed = gather_from(blobs, ends, order)
+        framed, record_ends = gather_from(blobs, ends, order)
         del blobs
         info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip)
+        if self._config.statistics and not self._config.statistics_in_parse:  # while the writer's thread stores the shard
+            stats_columns.add_framed(self._partial.setdefault(split, {}), framed, record_ends, self._features)
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
 
-    def flush(self) -> None:
+    @functools.cached_property
+    def _features(self) -> dict:
+        return schema.schema_from_json(self._config.features)
+
+    def flush(self) -> list[Tagged]:
         """Waits until every shard this wrote is stored (and raises an error of storing one): the end
-        of a bundle or a pool task, before its ShardFacts can reach the commit."""
+        of a bundle or a pool task, before its ShardFacts can reach the commit. Then the statistics
+        of the shards since the last flush, per split (tag ``STATS``): one partial for many shards,
+        which (a bundle's shards over its splits' caps) holds sketches rather than exact counts."""
         self._writer.flush()
+        partial, self._partial = self._partial, {}
+        return [Tagged(STATS, (split, partial[split])) for split in sorted(partial)]
 
     def teardown(self) -> None:
         self._writer.close()
 
     def __getstate__(self) -> dict:  # pickled for the workers (graph.pool): without the cache
-        return {**self.__dict__, "_listings": {}, "_writer": None}
+        return {**self.__dict__, "_listings": {}, "_writer": None, "_partial": {}}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _writer=writer.ShardWriter())

@@ -309,7 +309,8 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
     engine in one process and by default, with one unit and with many, on Dask with two workers and
     on Beam's runner: the same JSON bytes. The CSV's first rows hold missing values (the per-record
     path), the rest none (the column-wise path); its shards read back as TFRecord input (the compiled
-    reader) give the same statistics again: each record keeps its split (a hash of its bytes)."""
+    reader, counted in WriteShards: locally and on Beam, whose bundles end in ``flush``) give the same
+    statistics again: each record keeps its split (a hash of its bytes)."""
     rng = random.Random(11)
     lines = ["x,n,city,id,label"]
     for i in range(4000):
@@ -330,8 +331,10 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
             docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
         m = manifest.load(str(tmp_path / "one"))
         shards = [str(tmp_path / "one" / s.path) for sp in m.splits.values() for s in sp.shards]
-        assert run.main([a for s in shards for a in ("--input", s)] + ["--output", str(tmp_path / "tf"), *split]) == 0
-    docs["tfrecord"] = json.dumps(manifest.load(str(tmp_path / "tf")).statistics, sort_keys=True)
+        for name, extra in {"tfrecord": [], "tfrecord-beam": ["--runner", "beam"]}.items():  # counted in WriteShards
+            out = tmp_path / name
+            assert run.main([a for s in shards for a in ("--input", s)] + ["--output", str(out), *split, *extra]) == 0
+            docs[name] = json.dumps(manifest.load(str(out)).statistics, sort_keys=True)
     if {"dask", "beam"} - set(docs):
         pytest.fail("an engine did not run")
     assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}

@@ -51,7 +51,7 @@ def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> d
     write = WriteShards(cfg)
     facts = {key: write.process((key, pieces[::-1])) for key, pieces in groups.items()}
     facts = {key: list(fact) for key, fact in facts.items()}  # each shard built; the last maybe still being stored
-    write.flush()
+    write.flush()  # stores the last shard
     shards = {}
     for key, (fact,) in facts.items():
         path = naming.shard_path(cfg.run_id, "train", key[1], key[2], gzip=False)
