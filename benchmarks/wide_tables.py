@@ -1,10 +1,12 @@
 """Wide against long: the same cells as many columns x few rows and as few columns x many rows.
 
-    python -m benchmarks.wide_tables [--quick] [--format csv|jsonl|parquet] [--statistics auto|on|off]
+    python -m benchmarks.wide_tables [--quick] [--format csv|jsonl|parquet] [--statistics auto|on|off] [--floor]
 
 Writes both tables (random ints 0..999), runs ``python -m shardprep.run`` on each side by side in
 one process of this script (one after the other, fresh output folders), and prints wall time,
 CPU time and peak RSS (children included) and the ratios wide / long. Issue 35 asks for at most 3x.
+``--floor`` (Parquet) then times what pyarrow alone takes on each file (best of 3, in this
+process): parsing the footer (``ParquetFile``, as the launcher does) and reading every row.
 """
 from __future__ import annotations
 
@@ -54,11 +56,30 @@ def _measure(src: Path, out: Path, statistics: str) -> dict:
             "manifest_mb": sizes.get("manifest.json", 0) / 1e6, "features_mb": sizes.get("features.json", 0) / 1e6}
 
 
+def _floor(path: Path) -> dict:
+    """pyarrow's own cost on a Parquet file: its footer (and Arrow schema), then all its rows by record batch."""
+    import pyarrow.parquet as pq
+
+    def best(f) -> float:
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            f()
+            times.append(time.process_time() - start)
+        return min(times)
+
+    footer = best(lambda: pq.ParquetFile(path).schema_arrow)
+    pf = pq.ParquetFile(path, page_checksum_verification=True)
+    read = best(lambda: sum(b.num_rows for b in pf.iter_batches(batch_size=65536)))
+    return {"footer_s": footer, "read_s": read}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="100,000 cells (5,000 x 20 against 10 x 10,000)")
     p.add_argument("--format", default="csv", choices=("csv", "jsonl", "parquet"))
     p.add_argument("--statistics", default="auto", choices=("auto", "on", "off"))
+    p.add_argument("--floor", action="store_true", help="Parquet: time pyarrow alone on each file first")
     args = p.parse_args(argv)
     wide_cols, rows = (5000, 20) if args.quick else (50_000, 20)
     cells = wide_cols * rows
@@ -71,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:5s} {c:>7,} cols x {r:>7,} rows: {results[name]['wall_s']:6.2f} s wall, "
                   f"{results[name]['cpu_s']:6.2f} s CPU, {results[name]['peak_mb']:6.0f} MB peak, manifest "
                   f"{results[name]['manifest_mb']:.2f} MB, features.json {results[name]['features_mb']:.2f} MB")
+        if args.floor and args.format == "parquet":  # after the runs: its reads would raise their peak RSS
+            for name in shapes:
+                floor = _floor(Path(tmp) / f"{name}.parquet")
+                print(f"{name:5s} pyarrow alone: footer {floor['footer_s']:.3f} s CPU, all rows {floor['read_s']:.3f} s CPU")
     w, lo = results["wide"], results["long"]
     print(f"ratio wide/long ({cells:,} cells, {args.format}, --statistics {args.statistics}): "
           f"wall {w['wall_s'] / lo['wall_s']:.2f}x, CPU {w['cpu_s'] / lo['cpu_s']:.2f}x, "

@@ -258,7 +258,8 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
         with tfds_metadata.restored_on_failure(config.output):  # TFDS readers see the old data set until the commit
             tfds_metadata.write(config.output, result, features=config.tfds_features)
             lease.check(config.output, config.run_id)
-            url = manifest.write(config.output, result)
+            data = manifest.encode(result)  # once for the manifest and the run's copy
+            url = manifest.write(config.output, result, data)
         committed = True
     finally:
         if not committed:
@@ -266,7 +267,7 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
     log.info("committed %s", url)
     lease.pause("commit.written")
     try:  # the data set is committed: what follows is tidying, and its failure must not fail the run
-        manifest.write_run_copy(config.output, config.run_id, result)
+        manifest.write_run_copy(config.output, config.run_id, result, data)
         lease.pause("commit.copied")
         lease.check(config.output, config.run_id)
         retention.remove_stale_runs(config.output, current=result.run_ids, committed=before, keep_previous=config.keep_previous)

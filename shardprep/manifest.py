@@ -24,6 +24,7 @@ __all__ = [
     "ShardInfo",
     "SourceInfo",
     "SplitInfo",
+    "encode",
     "exists",
     "load",
     "now",
@@ -304,23 +305,24 @@ def json_bytes(doc: Any, *, features: int, indent: int, sort_keys: bool = False)
     return json.dumps(doc, indent=indent, sort_keys=sort_keys).encode()
 
 
-def _encode(manifest: Manifest) -> bytes:
+def encode(manifest: Manifest) -> bytes:
+    """The manifest file's bytes (``write`` and ``write_run_copy`` take them, so a commit encodes once)."""
     return json_bytes(manifest.to_json(), features=len(manifest.features), indent=2) + b"\n"
 
 
-def write(root: str, manifest: Manifest) -> str:
-    """Writes the manifest atomically: the commit point of a run. Returns its URL."""
+def write(root: str, manifest: Manifest, data: bytes | None = None) -> str:
+    """Writes the manifest atomically (``data``: its ``encode``, if made): the commit point of a run. Returns its URL."""
     url = naming.join(root, naming.MANIFEST)
     with fs.write_atomic(url) as f:
-        f.write(_encode(manifest))
+        f.write(encode(manifest) if data is None else data)
     return url
 
 
-def write_run_copy(root: str, run_id: str, manifest: Manifest) -> str:
+def write_run_copy(root: str, run_id: str, manifest: Manifest, data: bytes | None = None) -> str:
     """Writes the run's own copy of its manifest (give ``manifest.created`` so both copies match)."""
     url = naming.join(root, run_copy_path(run_id))
     with fs.write_atomic(url) as f:
-        f.write(_encode(manifest))
+        f.write(encode(manifest) if data is None else data)
     return url
 
 

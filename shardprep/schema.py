@@ -258,6 +258,14 @@ def _infer_plain(values: list[Any]) -> FeatureSpec | None:
     return FeatureSpec("string" if min(ints) < INT64_MIN or max(ints) > INT64_MAX else "int64", ())
 
 
+def _alone_key(values: list[Any]) -> Any:
+    """What ``_infer_typed`` makes of a column of one value depends only on this (None: it may not)."""
+    kind = type(values[0])
+    if kind is int:
+        return kind, INT64_MIN <= values[0] <= INT64_MAX
+    return kind if kind in _SCALAR_KINDS or values[0] is None else None
+
+
 def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:
     plain = _infer_plain(values)
     return plain if plain is not None else _infer_values(name, values)
@@ -326,7 +334,15 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
     if text is None:
         text = all(isinstance(v, str) for values in columns.values() for v in values)
     infer = _infer_text if text else _infer_typed
-    schema = {name: infer(name, columns[name]) for name in sorted(columns)}
+    alone: dict[Any, FeatureSpec] = {}  # a column of one plain value (a Parquet sample's decided column), by its kind
+    schema = {}
+    for name in sorted(columns):
+        values = columns[name]
+        key = _alone_key(values) if not text and len(values) == 1 else None
+        if key is None:
+            schema[name] = infer(name, values)
+        else:
+            schema[name] = alone[key] if key in alone else alone.setdefault(key, infer(name, values))
     for name, spec in schema.items():
         if spec.dtype == "float32":
             _warn_lost_integers(name, columns[name])

@@ -108,7 +108,15 @@ def _dict_json(tree: dict[str, Any], leaves: dict[tuple[str, bool], dict] | None
 
 def features_json(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """``features.json`` for the manifest's features, as TFDS writes it for the same ``FeaturesDict``."""
-    return _dict_json(_tree(features))
+    if any("/" in name for name in features):
+        return _dict_json(_tree(features))
+    leaves: dict[str, dict] = {}  # flat names (a wide table's): ``_dict_json`` of one level, no tree built
+    out = {}
+    for name in sorted(features):
+        spec = features[name]
+        memo = repr(spec)
+        out[name] = leaves[memo] if memo in leaves else leaves.setdefault(memo, _leaf(name, spec))
+    return {"pythonClassName": _DICT, "featuresDict": {"features": out}}
 
 
 def label_files(features: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

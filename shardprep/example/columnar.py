@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from shardprep import framing, native
-from shardprep.example.wire import int_prefix, scalar_entry_prefix, scalar_runs, varint
+from shardprep.example.wire import scalar_entry_prefix, scalar_runs, varint
 from shardprep.schema import INT64_MAX, INT64_MIN, Schema
 
 __all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports", "utf8_column"]
@@ -145,22 +145,21 @@ def _int_pieces(name: str, values: np.ndarray) -> tuple[Pieces, Pieces]:
 def _int_run(names: list[str], columns: Mapping[str, Any], n: int) -> Pieces:
     """One piece per record for a run of int64 features, built for all their cells at once (a wide
     table's 50,000 columns are not 50,000 rounds of numpy calls): each cell is its feature's entry
-    prefix for its varint's length, then the varint, the cells of a record side by side."""
+    prefix for its varint's length (``wire.int_prefix``: a head for the entry's length, the feature's
+    key bytes, a tail for the varint's length), then the varint, the cells of a record side by side."""
     k = len(names)
-    values = np.empty((n, k), dtype=np.int64)  # row-major: a record's cells side by side
-    for j, name in enumerate(names):
-        values[:, j] = columns[name]
+    values = np.stack([columns[name] for name in names], axis=1).astype(np.int64, copy=False)  # a record's cells side by side
     matrix, sizes = _varints(values.reshape(-1))
-    keys = np.tile(np.arange(0, 11 * k, 11, dtype=np.int64), n) + sizes  # (feature, varint length) per cell
-    unique, inverse = np.unique(keys, return_inverse=True)
-    kvs: dict[int, bytes] = {}  # a feature's entry bytes up to its Feature's length, made once
-    for j in (unique // 11).tolist():
-        if j not in kvs:
-            key = names[j].encode("utf-8")
-            kvs[j] = b"\x0a" + varint(len(key)) + key + b"\x12"
-    prefixes = _table([int_prefix(kvs[key // 11], key % 11) for key in unique.tolist()], inverse)
-    cells = native.interleave([prefixes, (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)])
-    lengths = (prefixes[2] + sizes).reshape(n, k).sum(axis=1)
+    kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in (name.encode("utf-8") for name in names)]
+    kv_lengths = np.fromiter(map(len, kvs), dtype=np.int64, count=k)
+    keys = (b"".join(kvs), np.tile(np.cumsum(kv_lengths) - kv_lengths, n), np.tile(kv_lengths, n))
+    # the entry's length: its key bytes, then the Feature's tag and length and its 4 + varint bytes
+    unique, inverse = np.unique(np.tile(kv_lengths, n) + 5 + sizes, return_inverse=True)
+    heads = _table([b"\x0a" + varint(inner) for inner in unique.tolist()], inverse)
+    tails = _table([bytes((size + 4, 0x1A, size + 2, 0x0A, size)) for size in range(11)], sizes)
+    varints = (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)
+    cells = native.interleave([heads, keys, tails, varints])
+    lengths = (heads[2] + keys[2] + tails[2] + sizes).reshape(n, k).sum(axis=1)
     return bytes(cells), np.cumsum(lengths) - lengths, lengths
 
 

@@ -169,6 +169,11 @@ class Format:
         """(position, row) or (position, Bad) for every record of ``unit``, in file order."""
         raise NotImplementedError
 
+    def sample(self, unit: WorkUnit, rows: int) -> Iterator[Record] | None:
+        """The first ``rows`` records of a whole-file ``unit`` for schema inference, where this format
+        gives them more cheaply than ``read`` (Parquet: what its column types decide, unread); None: read."""
+        return None
+
     def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
         """Whether ``framed_batches`` may read this unit (else the per-record path reads it all)."""
         return False

@@ -261,7 +261,8 @@ def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: 
                 max_bytes: int = SAMPLE_BYTES) -> list[dict]:
     """Good rows of at most ``max_files`` files spread over the list (first, last and between), up to
     ``max_rows`` spread evenly over them; of a CSV / JSON Lines file only the records that start in its
-    share of ``max_bytes`` (gzip: the rows counted only), so the launcher's reads stay bounded."""
+    share of ``max_bytes`` (gzip: the rows counted only), so the launcher's reads stay bounded; of a
+    Parquet file only the columns its types leave open (``Format.sample``)."""
     chosen = spread(files, max_files)
     rows: list[dict] = []
     for i, file in enumerate(chosen):
@@ -271,7 +272,8 @@ def sample_rows(files: Sequence[InputFile], *, max_rows: int = 1000, max_files: 
         unit = _plan_file(file, max(file.size, 1))[0]
         if file.format in LINE_FORMATS and not file.gzip:
             unit = dataclasses.replace(unit, end=min(unit.end, max_bytes // len(chosen)))
-        reader = read_unit(unit)
+        sampled = format_of(file).sample(unit, quota) if file.size else None
+        reader = sampled if sampled is not None else read_unit(unit)
         try:
             for seen, (_, row) in enumerate(reader, 1):
                 if not isinstance(row, Bad):

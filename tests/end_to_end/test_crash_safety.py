@@ -50,7 +50,7 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 if point == "before_manifest":
-    def write(root, m):
+    def write(root, m, data=None):
         print("KILL before manifest.write", file=sys.stderr)
         die()
     manifest.write = write

@@ -104,3 +104,14 @@ def test_the_wide_csv_path_gives_the_bytes_and_dead_letters_of_the_arrow_path(tm
         rejected = sorted(out.glob("run-*/rejected/*"))
         outs.append((code, [p.read_bytes() for p in shards], [p.read_bytes() for p in rejected]))
     assert outs[0] == outs[1]
+
+
+def test_flat_feature_names_give_the_features_json_of_the_tree_path():
+    from shardprep import tfds_metadata
+
+    specs = [{"dtype": "int64", "shape": []}, {"dtype": "float32", "shape": [3]},
+             {"dtype": "string", "shape": [-1]}, {"dtype": "int64", "shape": [], "names": ["a", "b"]},
+             {"dtype": "float32", "shape": [], "nullable": True, "missing": 2},
+             {"dtype": "int64", "shape": [2], "nullable": True, "missing": 1}]
+    features = {f"f{i:04d}": dict(specs[i % len(specs)]) for i in range(50)} | {"image": specs[2], "encoded": specs[0]}
+    assert tfds_metadata.features_json(features) == tfds_metadata._dict_json(tfds_metadata._tree(features))
