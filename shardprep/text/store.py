@@ -133,6 +133,11 @@ class BuildPart:
         self._folder, self._unit_bytes, self._columns = folder, unit_bytes, columns
         self._max_line_bytes, self._read_unit = max_line_bytes, read_unit
 
+    @staticmethod
+    def cost(element: tuple[InputFile, Sequence]) -> int:
+        """What an element costs, for the order of a pool's tasks (``pipelines.driver``): its file's bytes."""
+        return element[0].size
+
     def process(self, element: tuple[InputFile, Sequence]) -> Iterator[StorePart]:
         file, column_units = element
         stats = DocumentStats()
