@@ -30,13 +30,13 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.dataflow_flags import check_locations, dataflow_args
-from pipelines.driver import summarize
+from pipelines.driver import stage_runner, summarize
 from pipelines.engines import RunOptions
 from shardprep import malloc, retention, run_checks
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph import pool, units
-from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, reshard_job
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Plan, Stage, group_values, reshard_job
 
 __all__ = ["BeamEngine", "Reshard", "StageFn", "in_process_runner"]
 
@@ -139,8 +139,11 @@ class BeamEngine:
             beam_args = dataflow_args(beam_args)
         return PipelineOptions([f"--runner={self._runner}", *beam_args])
 
-    def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions) -> bool:
+    def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions,
+            plan: Plan | None = None) -> bool:
         beam_options = self.options(options.beam_args)
+        if plan is not None:  # in this process, before the graph is built
+            config, units_ = plan(stage_runner(None))
         here = self._in_process
         if self._dataflow:
             check_locations(config.output, sorted({unit.file.url for unit in units_}))

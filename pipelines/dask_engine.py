@@ -24,6 +24,7 @@ from shardprep.capacity import machine_cores
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph import pool
+from shardprep.job import Plan
 
 __all__ = ["PRELOAD", "QUIET", "DaskEngine", "ahead", "on_this_machine", "workers"]
 
@@ -43,10 +44,11 @@ class DaskEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return options.dask_address is None or on_this_machine(options.dask_address)
 
-    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
+    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions,
+            plan: Plan | None = None) -> bool:
         count = options.dask_workers or machine_cores()
         run_staged(config, units, workers(config, address=options.dask_address, workers=count),
-                   0 if options.dask_address else count)
+                   0 if options.dask_address else count, plan)
         return True
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
 from typing import Any
@@ -21,23 +21,39 @@ from shardprep import malloc
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 from shardprep.graph import pool, units
-from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups, reshard_job
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Plan, Stage, group_values, groups, reshard_job
 
-__all__ = ["run_job", "run_staged", "summarize"]
+__all__ = ["run_job", "run_staged", "stage_runner", "summarize"]
 
 log = logging.getLogger("shardprep")
 
 
 def run_staged(config: ReshardConfig, units_: Sequence[WorkUnit],
-               workers: AbstractContextManager[pool.Workers | None], shown: int) -> None:
+               workers: AbstractContextManager[pool.Workers | None], shown: int, plan: Plan | None = None) -> None:
     """The re-shard of ``config``: its units staged, its job run on ``workers`` (entered once they
-    are staged; None: in this process), its summary printed (``shown`` worker processes)."""
-    job = reshard_job(config, len(units_))
-    units.stage(config, units_)
-    started = time.monotonic()
+    are staged; None: in this process), its summary printed (``shown`` worker processes). ``plan``
+    (a text run: ``shardprep.job.Plan``) gives the config and units once the workers are up, its
+    heavy step run on them (``stage_runner``)."""
+    if plan is None:
+        units.stage(config, units_)
     with workers as started_workers:
+        if plan is not None:
+            config, units_ = plan(stage_runner(started_workers))
+            units.stage(config, units_)
+        job = reshard_job(config, len(units_))
+        started = time.monotonic()
         _, counters = run_job(job, started_workers)
     summarize(counters, workers=shown, seconds=time.monotonic() - started)
+
+
+def stage_runner(workers: pool.Workers | None) -> Callable[[Any, list], list]:
+    """``run(work, elements)``: the main outputs of a stage's work over ``elements``, in their order,
+    run as a heavy stage of a job is (on ``workers``; None: in this process)."""
+    def run(work: Any, elements: list) -> list:
+        stage = Stage(type(work).__name__, work, over=(), heavy=True)
+        return [value for tag, value in _run_stage(stage, list(elements), (), workers, collections.Counter())
+                if tag is None]
+    return run
 
 
 def run_job(job: Job, workers: pool.Workers | None) -> tuple[list, dict[str, int]]:
@@ -54,8 +70,10 @@ def run_job(job: Job, workers: pool.Workers | None) -> tuple[list, dict[str, int
             del outputs[name]
         for name in (stage.name, *(f"{stage.name}.{tag}" for tag in stage.tags)):
             outputs[name] = []
+        began = time.monotonic()
         for tag, value in _run_stage(stage, elements, side, workers, counted):
             outputs[stage.name if tag is None else f"{stage.name}.{tag}"].append(value)
+        log.debug("stage %s: %d elements in, %.2f s", stage.name, len(elements), time.monotonic() - began)
     return outputs[job.result], dict(counted)
 
 
@@ -80,10 +98,13 @@ def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers 
     key, blob = pool.blob_of(stage.work)
     # submitted, not mapped: an interrupt leaves them to the pool's end (``Executor.map`` would cancel
     # them, and a local pool that then finds its processes terminated fails cancelled futures:
-    # ``InvalidStateError`` from its thread, Python 3.11)
-    tasks = [workers.executor.submit(workers.task, (key, blob, chunk, side))
-             for chunk in pool.tasks_of(elements, workers.processes)]
-    tasks.reverse()
+    # ``InvalidStateError`` from its thread, Python 3.11); the costliest first where the work says
+    # what an element costs (``cost``: a unit's bytes), so that the stage ends on small ones; read in order
+    chunks = pool.tasks_of(elements, workers.processes)
+    cost = getattr(stage.work, "cost", None)
+    first = range(len(chunks)) if cost is None else sorted(range(len(chunks)), key=lambda i: -sum(map(cost, chunks[i])))
+    submitted = {i: workers.executor.submit(workers.task, (key, blob, chunks[i], side)) for i in first}
+    tasks = [submitted[i] for i in reversed(range(len(chunks)))]
     try:
         while tasks:  # each task's results let go once read
             outputs, tally, records = tasks.pop().result()

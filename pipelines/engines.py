@@ -14,13 +14,16 @@ from __future__ import annotations
 import errno
 import importlib
 import logging
-from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from shardprep import capacity
 from shardprep.config import ReshardConfig
 from shardprep.errors import InputError, RunError
 from shardprep.formats import WorkUnit
+
+if TYPE_CHECKING:
+    from shardprep.job import Plan
 
 __all__ = ["RUNNERS", "Engine", "RunOptions", "engine", "run"]
 
@@ -59,8 +62,10 @@ class Engine(Protocol):
     def on_this_machine(self, options: RunOptions) -> bool:
         """Whether every worker runs on this machine (the spill may then be read in place: ``graph.spill``)."""
 
-    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
-        """Runs the job to its commit; False when nothing ran (a Dataflow ``--dry_run=True``)."""
+    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions, plan: Plan | None = None) -> bool:
+        """Runs the job to its commit; False when nothing ran (a Dataflow ``--dry_run=True``). ``plan``
+        (``shardprep.job.Plan``): the config and units come from it, its first step run on the
+        engine's workers where they are this process's or a cluster's, else in this process."""
 
 
 def engine(runner: str) -> Engine:
@@ -68,17 +73,24 @@ def engine(runner: str) -> Engine:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
-def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
-    """Runs the re-shard on ``options.runner``'s engine; a full disk is one line that says how much room it needs."""
+def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions, plan: Plan | None = None) -> bool:
+    """Runs the re-shard on ``options.runner``'s engine (``plan``: its units planned there, ``Engine.run``);
+    a full disk is one line that says how much room it needs."""
+    planned = list(units)
+
+    def remembered(run_stage: Callable[[Any, list], list]) -> tuple[ReshardConfig, list]:
+        cfg, planned[:] = plan(run_stage)  # type: ignore[misc]
+        return cfg, planned
+
     try:
-        return engine(options.runner).run(config, units, options)
+        return engine(options.runner).run(config, units, options, remembered if plan is not None else None)
     except BaseException as e:  # the caller removes the run's folder (shardprep.interrupts)
         if not _out_of_space(e):
             raise
         input_bytes = sum(size for _, size in config.sources)
         raise RunError(
             f"no space left on the device of {config.output}: this run needs about "
-            f"{_space_needed(units) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
+            f"{_space_needed(planned) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
             f"{input_bytes / 1e6:,.1f} MB of input); its files were removed; free space or choose another "
             f"--output and rerun") from e
 

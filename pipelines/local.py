@@ -22,6 +22,7 @@ from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
 from shardprep.formats import WorkUnit
 from shardprep.graph import pool
+from shardprep.job import Plan
 
 __all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers"]
 
@@ -42,25 +43,26 @@ class LocalEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return True
 
-    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions) -> bool:
+    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions,
+            plan: Plan | None = None) -> bool:
         count = plan_workers(requested=options.local_workers, input_bytes=sum(size for _, size in config.sources),
-                             num_units=len(units), cores=machine_cores())
+                             num_units=len(units) if plan is None else None, cores=machine_cores())
         if count > 1:
             log.info("direct runner: %d worker processes (--local-workers to choose)", count)
-        run_staged(config, units, pool.local_pool(count) if count > 1 else contextlib.nullcontext(), count)
+        run_staged(config, units, pool.local_pool(count) if count > 1 else contextlib.nullcontext(), count, plan)
         return True
 
 
-def plan_workers(*, requested: int | None, input_bytes: int, num_units: int, cores: int) -> int:
+def plan_workers(*, requested: int | None, input_bytes: int, num_units: int | None, cores: int) -> int:
     """Pool processes for the direct runner: ``requested`` if given, else one per core for
-    inputs worth it (at most one per work unit), else 1 (no pool)."""
+    inputs worth it (at most one per work unit; None: units planned on the pool, not known yet), else 1 (no pool)."""
     if requested is not None:
         if requested < 1:
             raise UsageError(f"--local-workers {requested}: expected 1 or more (e.g. --local-workers {cores})")
         return requested
-    if num_units <= 1 or input_bytes < TINY_BYTES:
+    if input_bytes < TINY_BYTES or (num_units is not None and num_units <= 1):
         return 1
-    return max(1, min(cores, num_units))
+    return max(1, min(cores, num_units if num_units is not None else cores))
 
 
 def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | None, list[str]]:

@@ -38,7 +38,7 @@ from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, Commit, MergeStats, WriteRejected, WriteShards
 from shardprep.graph.units import ExpandUnits, num_chunks, slim, units_url
 
-__all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Stage", "group_values", "reshard_job"]
+__all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Plan", "Stage", "group_values", "reshard_job"]
 
 BY_KEY, ONE_GROUP = "key", "all"  # a stage's grouping: (key, value) outputs by key; every output in one group
 
@@ -74,6 +74,12 @@ class Stage(NamedTuple):
     tags: tuple[str, ...] = ()
     heavy: bool = False
     labels: tuple[str, ...] = ()
+
+
+# A run whose units are known only once a first heavy step has run (a text run's document store:
+# ``text.launch.plan``): given ``run(work, elements) -> main outputs in order``, that step run as a
+# heavy stage on the engine's workers (or in line), it returns the config and the units of the job.
+Plan = Callable[[Callable[[Any, list], list]], tuple[ReshardConfig, list]]
 
 
 class Job(NamedTuple):

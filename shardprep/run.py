@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pipelines import engines
 from shardprep import (
@@ -277,13 +278,14 @@ def _main(argv: Sequence[str] | None) -> int:
 
     text_plan = None
     if args.task:  # the document store and the units over it, inside the run's lease (text.launch)
+        text_launch.share_vocab(vocab, cfg.output)
         column_units: dict[int, list] = {}
         for u in units:
             column_units.setdefault(u.file.index, []).append(u)
 
-        def text_plan() -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
+        def text_plan(run_stage: Callable[[Any, list], list]) -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
             text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
-                                                 min(max_record_bytes, 1 << 20))
+                                                 min(max_record_bytes, 1 << 20), run_stage)
             return dataclasses.replace(cfg, text=entry), text_units
     try:
         return _run(cfg, units, options, text_plan)
@@ -294,16 +296,16 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _run(cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit], options: engines.RunOptions,
-         text_plan: Callable[[], tuple[config.ReshardConfig, list[formats.WorkUnit]]] | None = None) -> int:
+         text_plan: Callable[[Callable[[Any, list], list]], tuple[config.ReshardConfig, list[formats.WorkUnit]]]
+         | None = None) -> int:
     """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run).
 
-    ``text_plan`` (a text run) replaces the config and units once the lease is held."""
+    ``text_plan`` (a text run) gives the config and units once the lease is held, its document store
+    built on the engine's workers (``shardprep.job.Plan``)."""
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
-            if text_plan is not None:
-                cfg, units = text_plan()
-            ran = engines.run(cfg, units, options)
+            ran = engines.run(cfg, units, options, text_plan)  # a text run's plan: on the engine's workers
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
             return 0

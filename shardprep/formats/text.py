@@ -25,14 +25,31 @@ if TYPE_CHECKING:
 # package imports this module (the format registry), so a first import of shardprep.text.* would
 # otherwise find this module half made.
 
-__all__ = ["TextFormat", "classification_row", "classification_schema"]
+__all__ = ["TextFormat", "classification_row", "classification_schema", "remember_vocab"]
 
 
-@functools.lru_cache(maxsize=4)
+_VOCABS: dict[tuple[str, bool], Vocab] = {}  # this process's vocabularies by (URL, cased), at most 4
+
+
 def _vocab(url: str, cased: bool) -> Vocab:
-    from shardprep.text.vocab import load_vocab
+    got = _VOCABS.get((url, cased))
+    if got is None:
+        from shardprep.text.vocab import load_vocab
 
-    return load_vocab(url, cased=cased)
+        if len(_VOCABS) >= 4:
+            _VOCABS.clear()
+        got = _VOCABS[url, cased] = load_vocab(url, cased=cased)
+    return got
+
+
+def remember_vocab(url: str, vocab: Vocab | None) -> None:
+    """``vocab`` is what ``url`` will hold (the run's DIR/vocab.txt, written from its tokens): this
+    process, and the pool processes it forks next, take it as it is instead of loading the file
+    (None: forget ``url``'s, a vocabulary yet to be trained)."""
+    for cased in (False, True):
+        _VOCABS.pop((url, cased), None)
+    if vocab is not None:
+        _VOCABS[url, vocab.cased] = vocab
 
 
 @functools.lru_cache(maxsize=2)

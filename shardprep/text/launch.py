@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from shardprep import formats, naming
 from shardprep.errors import InputError, UsageError
@@ -22,7 +23,7 @@ from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
 from shardprep.text.store import build_store, sentences
 from shardprep.text.vocab import Vocab, load_vocab, train_vocab, write_vocab
 
-__all__ = ["add_arguments", "check", "plan", "schema_of"]
+__all__ = ["add_arguments", "check", "plan", "schema_of", "share_vocab"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
@@ -105,6 +106,14 @@ def schema_of(args: argparse.Namespace) -> Schema:
     return bert_schema(args.max_seq_length, args.max_predictions_per_seq)
 
 
+def share_vocab(vocab: Vocab | None, output: str) -> None:
+    """Before the engine's workers start: the given vocabulary is the one the run writes to
+    DIR/vocab.txt, so a process forked from here tokenizes with it instead of loading that file again."""
+    from shardprep.formats.text import remember_vocab
+
+    remember_vocab(naming.join(output, "vocab.txt"), vocab)
+
+
 def unit_bytes(total: int, given_mb: float | None) -> int:
     """Store bytes per unit: ``--unit-mb``, else total / 32 within 1-16 MB (a unit's instances are ~25x its text)."""
     if given_mb is not None:
@@ -113,8 +122,10 @@ def unit_bytes(total: int, given_mb: float | None) -> int:
 
 
 def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFile], column_units: dict[int, list],
-         output: str, run_id: str, max_line_bytes: int) -> tuple[list[WorkUnit], dict]:
-    """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry."""
+         output: str, run_id: str, max_line_bytes: int,
+         run_stage: Callable[[Any, list], list] | None = None) -> tuple[list[WorkUnit], dict]:
+    """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry. ``run_stage``:
+    the engine's runner of the store's first step, one part per input file (``shardprep.job.Plan``)."""
     column = [f.url for f in files if f.format != "text"]
     if column and args.text_column is None:
         raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
@@ -124,7 +135,8 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
     total = sum(f.size for f in files)
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
-                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes, read_unit=formats.read_unit)
+                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
+                         read_unit=formats.read_unit, run=run_stage)
     if result.num_documents == 0:
         raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
                          f"{result.stats.empty_documents} empty documents): check --input and --text-column")

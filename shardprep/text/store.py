@@ -19,11 +19,13 @@ each such unit once into a file of its own (``text.tokens``), found by those ids
 """
 from __future__ import annotations
 
+import array
 import collections
 import dataclasses
 import gzip
 import io
 import json
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -33,7 +35,8 @@ from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.documents import DocumentStats, read_documents
 
-__all__ = ["CACHE_BYTES", "DocumentReader", "StoreResult", "StoreUnit", "build_store", "entries"]
+__all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
+           "entries"]
 
 CACHE_BYTES = 256 << 20
 
@@ -106,30 +109,50 @@ def _column_entries(file: InputFile, units: Sequence, columns: tuple[str, str | 
             yield {"p": position, "s": sentences}
 
 
-def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
-                columns: tuple[str | None, str | None, str | None], max_line_bytes: int,
-                read_unit: Callable[[Any], Iterator]) -> StoreResult:
-    """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
+@dataclasses.dataclass(frozen=True)
+class StorePart:
+    """What ``BuildPart`` wrote for one input file: ``url`` (``size`` bytes), its documents' offsets
+    and its units' ``(start, end, first_doc)``, both from the part's start, its labels and counts."""
 
-    ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
-    index), read by ``read_unit`` (``formats.read_unit``: (position, row or Bad)) for ``columns`` =
-    (text, pair, label); ``.txt`` files are read whole."""
-    stats = DocumentStats()
-    offsets: list[int] = []
-    units: list[StoreUnit] = []
-    labels: set[str] = set()
-    at = 0
-    with fs.write_atomic(f"{folder}/store.jsonl") as out:
-        buffer = bytearray()
-        for file in files:
-            start, first = at, len(offsets)
-            if file.format == "text":
-                entries = _text_entries(file, stats, max_line_bytes)
-            else:
-                if columns[0] is None:
-                    raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
-                entries = _column_entries(file, column_units.get(file.index, ()), columns, stats, read_unit)  # type: ignore[arg-type]
-            for entry in entries:
+    file_index: int
+    url: str
+    size: int
+    offsets: np.ndarray  # int64
+    cuts: tuple[tuple[int, int, int], ...]
+    labels: tuple[str, ...]
+    stats: DocumentStats
+
+
+class BuildPart:
+    """The store's first step, one input file at a time: ``(file, its planned column units)`` in,
+    the file's entries written to ``parts/<file index>.jsonl`` and its ``StorePart`` out. A part
+    is what the whole store holds of that file, byte for byte: ``build_store`` concatenates them."""
+
+    def __init__(self, folder: str, unit_bytes: int, columns: tuple[str | None, str | None, str | None],
+                 max_line_bytes: int, read_unit: Callable[[Any], Iterator] | None) -> None:
+        self._folder, self._unit_bytes, self._columns = folder, unit_bytes, columns
+        self._max_line_bytes, self._read_unit = max_line_bytes, read_unit
+
+    @staticmethod
+    def cost(element: tuple[InputFile, Sequence]) -> int:
+        """What an element costs, for the order of a pool's tasks (``pipelines.driver``): its file's bytes."""
+        return element[0].size
+
+    def process(self, element: tuple[InputFile, Sequence]) -> Iterator[StorePart]:
+        file, column_units = element
+        stats = DocumentStats()
+        if file.format == "text":
+            items = _text_entries(file, stats, self._max_line_bytes)
+        else:
+            if self._columns[0] is None:
+                raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
+            items = _column_entries(file, column_units, self._columns, stats, self._read_unit)  # type: ignore[arg-type]
+        offsets, cuts, labels = array.array("q"), [], set()
+        at = start = first = 0
+        url = f"{self._folder}/parts/{file.index:06d}.jsonl"
+        with fs.write_atomic(url, durable=False) as out:
+            buffer = bytearray()
+            for entry in items:
                 line = json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
                 if "r" not in entry:
                     offsets.append(at)
@@ -140,17 +163,55 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
                     out.write(bytes(buffer))
                     buffer.clear()
                 at += len(line)
-                if at - start >= unit_bytes:
-                    units.append(StoreUnit(file.index, start, at, first))
+                if at - start >= self._unit_bytes:
+                    cuts.append((start, at, first))
                     start, first = at, len(offsets)
-            if at > start or not units or units[-1].file_index != file.index:
-                units.append(StoreUnit(file.index, start, at, first))  # every file has a unit, maybe empty
-        out.write(bytes(buffer))
-    _save(f"{folder}/index.npy", np.asarray(offsets, dtype=np.int64))
-    firsts = [u.first_doc for u in units] + [len(offsets)]  # the first ids of units that hold documents:
+            if at > start or not cuts:
+                cuts.append((start, at, first))  # every file has a unit, maybe empty
+            out.write(bytes(buffer))
+        yield StorePart(file.index, url, at, np.frombuffer(offsets, dtype=np.int64), tuple(cuts),
+                        tuple(sorted(labels)), stats)
+
+
+def _inline(work: Any, elements: list) -> list:
+    return [out for element in elements for out in work.process(element)]
+
+
+def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
+                columns: tuple[str | None, str | None, str | None], max_line_bytes: int,
+                read_unit: Callable[[Any], Iterator] | None, run: Callable[[Any, list], list] | None = None) -> StoreResult:
+    """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
+
+    ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
+    index), read by ``read_unit`` (``formats.read_unit``: (position, row or Bad)) for ``columns`` =
+    (text, pair, label); ``.txt`` files are read whole. ``run(work, elements)``: the outputs of a
+    stage's work over its elements, in order, on the engine's workers (``pipelines.driver.stage_runner``;
+    None: here). Each file is a part of its own (``BuildPart``); ids, offsets and units are the
+    parts' shifted by the counts before them, so the store is the same however many processes built it."""
+    work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit)
+    parts: list[StorePart] = (run or _inline)(work, [(f, tuple(column_units.get(f.index, ()))) for f in files])
+    stats, labels = DocumentStats(), set()
+    units: list[StoreUnit] = []
+    offsets: list[np.ndarray] = [np.zeros(0, np.int64)]
+    at = docs = 0
+    with fs.write_atomic(f"{folder}/store.jsonl", durable=False) as out:
+        for part in parts:
+            with fs.open_file(part.url, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 22)
+            units += [StoreUnit(part.file_index, at + s, at + e, docs + d) for s, e, d in part.cuts]
+            offsets.append(part.offsets + at)
+            labels.update(part.labels)
+            for field in dataclasses.fields(DocumentStats):
+                setattr(stats, field.name, getattr(stats, field.name) + getattr(part.stats, field.name))
+            at, docs = at + part.size, docs + len(part.offsets)
+    if parts:
+        fs.remove(f"{folder}/parts", recursive=True)
+    index = np.concatenate(offsets)
+    _save(f"{folder}/index.npy", index)
+    firsts = [u.first_doc for u in units] + [len(index)]  # the first ids of units that hold documents:
     _save(f"{folder}/units.npy", np.asarray(sorted({f for f, nxt in zip(firsts, firsts[1:]) if nxt > f}),
                                             dtype=np.int64))  # text.tokens finds a document's file by them
-    return StoreResult(units, len(offsets), tuple(sorted(labels)), stats)
+    return StoreResult(units, len(index), tuple(sorted(labels)), stats)
 
 
 def _save(url: str, array: np.ndarray) -> None:

@@ -29,6 +29,8 @@ MB = 1 << 20
     (None, 500 * MB, 8, 16, 8),         # at most one worker per unit
     (None, 500 * MB, 40, 16, 16),       # one per core
     (3, 1 * MB, 1, 16, 3),              # the flag wins
+    (None, 20 * MB, None, 2, 2),        # units planned on the pool (a text run's store): one per core
+    (None, MB // 2, None, 2, 1),        # ... unless the input is tiny
 ])
 def test_plan_workers(requested, input_bytes, units, cores, expected):
     assert local.plan_workers(requested=requested, input_bytes=input_bytes, num_units=units, cores=cores) == expected

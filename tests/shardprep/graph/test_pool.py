@@ -91,6 +91,26 @@ def test_pool_gives_what_in_line_gives(caplog):
     assert sum(r.getMessage().startswith("squared") for r in caplog.records) == 80
 
 
+class Costed:
+    """Says when it ran; costs its element (the driver submits the costliest first)."""
+
+    @staticmethod
+    def cost(n: int) -> int:
+        return n
+
+    def process(self, n: int) -> object:
+        yield n, time.monotonic_ns()
+
+
+def test_costliest_tasks_go_first_and_outputs_stay_in_element_order():
+    job = _job(Stage("Costed", Costed(), over=("",), heavy=True), inputs=tuple(range(8)))  # a task each
+    with local_pool(1) as workers:  # one process: tasks run in the order they were submitted
+        outputs, _ = run_job(job, workers)
+    assert [n for n, _ in outputs] == list(range(8))
+    started = [t for _, t in outputs]
+    assert started == sorted(started, reverse=True)  # 7 first, 0 last
+
+
 @pytest.mark.slow
 def test_grouped_input_is_the_same_whatever_the_processes_and_order():
     job = _job(Stage("Pairs", Pairs(), over=("",), heavy=True), Stage("Total", Total(), over=("Pairs",), group=BY_KEY,
