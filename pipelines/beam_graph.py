@@ -7,7 +7,8 @@ its side inputs as ``AsList`` and its side outputs tagged; a stage over several 
 merges), under the labels the job gives, so a Dataflow job shows the steps it always has::
 
     Units -> ExpandUnits -> Distribute -> CountRanges, Parse -> Count, Assign -> GroupByShard -> WriteShards
-          Parse.rejected -> KeyRejected -> GroupRejected -> WriteRejected;  Parse.stats -> MergeStats -> Stats
+          Parse.rejected -> KeyRejected -> GroupRejected -> WriteRejected
+          Parse.stats, WriteShards.stats -> AllStats -> MergeStats -> Stats
           facts -> AllFacts -> KeyFacts -> Gather -> Commit
 
 ``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers. The graph

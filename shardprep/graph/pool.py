@@ -1,20 +1,12 @@
 """Worker processes for the job's heavy stages, and what a worker runs for a task of one.
 
-``local_pool`` forks processes from the launcher (a ``ProcessPoolExecutor``), ``executor_pool``
-takes another engine's (a Dask cluster's ``Client.get_executor``); either gives a ``Workers``, to
-which ``pipelines.driver`` hands a stage's elements a few at a time. A task is ``(work key, pickled
-work, elements, side inputs)``; its worker keeps the work set up between tasks of one stage
-(``run_task``) and sends back its outputs, what its ``Counter`` s counted and its log records. The
-launcher reads results in element order, and every element runs the same code as in line, so the
-output does not depend on the number of processes. Elements are small (work units, references to
-spilled batches): the records travel through the spill files. Nothing here imports Beam.
-
-A local pool process that dies (the OOM killer) fails the run (``PoolDied``: docs/design.md,
-"Runners and storage"). The fork happens when the launcher's only other thread is the lease
-renewer (``shardprep.lease``), which holds no lock a pool process takes; where fork is not the
-platform's safe default (not Linux) the processes come from a fork server. A Dask worker runs one
-task of a pool at a time (``remote_task``); a task it has begun runs on when its future is
-cancelled, so a stopped pool waits for it (``remote_idle``) before the run's files are removed.
+``local_pool`` forks this machine's processes, ``executor_pool`` takes a Dask cluster's
+``Client.get_executor``; either gives a ``Workers``, to which ``pipelines.driver`` hands a stage's
+elements a few at a time. A task is ``(work key, pickled work, elements, side inputs)``; its worker
+keeps the work set up between tasks of one stage (``run_task``) and sends back its outputs, what
+its ``Counter`` s counted and its log records. Elements are small (units, references to spilled
+batches): the records travel through the spill files. A dead process fails the run (``PoolDied``);
+fork safety, cancelled Dask tasks and the rest: docs/design.md, "Runners and storage".
 """
 from __future__ import annotations
 
