@@ -51,8 +51,9 @@ def test_gather_and_gather_from_take_records_in_order(records, data):
     blobs, part_ends = [parts[0][0], parts[1][0]], [parts[0][1], parts[1][1]]
     whole = (records[:cut] or [b""]) + (records[cut:] or [b""])
     perm = np.array(data.draw(st.permutations(range(len(whole)))), np.int64)
-    got = spill.gather_from(blobs, part_ends, perm)
+    got, got_ends = spill.gather_from(blobs, part_ends, perm)
     assert got.tobytes() == b"".join(whole[i] for i in perm)
+    assert got_ends.tolist() == np.cumsum([len(whole[i]) for i in perm]).tolist()  # where each record ends
     assert not len(got) or got.ctypes.data % 4096 == 0  # page-aligned, for writer.write_shard's O_DIRECT
 
 
