@@ -144,17 +144,17 @@ def cap(s: FeatureStats) -> None:
     if s.counts is None or (s.bytes_total <= MAX_HELD_BYTES and (s.strings <= MAX_DISTINCT
                                                                 or s.counts.size_bound <= MAX_DISTINCT)):
         return  # under both caps for sure: nothing counted
-    if s.counts.counted:
-        if len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
-            s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
-        return
-    # values not counted yet: judged by their hashes (a column of distinct long texts: one hash pass
-    # that the sketch takes, where counting them first cost ~3x that), counted only to stay exact
-    hashes, held = s.counts.distinct_hashes()
-    if hashes.size > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and held > MAX_HELD_BYTES):
-        s.hll, s.counts = HyperLogLog.of_hashes(hashes), None
-    else:
-        s.counts.count()  # so the next test reads its size and bytes
+    if s.counts.never_counted:
+        # judged by their hashes (a column of distinct long texts: one hash pass that the sketch
+        # takes, where counting them first cost ~3x that); under the cap, counted, so that the
+        # next batches' tests count the new values together with these, never hash them all again
+        hashes, held = s.counts.distinct_hashes()
+        if hashes.size > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and held > MAX_HELD_BYTES):
+            s.hll, s.counts = HyperLogLog.of_hashes(hashes), None
+        else:
+            s.counts.count()
+    elif len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
+        s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
 
 
 def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, FeatureSpec]) -> dict[str, FeatureStats]:

@@ -82,9 +82,11 @@ def tokenize_unit(unit: WorkUnit) -> int:
 
 
 @functools.lru_cache(maxsize=2)
-def _encoder(make, config, vocab_size: int):
+def _encoder(config, vocab_size: int):
     """``text.encode.InstanceEncoder`` once per process (its varint table: one entry per token id)."""
-    return make(config, vocab_size)
+    from shardprep.text.encode import InstanceEncoder
+
+    return InstanceEncoder(config, vocab_size)
 
 
 def classification_schema(max_seq_length: int) -> Schema:
@@ -146,11 +148,11 @@ class TextFormat(Format):
                                                                   spec.config.max_predictions_per_seq)
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator:
-        from shardprep.text.encode import InstanceEncoder, batches
+        from shardprep.text.encode import batches
 
         spec: TextSpec = unit.file.text
         vocab = _vocab(spec.vocab_url, spec.cased)
-        yield from batches(self._encoded(unit, spec, vocab, _encoder(InstanceEncoder, spec.config, len(vocab))))
+        yield from batches(self._encoded(unit, spec, vocab, _encoder(spec.config, len(vocab))))
 
     def _encoded(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab, encoder) -> Iterator:
         from shardprep.text.encode import encoded_instances
