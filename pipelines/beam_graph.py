@@ -8,7 +8,7 @@ merges), under the labels the job gives, so a Dataflow job shows the steps it al
 
     Units -> ExpandUnits -> Distribute -> CountRanges, Parse -> Count, Assign -> GroupByShard -> WriteShards
           Parse.rejected -> KeyRejected -> GroupRejected -> WriteRejected
-          Parse.stats, WriteShards.stats -> AllStats -> MergeStats -> Stats
+          Parse.stats (or WriteShards.stats) -> MergeStats -> Stats
           facts -> AllFacts -> KeyFacts -> Gather -> Commit
 
 ``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers. The graph

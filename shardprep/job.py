@@ -111,9 +111,10 @@ def reshard_job(config: ReshardConfig, num_units: int) -> Job:
         Stage("WriteRejected", WriteRejected(cfg), over=("Parse." + REJECTED,), group=ONE_GROUP,
               labels=("KeyRejected", "GroupRejected")),
     ]
-    if cfg.statistics:  # partial statistics from Parse or from WriteShards (``statistics_in_parse``) only then
-        stages.append(Stage("Stats", MergeStats(cfg), over=("Parse." + STATS, "WriteShards." + STATS), group=BY_KEY,
-                            labels=("AllStats", "MergeStats")))
+    if cfg.statistics:  # partial statistics only then, from one of the two (``statistics_in_parse``)
+        counted_in = "Parse" if cfg.statistics_in_parse else "WriteShards"
+        stages.append(Stage("Stats", MergeStats(cfg), over=(f"{counted_in}.{STATS}",), group=BY_KEY,
+                            labels=("MergeStats",)))
         facts += ("Stats",)
     stages.append(Stage("Commit", Commit(cfg, staged), over=facts, group=ONE_GROUP,
                         labels=("AllFacts", "KeyFacts", "Gather")))
