@@ -284,7 +284,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
                 shutil.copyfileobj(src, out, 16 << 20)
     unit_mb = auto_unit_bytes(os.path.getsize(one)) / (1 << 20)  # the default --unit-mb, as a user gets it
     one_out2, one_out1 = (os.path.join(work, d) for d in ("one_2w", "one_1w"))
-    one_contenders = [  # the flags: Beam's --direct_* size the local pool (pipelines.local.direct_flags)
+    one_contenders = [  # the flags: Beam's --direct_* size the local pool (shardprep.run_checks.direct_flags)
         Contender("one_file_2w", _shardprep_cmd(one, one_out2, n, "--direct_num_workers=2",
                                                 "--direct_running_mode=multi_processing"),
                   prepare=_fresh(one_out2), check=_check_shardprep(one_out2, rows, n)),

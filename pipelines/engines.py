@@ -11,7 +11,6 @@ An engine's module is imported only when chosen: a local run never imports Beam 
 """
 from __future__ import annotations
 
-import errno
 import importlib
 import logging
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from shardprep import capacity
 from shardprep.config import ReshardConfig
-from shardprep.errors import InputError, RunError
+from shardprep.errors import RunError
 from shardprep.formats import WorkUnit
 
 if TYPE_CHECKING:
@@ -85,31 +84,11 @@ def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions, p
     try:
         return engine(options.runner).run(config, units, options, remembered if plan is not None else None)
     except BaseException as e:  # the caller removes the run's folder (shardprep.interrupts)
-        if not _out_of_space(e):
+        if not capacity.out_of_space(e):
             raise
         input_bytes = sum(size for _, size in config.sources)
         raise RunError(
             f"no space left on the device of {config.output}: this run needs about "
-            f"{_space_needed(planned) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
+            f"{capacity.space_needed(planned) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
             f"{input_bytes / 1e6:,.1f} MB of input); its files were removed; free space or choose another "
             f"--output and rerun") from e
-
-
-def _space_needed(units: Sequence[WorkUnit]) -> int:
-    files = list({unit.file.index: unit.file for unit in units}.values())
-    try:
-        return capacity.run_space(files)
-    except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
-        return capacity.RUN_SPACE_FACTOR * sum(f.size for f in files)
-
-
-def _out_of_space(error: BaseException) -> bool:
-    """Whether ``error`` is, or wraps, a full disk (a worker's error reaches here as text)."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
-            return True
-        if f"[Errno {errno.ENOSPC}]" in str(seen) or "No space left on device" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False

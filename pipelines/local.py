@@ -6,7 +6,7 @@ By default the job's heavy stages run on a pool of one process per core this pro
 Nothing imports Beam. The output does not depend on the count (docs/design.md, "Runners and storage").
 
 Beam's ``--direct_num_workers=N`` (with or without ``--direct_running_mode``) means ``--local-workers
-N`` here (``direct_flags``): the flags users of Beam's DirectRunner know keep working.
+N`` here (``run_checks.direct_flags``): the flags users of Beam's DirectRunner know keep working.
 """
 from __future__ import annotations
 
@@ -24,11 +24,9 @@ from shardprep.formats import WorkUnit
 from shardprep.graph import pool
 from shardprep.job import Plan
 
-__all__ = ["TINY_BYTES", "LocalEngine", "direct_flags", "plan_workers"]
+__all__ = ["TINY_BYTES", "LocalEngine", "plan_workers"]
 
 TINY_BYTES = 1 << 20  # below this, one process: the work is all start-up (BENCHMARKS.md, issue 33's section)
-_DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
-_MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means this pool here
 log = logging.getLogger("shardprep")
 
 
@@ -36,7 +34,7 @@ class LocalEngine:
     """``--runner direct``: this machine's processes (``pipelines.engines.Engine``)."""
 
     def checked(self, options: RunOptions) -> RunOptions:
-        local_workers, rest = direct_flags(options.beam_args, options.local_workers)
+        local_workers, rest = run_checks.direct_flags(options.beam_args, options.local_workers)
         run_checks.refuse_unknown_args(rest, beam=False)
         return options._replace(local_workers=local_workers, beam_args=())
 
@@ -63,32 +61,3 @@ def plan_workers(*, requested: int | None, input_bytes: int, num_units: int | No
     if input_bytes < TINY_BYTES or (num_units is not None and num_units <= 1):
         return 1
     return max(1, min(cores, num_units if num_units is not None else cores))
-
-
-def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | None, list[str]]:
-    """The direct runner's process count, and the Beam flags left once Beam's own ``--direct_*`` flags
-    are taken out of ``args``: ``--direct_num_workers=N`` is ``--local-workers N`` (0: one per core, as
-    in Beam), whatever ``--direct_running_mode`` says; the pool runs them, never Beam's SDK workers."""
-    rest: list[str] = []
-    values: dict[str, str] = {}
-    items = iter(args)
-    for arg in items:
-        name, eq, value = arg.partition("=")
-        if name not in _DIRECT_FLAGS:
-            rest.append(arg)
-            continue
-        values[name] = value if eq else next(items, "")
-    mode = values.get("--direct_running_mode", "in_memory")
-    if mode not in _MODES:
-        raise UsageError(f"--direct_running_mode {mode!r}: expected one of {', '.join(_MODES)}")
-    text = values.get("--direct_num_workers")
-    if text is None:
-        return local_workers, rest
-    if not text.isdigit():
-        raise UsageError(f"--direct_num_workers {text!r}: expected a count (e.g. --direct_num_workers={machine_cores()})")
-    count = int(text) or machine_cores()
-    if local_workers is not None and local_workers != count:
-        raise UsageError(f"--local-workers {local_workers} and --direct_num_workers={text} ask for different process "
-                         "counts: give one of them")
-    return count, rest
-

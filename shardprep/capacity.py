@@ -3,20 +3,22 @@ the spill's size (whether WriteShards can read it in place) and the free disk a 
 Facts and arithmetic only: nothing here starts or plans anything."""
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from shardprep.errors import InputError
 from shardprep.formats import parquet
 
-__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "machine_cores", "run_space", "spill_bytes"]
+__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "machine_cores", "out_of_space", "run_space",
+           "space_needed", "spill_bytes"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
 # encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
 # (tf.train.Example spends ~15 bytes of names and wrappers per feature) and more for compressed input.
 RUN_SPACE_FACTOR = 6
 _TABULAR = ("csv", "jsonl", "json", "parquet")  # formats whose records are encoded anew (spill_bytes)
-
 
 
 def machine_cores() -> int:
@@ -100,3 +102,24 @@ def fits_in_memory(spill_size: int, memory: int | None) -> bool:
     unknown, taken as yes). The other half is for the input's pages, read at the same time, and the
     run's processes, which grow after planning (Beam, the pool: ~200 MB)."""
     return memory is None or 2 * spill_size <= memory
+
+
+def space_needed(units: Sequence[Any]) -> int:
+    """``run_space`` of the files of these work units (``formats.WorkUnit``), for the message of a full disk."""
+    files = list({unit.file.index: unit.file for unit in units}.values())
+    try:
+        return run_space(files)
+    except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
+        return RUN_SPACE_FACTOR * sum(f.size for f in files)
+
+
+def out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` is, or wraps, a full disk (a worker's error reaches the launcher as text)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if f"[Errno {errno.ENOSPC}]" in str(seen) or "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -14,9 +14,13 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from shardprep import fs
+from shardprep.capacity import machine_cores
 from shardprep.errors import UsageError
 
-__all__ = ["check_flags", "check_output", "refuse_unknown_args"]
+__all__ = ["check_flags", "check_output", "direct_flags", "refuse_unknown_args"]
+
+_DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
+_MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means the local pool here
 
 
 def _beam_unknown(args: Sequence[str]) -> list[str]:
@@ -96,3 +100,32 @@ def check_output(output: str) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"--output {output}: {existing} is not writable by this user; choose another --output "
                          "or fix its permissions")
+
+
+def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | None, list[str]]:
+    """The direct runner's process count, and the Beam flags left once Beam's own ``--direct_*`` flags
+    are taken out of ``args``: ``--direct_num_workers=N`` is ``--local-workers N`` (0: one per core, as
+    in Beam), whatever ``--direct_running_mode`` says; the pool runs them, never Beam's SDK workers."""
+    rest: list[str] = []
+    values: dict[str, str] = {}
+    items = iter(args)
+    for arg in items:
+        name, eq, value = arg.partition("=")
+        if name not in _DIRECT_FLAGS:
+            rest.append(arg)
+            continue
+        values[name] = value if eq else next(items, "")
+    mode = values.get("--direct_running_mode", "in_memory")
+    if mode not in _MODES:
+        raise UsageError(f"--direct_running_mode {mode!r}: expected one of {', '.join(_MODES)}")
+    text = values.get("--direct_num_workers")
+    if text is None:
+        return local_workers, rest
+    if not text.isdigit():
+        raise UsageError(f"--direct_num_workers {text!r}: expected a count (e.g. --direct_num_workers={machine_cores()})")
+    count = int(text) or machine_cores()
+    if local_workers is not None and local_workers != count:
+        raise UsageError(f"--local-workers {local_workers} and --direct_num_workers={text} ask for different process "
+                         "counts: give one of them")
+    return count, rest
+
