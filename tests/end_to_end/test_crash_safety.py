@@ -268,3 +268,42 @@ def test_commit_never_names_shards_that_are_gone(tmp_path) -> None:
     shards = manifest.load(out).splits["train"].shards  # the first data set stands
     assert all(s.path.startswith("run-20261129T000000Z-aaaaaaaa/") for s in shards)
     assert verify.verify(out)[0] == []
+
+
+# Launcher: the CLI with os.fsync and manifest.write reporting what they do, in order (the pool's
+# processes are forked from it and report too): a power loss cannot be staged here, the order can.
+SYNC_LAUNCHER = r"""
+import os, sys
+from shardprep import manifest, run
+
+real_fsync, real_write = os.fsync, manifest.write
+
+def fsync(fd):
+    real_fsync(fd)
+    os.write(2, f"FSYNC {os.readlink(f'/proc/self/fd/{fd}')}\n".encode())  # one write a line: threads sync too
+
+def write(root, m, data=None):
+    os.write(2, b"MANIFEST\n")
+    return real_write(root, m, data)
+
+os.fsync, manifest.write = fsync, write
+sys.exit(run.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads fd paths from /proc")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_every_shard_is_on_disk_before_the_manifest_names_it(workers, source, tmp_path) -> None:
+    """The shards are stored without an fsync each and made durable together at the commit: every
+    shard file the manifest names is fsynced, at its final path, before the manifest is written."""
+    out = tmp_path / "ds"
+    proc = subprocess.run([sys.executable, "-c", SYNC_LAUNCHER, *_args(source, out), "--local-workers", workers],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    events = [line.split(" ", 1) for line in proc.stderr.splitlines() if line.startswith(("FSYNC", "MANIFEST"))]
+    manifest_at = next(i for i, event in enumerate(events) if event[0] == "MANIFEST")
+    synced_before = {event[1] for event in events[:manifest_at] if event[0] == "FSYNC"}
+    shards = [str(out / s.path) for split in manifest.load(str(out)).splits.values() for s in split.shards]
+    assert len(shards) == 8 and set(shards) <= synced_before
+    assert all(".tmp-" not in event[1] or "/train/" not in event[1] for event in events if event[0] == "FSYNC")
