@@ -1410,26 +1410,29 @@ static inline double ex_ln_guess(double m) {
 
 static inline int ex_bucket(ExAcc *a, double x) {
     if (x == 0.0) { a->zeros++; return 0; }
-    int side = x < 0.0;
-    double m = side ? -x : x;
+    int side = signbit(x) != 0;
+    double m = fabs(x);
     const double *b = a->table->bounds;
     Py_ssize_t top = a->table->top;
-    double g = ceil(ex_ln_guess(m) * a->table->inv_log) - a->table->low;
+    /* the key's ceil, within one: truncated (cheaper than ceil() without SSE4.1; set exactly below) */
+    double g = ex_ln_guess(m) * a->table->inv_log - a->table->low + 1.0;
     Py_ssize_t i = g < 1.0 ? 1 : g > (double)top ? top : (Py_ssize_t)g;
     i += b[i] < m; /* the guess is within one bucket: set without branches (b[top] is inf: i stays <= top) */
     i -= b[i - 1] >= m;
-    if ((i < top && b[i] < m) || (i > 0 && b[i - 1] >= m)) { /* never seen: walk to it */
+    if (__builtin_expect((i < top && b[i] < m) || (i > 0 && b[i - 1] >= m), 0)) { /* never seen: walk to it */
         while (i < top && b[i] < m) i++;
         while (i > 0 && b[i - 1] >= m) i--;
     }
-    if (!a->dense[side]) {
-        a->dense[side] = PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
-        if (!a->dense[side]) return -1;
+    int64_t *dense = a->dense[side];
+    if (__builtin_expect(!dense, 0)) {
+        dense = a->dense[side] = PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
+        if (!dense) return -1;
         a->lo[side] = a->hi[side] = i;
     }
-    a->dense[side][i]++;
-    if (i < a->lo[side]) a->lo[side] = i;
-    if (i > a->hi[side]) a->hi[side] = i;
+    dense[i]++;
+    Py_ssize_t lo = a->lo[side], hi = a->hi[side];
+    a->lo[side] = i < lo ? i : lo;
+    a->hi[side] = i > hi ? i : hi;
     return 0;
 }
 

@@ -32,3 +32,30 @@ def test_merge_adds_the_counts_of_the_union_of_keys(a, b, near, seed):
     assert merged.counts.tolist() == [expected[k] for k in sorted(expected)]
     assert merged.keys.dtype == np.int64 and merged.counts.dtype == np.int64
     assert merged == y.merge(x)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), integers=st.booleans())
+def test_compiled_buckets_are_the_tables_on_and_beside_its_bounds(seed, integers):
+    """``native.sum_numbers`` puts each value in the bucket ``LogSketch.of`` (a ``searchsorted`` in the
+    table) gives it, for values on a bound, one step either side of it, and either sign."""
+    from shardprep import native
+    from shardprep.sketches import BUCKET_TABLE, LogSketch
+    from shardprep.stats_columns import _summed_of
+
+    rng = np.random.default_rng(seed)
+    if integers:  # every bound up to 2**63, rounded: the integers next to it
+        bounds = BUCKET_TABLE.bounds[(BUCKET_TABLE.bounds >= 1) & (BUCKET_TABLE.bounds < 2.0**62)]
+        near = np.floor(rng.choice(bounds, 2000)).astype(np.int64)
+        x = (near[:, None] + np.array([-1, 0, 1])).ravel() * rng.choice([-1, 1], 6000)
+        kind = 2
+    else:  # float32 bounds (subnormals to the largest) and their float32 neighbours
+        bounds = BUCKET_TABLE.bounds[(BUCKET_TABLE.bounds > 1e-45) & (BUCKET_TABLE.bounds < 3.4e38)]
+        b = rng.choice(bounds, 2000).astype(np.float32)
+        x = np.concatenate([b, np.nextafter(b, np.float32(0)), np.nextafter(b, np.float32(np.inf))])
+        x = x * rng.choice(np.array([-1, 1], np.float32), x.size)
+        x = x[np.isfinite(x)]
+        kind = 1
+    got = _summed_of(native.sum_numbers(np.ascontiguousarray(x), kind, *BUCKET_TABLE)).sketch()
+    want = LogSketch.of(x.astype(np.float64))
+    assert (got.zeros, got.positive, got.negative) == (want.zeros, want.positive, want.negative)
