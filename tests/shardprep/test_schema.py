@@ -180,3 +180,20 @@ def test_the_plain_scalar_shortcut_infers_what_the_value_by_value_rules_do(value
         assert plain == _infer_values("x", values)
     else:
         assert plain is None
+
+
+_TEXT_VALUES = st.one_of(
+    st.none(), st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str), st.floats().map(repr),
+    st.sampled_from(["", " ", " 7 ", "+3", "1_000", "007", "1e5", "nan", "-inf", "Infinity", "0x10", "١٢", "1.5.2",
+                     "9" * 19, "1" * 5000, "abc", "e", "12ab", "½", " \t"]),
+    st.text(alphabet="0123456789.-+e _", max_size=6),
+)
+
+
+@given(st.lists(_TEXT_VALUES, max_size=12))
+@settings(max_examples=600, deadline=None)
+def test_the_whole_column_text_rule_infers_what_the_value_by_value_rule_does(values):
+    """A wide CSV's inference decides each column in a few passes: never otherwise than value by value."""
+    from shardprep.schema_text import kinds_dtype, text_dtype
+
+    assert text_dtype(values) == kinds_dtype(values)
