@@ -86,11 +86,11 @@ def text_dtype(values: Sequence[Any]) -> str:
 
 
 def big_int_candidates(values: Sequence[Any]) -> list[Any]:
-    """The values of a float32 column that may be integers above 2**24 (the rest cannot): text of
-    at least 8 characters and no '.', and every value that is not a float, text or None."""
-    def maybe(v: Any) -> bool:
-        if type(v) is str:
-            return len(v) >= 8 and "." not in v
-        return v is not None and type(v) is not float
-
-    return list(filter(maybe, values))
+    """The values of a float32 column that may be integers above 2**24, in order (the rest cannot
+    be): text of at least 8 characters and no '.', and every value that is not a float or None."""
+    types = set(map(type, values))
+    if types <= {float, type(None)}:
+        return []
+    if types == {str}:
+        return [v for v in values if len(v) >= 8 and "." not in v] if max(map(len, values)) >= 8 else []
+    return [v for v in values if type(v) is not float and v is not None]

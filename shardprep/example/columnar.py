@@ -142,25 +142,89 @@ def _int_pieces(name: str, values: np.ndarray) -> tuple[Pieces, Pieces]:
     return _by_length(name, "int64", sizes), varints
 
 
-def _int_run(names: list[str], columns: Mapping[str, Any], n: int) -> Pieces:
-    """One piece per record for a run of int64 features, built for all their cells at once (a wide
-    table's 50,000 columns are not 50,000 rounds of numpy calls): each cell is its feature's entry
-    prefix for its varint's length (``wire.int_prefix``: a head for the entry's length, the feature's
-    key bytes, a tail for the varint's length), then the varint, the cells of a record side by side."""
-    k = len(names)
-    values = np.stack([columns[name] for name in names], axis=1).astype(np.int64, copy=False)  # a record's cells side by side
-    matrix, sizes = _varints(values.reshape(-1))
-    kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in (name.encode("utf-8") for name in names)]
-    kv_lengths = np.fromiter(map(len, kvs), dtype=np.int64, count=k)
-    keys = (b"".join(kvs), np.tile(np.cumsum(kv_lengths) - kv_lengths, n), np.tile(kv_lengths, n))
-    # the entry's length: its key bytes, then the Feature's tag and length and its 4 + varint bytes
-    unique, inverse = np.unique(np.tile(kv_lengths, n) + 5 + sizes, return_inverse=True)
-    heads = _table([b"\x0a" + varint(inner) for inner in unique.tolist()], inverse)
-    tails = _table([bytes((size + 4, 0x1A, size + 2, 0x0A, size)) for size in range(11)], sizes)
-    varints = (matrix.tobytes(), np.arange(0, 10 * len(sizes), 10, dtype=np.int64), sizes)
-    cells = native.interleave([heads, keys, tails, varints])
-    lengths = (heads[2] + keys[2] + tails[2] + sizes).reshape(n, k).sum(axis=1)
-    return bytes(cells), np.cumsum(lengths) - lengths, lengths
+class _Layout:
+    """What a schema's records share, worked out once per schema (``_layout``): its features in name
+    order, grouped by dtype with their places in that order, and each feature's map-entry key bytes."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.names = sorted(schema)
+        self.runs = scalar_runs(schema)
+        dtypes = [schema[name].dtype for name in self.names]
+        self.groups = {d: ([n for n, t in zip(self.names, dtypes) if t == d],
+                           np.array([j for j, t in enumerate(dtypes) if t == d], dtype=np.int64)) for d in _DTYPES}
+        self.codes = np.array([_DTYPES.index(d) for d in dtypes], dtype=np.int64)
+        kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in (name.encode("utf-8") for name in self.names)]
+        self.kv_lengths = np.fromiter(map(len, kvs), dtype=np.int64, count=len(kvs))
+        self.kvs = (b"".join(kvs), np.cumsum(self.kv_lengths) - self.kv_lengths)
+
+
+_LAYOUTS: dict[int, tuple[Schema, _Layout]] = {}  # by id(schema), the schema held so its id stays its own
+
+
+def _layout(schema: Schema) -> _Layout:
+    held = _LAYOUTS.get(id(schema))
+    if held is None or held[0] is not schema or len(held[1].names) != len(schema):
+        if len(_LAYOUTS) >= 8:
+            _LAYOUTS.clear()
+        held = _LAYOUTS[id(schema)] = (schema, _Layout(schema))
+    return held[1]
+
+
+def _tail(dtype: int, size: int) -> bytes:
+    """A scalar entry's bytes between its key and its value of ``size`` bytes (the Feature's length and tags)."""
+    if _DTYPES[dtype] == "float32":
+        return b"\x08\x12\x06\x0a\x04"
+    if _DTYPES[dtype] == "int64":
+        return bytes((size + 4, 0x1A, size + 2, 0x0A, size))
+    bytes_list = 1 + len(varint(size)) + size
+    return varint(1 + len(varint(bytes_list)) + bytes_list) + b"\x0a" + varint(bytes_list) + b"\x0a" + varint(size)
+
+
+def _cells(schema: Schema, columns: Mapping[str, Any], n: int) -> Pieces:
+    """One piece per record for all its features, built for all the batch's cells at once (a wide
+    table's 50,000 columns are not 50,000 rounds of numpy calls): each cell is its entry's head (the
+    entry's length), the feature's key bytes, a tail for the value's size and dtype (``_tail``), then
+    the value (float32 bytes, a varint, UTF-8 bytes), the cells of a record side by side in name order."""
+    layout = _layout(schema)
+    k = len(layout.names)
+    starts, sizes = np.empty((n, k), dtype=np.int64), np.empty((n, k), dtype=np.int64)
+    blobs: list[Any] = []
+    base = 0
+    floats, where = layout.groups["float32"]
+    if floats:
+        blobs.append(np.stack([columns[name] for name in floats], axis=1).astype("<f4", copy=False).tobytes())
+        starts[:, where] = np.arange(0, 4 * n * len(floats), 4, dtype=np.int64).reshape(n, len(floats))
+        sizes[:, where] = 4
+        base += len(blobs[-1])
+    ints, where = layout.groups["int64"]
+    if ints:
+        matrix, lengths = _varints(np.stack([columns[name] for name in ints], axis=1).astype(np.int64, copy=False).reshape(-1))
+        blobs.append(matrix.tobytes())
+        starts[:, where] = base + np.arange(0, 10 * n * len(ints), 10, dtype=np.int64).reshape(n, len(ints))
+        sizes[:, where] = lengths.reshape(n, len(ints))
+        base += len(blobs[-1])
+    texts, where = layout.groups["string"]
+    if texts:
+        offsets = np.stack([columns[name][0] for name in texts], axis=1).astype(np.int64, copy=False)  # (n + 1, columns)
+        data = [columns[name][1] for name in texts]
+        if all(d is data[0] for d in data):  # one blob for all (``utf8_columns``)
+            blobs.append(data[0])
+        else:
+            lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+            offsets = offsets + (np.cumsum(lengths) - lengths)
+            blobs.append(b"".join(data))
+        starts[:, where] = base + offsets[:-1]
+        sizes[:, where] = np.diff(offsets, axis=0)
+    unique, inverse = np.unique((sizes * len(_DTYPES) + layout.codes).reshape(-1), return_inverse=True)
+    tails = _table([_tail(code % len(_DTYPES), code // len(_DTYPES)) for code in unique.tolist()], inverse)
+    inner = np.tile(layout.kv_lengths, n) + tails[2] + sizes.reshape(-1)
+    unique, inverse = np.unique(inner, return_inverse=True)
+    heads = _table([b"\x0a" + varint(size) for size in unique.tolist()], inverse)
+    keys = (layout.kvs[0], np.tile(layout.kvs[1], n), np.tile(layout.kv_lengths, n))
+    values = (blobs[0] if len(blobs) == 1 else b"".join(blobs), starts.reshape(-1), sizes.reshape(-1))
+    cells = native.interleave([heads, keys, tails, values])
+    lengths = (heads[2] + keys[2] + tails[2] + values[2]).reshape(n, k).sum(axis=1)
+    return cells, np.cumsum(lengths) - lengths, lengths
 
 
 def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces, Pieces]:
@@ -218,35 +282,23 @@ def _rows(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
-# Rows up to which a run of consecutive int64 features (in name order) is encoded as one run:
-# numpy's cost per call outweighs the run's gather of its cells in short batches (a wide table's
-# 50,000 columns x 20 rows: 2.0 -> 0.1 s); in long ones feature by feature is faster.
-_INT_RUN_ROWS = 128
-
-
-def _runs(schema: Schema) -> list[tuple[str, list[str]]]:
-    """``wire.scalar_runs`` with each run of consecutive int64 features one group as well."""
-    runs: list[tuple[str, list[str]]] = []
-    for dtype, run in scalar_runs(schema):
-        if dtype == "int64" and runs and runs[-1][0] == "int64":
-            runs[-1][1].extend(run)
-        else:
-            runs.append((dtype, list(run)))
-    return runs
+# Rows up to which a batch's features are encoded all at once (``_cells``): numpy's cost per call
+# outweighs the gather of the cells in short batches (a wide table's 50,000 columns x 20 rows:
+# 2.0 -> 0.1 s); in long ones feature by feature (float runs at once) is faster.
+_CELL_ROWS = 128
 
 
 def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[bytearray, np.ndarray]:
     if not n:
         return bytearray(), np.zeros(0, dtype="<u8")
     pieces: list[Pieces] = []
-    for dtype, run in _runs(schema):
+    if n <= _CELL_ROWS:
+        pieces.append(_cells(schema, columns, n))
+    for dtype, run in _layout(schema).runs if n > _CELL_ROWS else ():
         if dtype == "float32":
             pieces.append(_float_run(run, columns, n)[0])
         elif dtype == "int64":
-            if n > _INT_RUN_ROWS:
-                pieces += [piece for name in run for piece in _int_pieces(name, columns[name])]
-            else:
-                pieces.append(_int_run(run, columns, n))
+            pieces += _int_pieces(run[0], columns[run[0]])
         else:
             pieces += _string_pieces(run[0], columns[run[0]])
     body = np.zeros(n, dtype=np.int64)
