@@ -14,18 +14,19 @@ Columns: float32 -> a float32 array (finite: the caller checks), int64 -> an int
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardprep import framing, native
 from shardprep.example.wire import scalar_entry_prefix, scalar_runs, varint
-from shardprep.schema import INT64_MAX, INT64_MIN, Schema
+from shardprep.schema import Schema
 
-__all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports", "utf8_column"]
+__all__ = ["ColumnBatch", "encode_framed", "framed_batches", "from_rows", "supports", "utf8_column", "utf8_columns"]
 
 _DTYPES = ("float32", "int64", "string")
 _U64 = struct.Struct("<Q").pack
@@ -41,39 +42,52 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     """The columns of parsed rows (JSON objects) when every value has exactly the type its scalar
     feature takes as is (float32: int or float, finite in float32; int64: int in range; string:
     str); else None, and the row encoder must decide each row (dead letters, lists of one value,
-    numbers in strings, booleans)."""
+    numbers in strings, booleans). The columns of one dtype are checked and converted together:
+    a wide table's 50,000 columns are a few numpy calls, not a few each."""
     names = list(schema)
     # Every name present (else KeyError below) and no other: as many keys as names.
     if extra_fields != "ignore" and set(map(len, rows)) != {len(names)}:
         return None
-    out: dict[str, Any] = {}
     if not names:
-        return out
+        return {}
     try:
         get = operator.itemgetter(*names)
         table = list(zip(*map(get, rows))) if len(names) > 1 else [tuple(map(get, rows))]
+        groups: dict[str, list[tuple[str, tuple]]] = {dtype: [] for dtype in _DTYPES}
         for name, values in zip(names, table):
-            spec = schema[name]
-            types = set(map(type, values))
-            if spec.dtype == "float32" and types <= {int, float}:
+            groups[schema[name].dtype].append((name, values))
+        out: dict[str, Any] = {}
+        for dtype, named in groups.items():
+            if not named:
+                continue
+            flat = list(itertools.chain.from_iterable(values for _, values in named))
+            types = set(map(type, flat))
+            if dtype == "float32" and types <= {int, float}:
                 with np.errstate(over="ignore", invalid="ignore"):  # as Python: to float64, then float32
-                    column = np.array(values, dtype=np.float64).astype(np.float32)
+                    column = np.array(flat, dtype=np.float64).astype(np.float32)
                 if not np.isfinite(column).all():
                     return None
-                out[name] = column
-            elif spec.dtype == "int64" and types == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
-                out[name] = np.array(values, dtype=np.int64)
-            elif spec.dtype == "string" and types == {str}:
-                out[name] = utf8_column(values)
+            elif dtype == "int64" and types == {int}:
+                column = np.array(flat, dtype=np.int64)  # OverflowError outside int64
+            elif dtype == "string" and types == {str}:
+                out.update(zip((name for name, _ in named), utf8_columns(flat, len(rows))))
+                continue
             else:
                 return None
+            out.update((name, column[j * len(rows):(j + 1) * len(rows)]) for j, (name, _) in enumerate(named))
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
         return None
-    return out
+    return {name: out[name] for name in names}
 
 
-def utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
+def utf8_column(values: Sequence[str]) -> tuple[np.ndarray, bytes]:
     """A string column's (offsets, data): one encode for the whole column, lengths from the values when ASCII."""
+    return utf8_columns(values, len(values))[0]
+
+
+def utf8_columns(values: Sequence[str], n: int) -> list[tuple[np.ndarray, bytes]]:
+    """Columns of ``n`` values each, one after the other in ``values``, as ``utf8_column`` gives
+    them but sharing one blob (one encode for all: a wide table's columns are not one call each)."""
     text = "".join(values)
     data = text.encode("utf-8")
     if len(data) == len(text):  # ASCII: a value's UTF-8 length is its length
@@ -82,7 +96,7 @@ def utf8_column(values: tuple[str, ...]) -> tuple[np.ndarray, bytes]:
         lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return offsets, data
+    return [(offsets[lo:lo + n + 1], data) for lo in range(0, len(values), n)] if n else [(offsets, data)]
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
