@@ -126,11 +126,19 @@ class FeatureSpec:
 
 
 Schema = dict[str, FeatureSpec]
+_SCALAR_SPECS = {dtype: FeatureSpec(dtype, ()) for dtype in DTYPES}  # one each: a wide table's columns share them
 
 
 def schema_to_json(schema: Schema) -> dict[str, dict]:
-    """The manifest's ``"features"`` object, sorted by name."""
-    return {name: schema[name].to_json() for name in sorted(schema)}
+    """The manifest's ``"features"`` object, sorted by name; features of one spec object share one
+    (read-only) document, as a wide table's 50,000 features share a few specs."""
+    docs: dict[int, dict] = {}
+    out = {}
+    for name in sorted(schema):
+        spec = schema[name]
+        doc = docs.get(id(spec))
+        out[name] = doc if doc is not None else docs.setdefault(id(spec), spec.to_json())
+    return out
 
 
 def schema_from_json(doc: Any) -> Schema:
@@ -145,6 +153,10 @@ def schema_from_json(doc: Any) -> Schema:
         if not isinstance(name, str) or not name or not _is_utf8(name):
             raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string (of UTF-8 text)")
         spec = doc[name]
+        plain = _plain_spec(spec)
+        if plain is not None:
+            schema[name] = plain
+            continue
         key = repr(spec)  # equal reprs of JSON values: equal values of equal types, so one FeatureSpec serves
         if key not in parsed:
             try:
@@ -153,6 +165,15 @@ def schema_from_json(doc: Any) -> Schema:
                 raise SchemaError(f"feature {name!r}: {e}") from None
         schema[name] = parsed[key]
     return schema
+
+
+def _plain_spec(doc: Any) -> FeatureSpec | None:
+    """``FeatureSpec.from_json(doc)`` for ``{"dtype": "<a dtype>", "shape": []}`` (most features), else None."""
+    if type(doc) is dict and len(doc) == 2:
+        dtype, shape = doc.get("dtype"), doc.get("shape")
+        if type(shape) is list and not shape and type(dtype) is str:
+            return _SCALAR_SPECS.get(dtype)
+    return None
 
 
 def _is_utf8(text: str) -> bool:
@@ -187,9 +208,6 @@ def load_schema(url: str) -> Schema:
 
 
 # --- inference -------------------------------------------------------------------------------------
-
-
-_SCALAR_SPECS = {dtype: FeatureSpec(dtype, ()) for dtype in DTYPES}  # one each: a wide table's columns share them
 
 
 def _infer_text(name: str, values: Sequence[Any]) -> FeatureSpec:
