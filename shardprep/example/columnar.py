@@ -53,14 +53,14 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     try:
         get = operator.itemgetter(*names)
         table = list(zip(*map(get, rows))) if len(names) > 1 else [tuple(map(get, rows))]
-        groups: dict[str, list[tuple[str, tuple]]] = {dtype: [] for dtype in _DTYPES}
-        for name, values in zip(names, table):
-            groups[schema[name].dtype].append((name, values))
+        if not table:
+            return {}
         out: dict[str, Any] = {}
-        for dtype, named in groups.items():
-            if not named:
+        for dtype, (group, where) in _layout(schema).listed.items():
+            if not group:
                 continue
-            flat = list(itertools.chain.from_iterable(values for _, values in named))
+            flat = list(itertools.chain.from_iterable(operator.itemgetter(*where)(table) if len(where) > 1
+                                                      else (table[where[0]],)))
             types = set(map(type, flat))
             if dtype == "float32" and types <= {int, float}:
                 with np.errstate(over="ignore", invalid="ignore"):  # as Python: to float64, then float32
@@ -70,14 +70,14 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
             elif dtype == "int64" and types == {int}:
                 column = np.array(flat, dtype=np.int64)  # OverflowError outside int64
             elif dtype == "string" and types == {str}:
-                out.update(zip((name for name, _ in named), utf8_columns(flat, len(rows))))
+                out.update(zip(group, utf8_columns(flat, len(rows))))
                 continue
             else:
                 return None
-            out.update((name, column[j * len(rows):(j + 1) * len(rows)]) for j, (name, _) in enumerate(named))
+            out.update(zip(group, column.reshape(len(group), len(rows))))
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
         return None
-    return {name: out[name] for name in names}
+    return out if len(out) == len(names) and list(out) == names else dict(zip(names, operator.itemgetter(*names)(out)))
 
 
 def utf8_column(values: Sequence[str]) -> tuple[np.ndarray, bytes]:
@@ -167,6 +167,9 @@ class _Layout:
         self.groups = {d: ([n for n, t in zip(self.names, dtypes) if t == d],
                            np.array([j for j, t in enumerate(dtypes) if t == d], dtype=np.int64)) for d in _DTYPES}
         self.codes = np.array([_DTYPES.index(d) for d in dtypes], dtype=np.int64)
+        listed = list(schema)  # the schema's own order (from_rows keeps it)
+        self.listed = {d: ([n for n in listed if schema[n].dtype == d],
+                           [i for i, n in enumerate(listed) if schema[n].dtype == d]) for d in _DTYPES}
         kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in (name.encode("utf-8") for name in self.names)]
         self.kv_lengths = np.fromiter(map(len, kvs), dtype=np.int64, count=len(kvs))
         self.kvs = (b"".join(kvs), np.cumsum(self.kv_lengths) - self.kv_lengths)
@@ -182,6 +185,11 @@ def _layout(schema: Schema) -> _Layout:
             _LAYOUTS.clear()
         held = _LAYOUTS[id(schema)] = (schema, _Layout(schema))
     return held[1]
+
+
+def _by_record(columns: Mapping[str, Any], names: list[str], n: int) -> np.ndarray:
+    """The columns ``names`` side by side, (n, columns): one concatenation (a stack is a call per column)."""
+    return np.concatenate([columns[name] for name in names]).reshape(len(names), n).T
 
 
 def _tail(dtype: int, size: int) -> bytes:
@@ -206,20 +214,20 @@ def _cells(schema: Schema, columns: Mapping[str, Any], n: int) -> Pieces:
     base = 0
     floats, where = layout.groups["float32"]
     if floats:
-        blobs.append(np.stack([columns[name] for name in floats], axis=1).astype("<f4", copy=False).tobytes())
+        blobs.append(_by_record(columns, floats, n).astype("<f4").tobytes())
         starts[:, where] = np.arange(0, 4 * n * len(floats), 4, dtype=np.int64).reshape(n, len(floats))
         sizes[:, where] = 4
         base += len(blobs[-1])
     ints, where = layout.groups["int64"]
     if ints:
-        matrix, lengths = _varints(np.stack([columns[name] for name in ints], axis=1).astype(np.int64, copy=False).reshape(-1))
+        matrix, lengths = _varints(_by_record(columns, ints, n).astype(np.int64).reshape(-1))
         blobs.append(matrix.tobytes())
         starts[:, where] = base + np.arange(0, 10 * n * len(ints), 10, dtype=np.int64).reshape(n, len(ints))
         sizes[:, where] = lengths.reshape(n, len(ints))
         base += len(blobs[-1])
     texts, where = layout.groups["string"]
     if texts:
-        offsets = np.stack([columns[name][0] for name in texts], axis=1).astype(np.int64, copy=False)  # (n + 1, columns)
+        offsets = np.concatenate([columns[name][0] for name in texts]).reshape(len(texts), n + 1).T.astype(np.int64)
         data = [columns[name][1] for name in texts]
         if all(d is data[0] for d in data):  # one blob for all (``utf8_columns``)
             blobs.append(data[0])
