@@ -322,6 +322,9 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
             raise SchemaError(f"field name {name!r} is not valid: feature names must be non-empty strings")
     if text is None:
         text = all(isinstance(v, str) for values in columns.values() for v in values)
+    uniform = schema_text.uniform_dtype(columns, text)
+    if uniform is not None:  # no float32 column to warn of: typed floats are no integers
+        return dict.fromkeys(sorted(columns), _SCALAR_SPECS[uniform])
     infer = _infer_text if text else _infer_typed
     alone: dict[Any, FeatureSpec] = {}  # a column of one plain value (a Parquet sample's decided column), by its kind
     schema = {}

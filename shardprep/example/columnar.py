@@ -14,6 +14,7 @@ Columns: float32 -> a float32 array (finite: the caller checks), int64 -> an int
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import struct
@@ -59,7 +60,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
         for dtype, (group, where) in _layout(schema).listed.items():
             if not group:
                 continue
-            flat = list(itertools.chain.from_iterable(operator.itemgetter(*where)(table) if len(where) > 1
+            flat = list(itertools.chain.from_iterable(operator.itemgetter(*where.tolist())(table) if len(where) > 1
                                                       else (table[where[0]],)))
             types = set(map(type, flat))
             if dtype == "float32" and types <= {int, float}:
@@ -161,18 +162,36 @@ class _Layout:
     order, grouped by dtype with their places in that order, and each feature's map-entry key bytes."""
 
     def __init__(self, schema: Schema) -> None:
-        self.names = sorted(schema)
-        self.runs = scalar_runs(schema)
-        dtypes = [schema[name].dtype for name in self.names]
-        self.groups = {d: ([n for n, t in zip(self.names, dtypes) if t == d],
-                           np.array([j for j, t in enumerate(dtypes) if t == d], dtype=np.int64)) for d in _DTYPES}
-        self.codes = np.array([_DTYPES.index(d) for d in dtypes], dtype=np.int64)
+        self._schema = schema
         listed = list(schema)  # the schema's own order (from_rows keeps it)
-        self.listed = {d: ([n for n in listed if schema[n].dtype == d],
-                           [i for i, n in enumerate(listed) if schema[n].dtype == d]) for d in _DTYPES}
-        kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in (name.encode("utf-8") for name in self.names)]
+        self.names = listed if all(map(operator.lt, listed, listed[1:])) else sorted(schema)
+        self.codes = _codes(schema, self.names)
+        self.groups = _grouped(self.names, self.codes)
+        self.listed = self.groups if self.names is listed else _grouped(listed, _codes(schema, listed))
+        keys = [name.encode("utf-8") for name in self.names]
+        kvs = [b"\x0a" + varint(len(key)) + key + b"\x12" for key in keys]
         self.kv_lengths = np.fromiter(map(len, kvs), dtype=np.int64, count=len(kvs))
         self.kvs = (b"".join(kvs), np.cumsum(self.kv_lengths) - self.kv_lengths)
+
+    @functools.cached_property
+    def runs(self) -> list[tuple[str, list[str]]]:
+        return scalar_runs(self._schema)
+
+
+def _codes(schema: Schema, names: list[str]) -> np.ndarray:
+    """Each feature's dtype as its index in ``_DTYPES``."""
+    code = {d: i for i, d in enumerate(_DTYPES)}
+    return np.fromiter((code[schema[name].dtype] for name in names), dtype=np.int64, count=len(names))
+
+
+def _grouped(names: list[str], codes: np.ndarray) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Per dtype: its features (in the order of ``names``) and their places in ``names``."""
+    out = {}
+    for i, dtype in enumerate(_DTYPES):
+        where = np.flatnonzero(codes == i)
+        out[dtype] = (list(operator.itemgetter(*where.tolist())(names)) if len(where) > 1 else
+                      [names[j] for j in where.tolist()], where)
+    return out
 
 
 _LAYOUTS: dict[int, tuple[Schema, _Layout]] = {}  # by id(schema), the schema held so its id stays its own

@@ -197,3 +197,27 @@ def test_the_whole_column_text_rule_infers_what_the_value_by_value_rule_does(val
     from shardprep.schema_text import kinds_dtype, text_dtype
 
     assert text_dtype(values) == kinds_dtype(values)
+
+
+_ONE_KIND = [st.integers(min_value=-(1 << 64), max_value=1 << 64), st.integers(min_value=0, max_value=10**19),
+             st.floats(), st.booleans(), st.text(max_size=2), st.binary(max_size=2), st.none(), st.sampled_from(["", "7"])]
+
+
+@given(st.one_of(st.lists(st.one_of(*_ONE_KIND), min_size=1, max_size=8),
+                 *(st.lists(kind, min_size=1, max_size=8) for kind in _ONE_KIND)),
+       st.integers(min_value=1, max_value=4), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_a_table_of_one_type_is_inferred_as_column_by_column(values, width, as_text):
+    """The whole-table shortcut (all one plain type, or all plain digits as text) never answers otherwise."""
+    import shardprep.schema_text as schema_text
+
+    if as_text:
+        values = [None if v is None else str(v) for v in values]
+    rows = [{f"c{j}": values[(i + j) % len(values)] for j in range(width)} for i in range(len(values))]
+    saved = schema_text.uniform_dtype
+    schema_text.uniform_dtype = lambda columns, text: None
+    try:
+        expected = infer_schema(rows, text=as_text)
+    finally:
+        schema_text.uniform_dtype = saved
+    assert infer_schema(rows, text=as_text) == expected
