@@ -211,6 +211,17 @@ def _by_record(columns: Mapping[str, Any], names: list[str], n: int) -> np.ndarr
     return np.concatenate([columns[name] for name in names]).reshape(len(names), n).T
 
 
+def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of non-negative ints, by a table where they are
+    small (a cell's sizes and lengths: no sort of the batch's cells)."""
+    top = int(values.max()) if len(values) else 0
+    if top > 4 * len(values) + (1 << 16):
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(top + 1, dtype=bool)
+    present[values] = True
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[values]
+
+
 def _tail(dtype: int, size: int) -> bytes:
     """A scalar entry's bytes between its key and its value of ``size`` bytes (the Feature's length and tags)."""
     if _DTYPES[dtype] == "float32":
@@ -256,10 +267,10 @@ def _cells(schema: Schema, columns: Mapping[str, Any], n: int) -> Pieces:
             blobs.append(b"".join(data))
         starts[:, where] = base + offsets[:-1]
         sizes[:, where] = np.diff(offsets, axis=0)
-    unique, inverse = np.unique((sizes * len(_DTYPES) + layout.codes).reshape(-1), return_inverse=True)
+    unique, inverse = _unique((sizes * len(_DTYPES) + layout.codes).reshape(-1))
     tails = _table([_tail(code % len(_DTYPES), code // len(_DTYPES)) for code in unique.tolist()], inverse)
     inner = np.tile(layout.kv_lengths, n) + tails[2] + sizes.reshape(-1)
-    unique, inverse = np.unique(inner, return_inverse=True)
+    unique, inverse = _unique(inner)
     heads = _table([b"\x0a" + varint(size) for size in unique.tolist()], inverse)
     keys = (layout.kvs[0], np.tile(layout.kvs[1], n), np.tile(layout.kv_lengths, n))
     values = (blobs[0] if len(blobs) == 1 else b"".join(blobs), starts.reshape(-1), sizes.reshape(-1))
