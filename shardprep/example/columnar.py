@@ -52,12 +52,19 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
     if not names:
         return {}
     try:
-        get = operator.itemgetter(*names)
-        table = list(zip(*map(get, rows))) if len(names) > 1 else [tuple(map(get, rows))]
+        layout = _layout(schema)
+        keys = tuple(rows[0]) if rows and extra_fields != "ignore" else ()
+        listed = layout.in_order(keys) if keys and all(tuple(row) == keys for row in rows) else None
+        if listed is not None:  # every row's fields in one order: the rows' values as they are (no lookup each)
+            table = list(zip(*map(dict.values, rows)))
+        else:
+            get = operator.itemgetter(*names)
+            table = list(zip(*map(get, rows))) if len(names) > 1 else [tuple(map(get, rows))]
+            listed = layout.listed
         if not table:
             return {}
         out: dict[str, Any] = {}
-        for dtype, (group, where) in _layout(schema).listed.items():
+        for dtype, (group, where) in listed.items():
             if not group:
                 continue
             flat = list(itertools.chain.from_iterable(operator.itemgetter(*where.tolist())(table) if len(where) > 1
@@ -97,7 +104,12 @@ def utf8_columns(values: Sequence[str], n: int) -> list[tuple[np.ndarray, bytes]
         lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return [(offsets[lo:lo + n + 1], data) for lo in range(0, len(values), n)] if n else [(offsets, data)]
+    if not n:
+        return [(offsets, data)]
+    # column j's offsets are offsets[j * n:(j + 1) * n + 1]: views made in C, not a slice each
+    views = np.lib.stride_tricks.as_strided(offsets, shape=(len(values) // n, n + 1),
+                                            strides=(n * offsets.itemsize, offsets.itemsize), writeable=False)
+    return list(zip(views, itertools.repeat(data)))
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,6 +175,7 @@ class _Layout:
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema
+        self._order: tuple[tuple[str, ...], Any] | None = None
         listed = list(schema)  # the schema's own order (from_rows keeps it)
         self.names = listed if all(map(operator.lt, listed, listed[1:])) else sorted(schema)
         self.codes = _codes(schema, self.names)
@@ -177,8 +190,19 @@ class _Layout:
     def runs(self) -> list[tuple[str, list[str]]]:
         return scalar_runs(self._schema)
 
+    def in_order(self, keys: tuple[str, ...]) -> dict[str, tuple[list[str], np.ndarray]] | None:
+        """``listed`` for rows whose fields are ``keys`` in that order, when they are the schema's
+        features; else None. The last order asked for is kept (a file's rows share theirs)."""
+        if self._order is None or self._order[0] != keys:
+            try:
+                grouped = _grouped(list(keys), _codes(self._schema, keys)) if len(keys) == len(self.names) else None
+            except KeyError:  # a field outside the schema
+                grouped = None
+            self._order = (keys, grouped)
+        return self._order[1]
 
-def _codes(schema: Schema, names: list[str]) -> np.ndarray:
+
+def _codes(schema: Schema, names: Sequence[str]) -> np.ndarray:
     """Each feature's dtype as its index in ``_DTYPES``."""
     code = {d: i for i, d in enumerate(_DTYPES)}
     return np.fromiter((code[schema[name].dtype] for name in names), dtype=np.int64, count=len(names))
