@@ -9,9 +9,10 @@ ints beyond ``int``'s digit limit). A test checks that both give the same answer
 """
 from __future__ import annotations
 
+import operator
 from collections import deque
 from collections.abc import Mapping, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 __all__ = ["big_int_candidates", "kinds_dtype", "text_dtype", "text_kind", "uniform_dtype"]
@@ -118,5 +119,7 @@ def big_int_candidates(values: Sequence[Any]) -> list[Any]:
     if types <= {float, type(None)}:
         return []
     if types == {str}:
-        return [v for v in values if len(v) >= 8 and "." not in v] if max(map(len, values)) >= 8 else []
+        if max(map(len, values)) < 8 or all(map(operator.contains, values, repeat("."))):  # a float's text
+            return []
+        return [v for v in values if len(v) >= 8 and "." not in v]
     return [v for v in values if type(v) is not float and v is not None]

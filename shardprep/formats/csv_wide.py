@@ -76,7 +76,7 @@ def _encode(rows: list[list], schema: Schema, picks: list[tuple[str, int]]) -> I
                 columns.update(zip(names, columnar.utf8_columns(flat, n)))
             elif dtype == "float32":
                 try:
-                    whole = pa.array(np.array(list(map(float, flat)), dtype=np.float64))
+                    whole = pa.array(np.fromiter(map(float, flat), dtype=np.float64, count=len(flat)))
                 except ValueError:
                     raise Unsupported("a float32 column holds a value that is not a number") from None
                 columns.update(numbers(dtype, names, whole, n))
