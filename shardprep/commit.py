@@ -180,7 +180,9 @@ def _nullable(features: dict[str, dict], units: Iterable[UnitFact]) -> dict[str,
     for u in units:
         if u.missing:
             missing.update(dict(u.missing))
-    return {name: {**spec, "nullable": True, "missing": missing[name]} if missing[name] else spec
+    if not missing:
+        return dict(features)
+    return {name: {**spec, "nullable": True, "missing": missing[name]} if missing.get(name) else spec
             for name, spec in features.items()}
 
 

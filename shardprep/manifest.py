@@ -11,7 +11,7 @@ import json
 import posixpath
 from typing import Any
 
-from shardprep import __version__, fs, naming, schema
+from shardprep import __version__, fs, json_compact, naming, schema
 from shardprep.errors import ManifestError, SchemaError
 
 __all__ = [
@@ -301,7 +301,7 @@ def json_bytes(doc: Any, *, features: int, indent: int, sort_keys: bool = False)
     """``doc`` as JSON: indented by ``indent`` for a data set of up to ``INDENT_MAX_FEATURES``
     ``features``, compact beyond."""
     if features > INDENT_MAX_FEATURES:
-        return json.dumps(doc, separators=(",", ":"), sort_keys=sort_keys).encode()
+        return json_compact.dumps(doc, sort_keys=sort_keys).encode()
     return json.dumps(doc, indent=indent, sort_keys=sort_keys).encode()
 
 

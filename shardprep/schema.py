@@ -25,10 +25,10 @@ import dataclasses
 import json
 import logging
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from shardprep import fs
+from shardprep import fs, schema_text
 from shardprep.errors import SchemaError
 from shardprep.naming import MANIFEST_FORMAT
 
@@ -126,11 +126,19 @@ class FeatureSpec:
 
 
 Schema = dict[str, FeatureSpec]
+_SCALAR_SPECS = {dtype: FeatureSpec(dtype, ()) for dtype in DTYPES}  # one each: a wide table's columns share them
 
 
 def schema_to_json(schema: Schema) -> dict[str, dict]:
-    """The manifest's ``"features"`` object, sorted by name."""
-    return {name: schema[name].to_json() for name in sorted(schema)}
+    """The manifest's ``"features"`` object, sorted by name; features of one spec object share one
+    (read-only) document, as a wide table's 50,000 features share a few specs."""
+    docs: dict[int, dict] = {}
+    out = {}
+    for name in sorted(schema):
+        spec = schema[name]
+        doc = docs.get(id(spec))
+        out[name] = doc if doc is not None else docs.setdefault(id(spec), spec.to_json())
+    return out
 
 
 def schema_from_json(doc: Any) -> Schema:
@@ -145,6 +153,10 @@ def schema_from_json(doc: Any) -> Schema:
         if not isinstance(name, str) or not name or not _is_utf8(name):
             raise SchemaError(f"feature name {name!r} is not valid: expected a non-empty string (of UTF-8 text)")
         spec = doc[name]
+        plain = _plain_spec(spec)
+        if plain is not None:
+            schema[name] = plain
+            continue
         key = repr(spec)  # equal reprs of JSON values: equal values of equal types, so one FeatureSpec serves
         if key not in parsed:
             try:
@@ -153,6 +165,15 @@ def schema_from_json(doc: Any) -> Schema:
                 raise SchemaError(f"feature {name!r}: {e}") from None
         schema[name] = parsed[key]
     return schema
+
+
+def _plain_spec(doc: Any) -> FeatureSpec | None:
+    """``FeatureSpec.from_json(doc)`` for ``{"dtype": "<a dtype>", "shape": []}`` (most features), else None."""
+    if type(doc) is dict and len(doc) == 2:
+        dtype, shape = doc.get("dtype"), doc.get("shape")
+        if type(shape) is list and not shape and type(dtype) is str:
+            return _SCALAR_SPECS.get(dtype)
+    return None
 
 
 def _is_utf8(text: str) -> bool:
@@ -189,35 +210,8 @@ def load_schema(url: str) -> Schema:
 # --- inference -------------------------------------------------------------------------------------
 
 
-def _text_kind(value: str) -> str | None:
-    """``"int"``, ``"bigint"``, ``"float"``, ``"string"`` or ``None`` (empty) for one CSV value."""
-    if len(value) < 19 and value.isascii() and value.isdigit():  # plain digits below 10**18: no int() parse
-        return "int"
-    s = value.strip()
-    if not s:
-        return None
-    try:
-        n = int(s)
-    except ValueError:
-        pass
-    else:
-        return "int" if INT64_MIN <= n <= INT64_MAX else "bigint"
-    try:
-        float(s)
-    except ValueError:
-        return "string"
-    return "float"
-
-
-def _infer_text(name: str, values: list[Any]) -> FeatureSpec:
-    kinds = {_text_kind(v) for v in values if isinstance(v, str)} - {None}
-    if not kinds or "string" in kinds:
-        return FeatureSpec("string", ())
-    if kinds == {"int"}:
-        return FeatureSpec("int64", ())
-    if kinds == {"bigint"} or kinds == {"int", "bigint"}:
-        return FeatureSpec("string", ())
-    return FeatureSpec("float32", ())
+def _infer_text(name: str, values: Sequence[Any]) -> FeatureSpec:
+    return _SCALAR_SPECS[schema_text.text_dtype(values)]
 
 
 def _value_kind(name: str, value: Any) -> str:
@@ -240,7 +234,7 @@ def _value_kind(name: str, value: Any) -> str:
 _SCALAR_KINDS = {str: "string", bytes: "string", float: "float", int: "int", bool: "int"}
 
 
-def _infer_plain(values: list[Any]) -> FeatureSpec | None:
+def _infer_plain(values: Sequence[Any]) -> FeatureSpec | None:
     """``_infer_typed``'s answer without a check per value, for the common column of plain scalars
     (None, bool, int, float, str, bytes: a Parquet or JSON column); None for any other column."""
     types = set(map(type, values))
@@ -250,15 +244,15 @@ def _infer_plain(values: list[Any]) -> FeatureSpec | None:
         return None
     kinds = {_SCALAR_KINDS[t] for t in types}
     if "string" in kinds:
-        return FeatureSpec("string", ())
+        return _SCALAR_SPECS["string"]
     if "float" in kinds:
-        return FeatureSpec("float32", ())
+        return _SCALAR_SPECS["float32"]
     # only integers (and bools): their range in C, min and max, where there is no None to step over
     ints = [v for v in values if v is not None] if nulls else values
-    return FeatureSpec("string" if min(ints) < INT64_MIN or max(ints) > INT64_MAX else "int64", ())
+    return _SCALAR_SPECS["string" if min(ints) < INT64_MIN or max(ints) > INT64_MAX else "int64"]
 
 
-def _alone_key(values: list[Any]) -> Any:
+def _alone_key(values: Sequence[Any]) -> Any:
     """What ``_infer_typed`` makes of a column of one value depends only on this (None: it may not)."""
     kind = type(values[0])
     if kind is int:
@@ -266,12 +260,12 @@ def _alone_key(values: list[Any]) -> Any:
     return kind if kind in _SCALAR_KINDS or values[0] is None else None
 
 
-def _infer_typed(name: str, values: list[Any]) -> FeatureSpec:
+def _infer_typed(name: str, values: Sequence[Any]) -> FeatureSpec:
     plain = _infer_plain(values)
     return plain if plain is not None else _infer_values(name, values)
 
 
-def _infer_values(name: str, values: list[Any]) -> FeatureSpec:
+def _infer_values(name: str, values: Sequence[Any]) -> FeatureSpec:
     """The rules of the module docstring, value by value (lists, nesting, other types)."""
     kinds: set[str] = set()
     lengths: set[int] = set()
@@ -315,14 +309,9 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
     ``text``: True for CSV rows (values are strings to parse), False for typed rows; None decides by
     the values (text when every value is a ``str``).
     """
-    columns: dict[str, list[Any]] = {}
-    count = 0
-    for row in rows:
-        if not isinstance(row, Mapping):
-            raise SchemaError(f"cannot infer a schema from a {type(row).__name__} row: expected a mapping")
-        count += 1
-        for name, value in row.items():
-            columns.setdefault(name, []).append(value)
+    rows = list(rows)
+    columns = _columns(rows)
+    count = len(rows)
     if not columns:
         raise SchemaError(
             f"nothing to infer a schema from ({count} sample rows, no fields): the input has no valid records "
@@ -333,6 +322,9 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
             raise SchemaError(f"field name {name!r} is not valid: feature names must be non-empty strings")
     if text is None:
         text = all(isinstance(v, str) for values in columns.values() for v in values)
+    uniform = schema_text.uniform_dtype(columns, text)
+    if uniform is not None:  # no float32 column to warn of: typed floats are no integers
+        return dict.fromkeys(sorted(columns), _SCALAR_SPECS[uniform])
     infer = _infer_text if text else _infer_typed
     alone: dict[Any, FeatureSpec] = {}  # a column of one plain value (a Parquet sample's decided column), by its kind
     schema = {}
@@ -349,10 +341,25 @@ def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None)
     return schema
 
 
+def _columns(rows: list[Any]) -> dict[str, Sequence[Any]]:
+    """Each field's values in row order, fields in order of first appearance."""
+    keys = tuple(rows[0]) if rows and type(rows[0]) is dict else None
+    if keys is not None and all(type(row) is dict and len(row) == len(keys) for row in rows) and all(
+            tuple(row) == keys for row in rows):  # the same fields in every row (CSV rows): transposed at once
+        return dict(zip(keys, zip(*map(dict.values, rows)))) if keys else {}
+    columns: dict[str, list[Any]] = {}
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise SchemaError(f"cannot infer a schema from a {type(row).__name__} row: expected a mapping")
+        for name, value in row.items():
+            columns.setdefault(name, []).append(value)
+    return columns
+
+
 FLOAT32_EXACT_INT = 2**24  # float32 holds every integer up to this; 16777217 is stored as 16777216
 
 
-def _warn_lost_integers(name: str, values: list[Any]) -> None:
+def _warn_lost_integers(name: str, values: Sequence[Any]) -> None:
     """Says so when a column inferred float32 holds integers float32 cannot hold exactly (ids, counts)."""
     def big(v: Any) -> bool:
         if isinstance(v, (list, tuple)):
@@ -363,7 +370,7 @@ def _warn_lost_integers(name: str, values: list[Any]) -> None:
             except ValueError:
                 return False
         return isinstance(v, numbers.Integral) and not isinstance(v, bool) and abs(int(v)) > FLOAT32_EXACT_INT
-    example = next((v for v in values if big(v)), None)
+    example = next(filter(big, schema_text.big_int_candidates(values)), None)
     if example is not None:
         logging.getLogger("shardprep").warning(
             "column %r mixes integers and floats, so it is float32, which rounds integers above 2**24 (%r is "

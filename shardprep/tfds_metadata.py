@@ -111,11 +111,15 @@ def features_json(features: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     if any("/" in name for name in features):
         return _dict_json(_tree(features))
     leaves: dict[str, dict] = {}  # flat names (a wide table's): ``_dict_json`` of one level, no tree built
+    by_id: dict[int, dict] = {}  # the leaf of a spec object (features of one spec share it: schema_to_json)
     out = {}
     for name in sorted(features):
         spec = features[name]
-        memo = repr(spec)
-        out[name] = leaves[memo] if memo in leaves else leaves.setdefault(memo, _leaf(name, spec))
+        leaf = by_id.get(id(spec))
+        if leaf is None:
+            memo = repr(spec)
+            leaf = by_id[id(spec)] = leaves[memo] if memo in leaves else leaves.setdefault(memo, _leaf(name, spec))
+        out[name] = leaf
     return {"pythonClassName": _DICT, "featuresDict": {"features": out}}
 
 

@@ -57,30 +57,31 @@ def _encode(rows: list[list], schema: Schema, picks: list[tuple[str, int]]) -> I
     if not rows:
         return
     n = len(rows)
-    table = list(zip(*rows))  # the file's columns, n values each
-    columns: dict = {}
-    by_dtype: dict[str, list[tuple[str, tuple]]] = {"float32": [], "int64": []}
-    for name, i in picks:
-        values = table[i]
-        if None in values:
+    if any(None in row for row in rows):  # a null value: which column's (one of the features)?
+        name = next((name for name, i in picks if any(row[i] is None for row in rows)), None)
+        if name is not None:
             raise Unsupported(f"column {name!r} holds an empty value")
-        if schema[name].dtype in by_dtype:
-            by_dtype[schema[name].dtype].append((name, values))
-        else:
-            columns[name] = columnar.utf8_column(values)
+    table = list(zip(*rows))  # the file's columns, n values each
+    by_dtype: dict[str, list[str]] = {"string": [], "float32": [], "int64": []}
+    for name, _ in picks:
+        by_dtype[schema[name].dtype].append(name)
+    index = dict(picks)
+    columns: dict = {}
     try:
-        for dtype, named in by_dtype.items():
-            if not named:
+        for dtype, names in by_dtype.items():
+            if not names:
                 continue
-            flat = list(itertools.chain.from_iterable(values for _, values in named))
-            if dtype == "float32":
+            flat = list(itertools.chain.from_iterable(table[index[name]] for name in names))
+            if dtype == "string":
+                columns.update(zip(names, columnar.utf8_columns(flat, n)))
+            elif dtype == "float32":
                 try:
-                    whole = pa.array(np.array(list(map(float, flat)), dtype=np.float64))
+                    whole = pa.array(np.fromiter(map(float, flat), dtype=np.float64, count=len(flat)))
                 except ValueError:
                     raise Unsupported("a float32 column holds a value that is not a number") from None
+                columns.update(numbers(dtype, names, whole, n))
             else:
-                whole = pa.array(flat, pa.string())
-            columns.update(numbers(dtype, [name for name, _ in named], whole, n))
+                columns.update(numbers(dtype, names, pa.array(flat, pa.string()), n))
     except pa.ArrowException as e:
         raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
     yield from columnar.framed_batches(schema, columns, n)

@@ -60,9 +60,14 @@ def test_columnar_gives_the_row_encoders_bytes(batch):
     schema, rows = batch
     encode = example.example_encoder(schema)
     expected = [framing.frame(encode(row)) for row in rows]
-    blob, ends = columnar.encode_framed(schema, _columns(schema, rows), len(rows))
-    assert bytes(blob) == b"".join(expected)
-    assert ends.tolist() == np.cumsum([len(r) for r in expected]).tolist()
+    for cell_rows in (columnar._CELL_ROWS, 0):  # all cells at once (short batches), feature by feature (long ones)
+        saved, columnar._CELL_ROWS = columnar._CELL_ROWS, cell_rows
+        try:
+            blob, ends = columnar.encode_framed(schema, _columns(schema, rows), len(rows))
+        finally:
+            columnar._CELL_ROWS = saved
+        assert bytes(blob) == b"".join(expected)
+        assert ends.tolist() == np.cumsum([len(r) for r in expected]).tolist()
 
 
 def test_columnar_takes_scalar_schemas_only():
