@@ -27,7 +27,8 @@ from collections.abc import Iterable, Sequence
 import tokenizers
 from tokenizers import models, normalizers, pre_tokenizers
 
-__all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab", "train_vocab", "write_vocab"]
+__all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab", "remember_vocab", "train_vocab",
+           "vocab_of", "write_vocab"]
 
 # BERT's special tokens, in the order train_vocab gives them ids ([PAD] is 0: BERT pads ids with 0).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -198,6 +199,29 @@ def load_vocab(url: str | os.PathLike, *, cased: bool = False) -> Vocab:
     except UnicodeDecodeError as e:
         raise ValueError(f"{url}: the vocabulary is not valid UTF-8 (byte {e.start})") from None
     return parse_vocab(text.split("\n"), cased=cased)
+
+
+_VOCABS: dict[tuple[str, bool], Vocab] = {}  # this process's vocabularies by (URL, cased), at most 4
+
+
+def vocab_of(url: str, cased: bool) -> Vocab:
+    """The vocabulary at ``url``, loaded once per process (or as the launcher shared it: ``remember_vocab``)."""
+    got = _VOCABS.get((url, cased))
+    if got is None:
+        if len(_VOCABS) >= 4:
+            _VOCABS.clear()
+        got = _VOCABS[url, cased] = load_vocab(url, cased=cased)
+    return got
+
+
+def remember_vocab(url: str, vocab: Vocab | None) -> None:
+    """``vocab`` is what ``url`` will hold (the run's DIR/vocab.txt, written from its tokens): this
+    process, and the pool processes it forks next, take it as it is instead of loading the file
+    (None: forget ``url``'s, a vocabulary yet to be trained)."""
+    for cased in (False, True):
+        _VOCABS.pop((url, cased), None)
+    if vocab is not None:
+        _VOCABS[url, vocab.cased] = vocab
 
 
 def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_frequency: int = 2,

@@ -105,3 +105,20 @@ def load_vocab_from(tokens):
     from shardprep.text.vocab import parse_vocab
 
     return parse_vocab(tokens)
+
+
+def test_store_built_with_the_vocabulary_writes_the_token_files_the_units_would(store, tmp_path) -> None:
+    spec, units, vocab = store
+    for u in units:
+        tokenize_unit(u)
+    tokens = tmp_path / "text" / "tokens"
+    expected = {p.name: p.read_bytes() for p in tokens.iterdir()}
+    files = list({u.file.index: dataclasses.replace(u.file, text=None) for u in units}.values())
+    result = build_store(files, str(tmp_path / "again"), unit_bytes=300, column_units={},
+                         columns=(None, None, None), max_line_bytes=1 << 20, read_unit=None,
+                         tokenize=(spec.vocab_url, False))
+    assert [(u.start, u.end, u.first_doc) for u in result.units] == [(u.start, u.end, u.first_position) for u in units]
+    got = {p.name: p.read_bytes() for p in (tmp_path / "again" / "tokens").iterdir()}
+    assert got == expected and len(got) > 3  # named for their units, none left under a part's name
+    tokenized = dataclasses.replace(spec, tokenized=True)
+    assert tokenize_unit(dataclasses.replace(units[0], file=dataclasses.replace(units[0].file, text=tokenized))) == 0
