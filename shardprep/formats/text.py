@@ -44,15 +44,16 @@ def _reader(spec: TextSpec) -> DocumentReader:
 def tokenize_unit(unit: WorkUnit) -> int:
     """A pre-training unit's documents tokenized once for the run (``text.tokens``: every worker reads
     them by id); how many. The job's CountRanges step calls it for each unit before any is parsed."""
+    from shardprep import fs
     from shardprep.text.pretraining import tokenize_document
     from shardprep.text.spec import PRETRAINING
     from shardprep.text.store import entries
-    from shardprep.text.tokens import tokenize_entries, write_unit
+    from shardprep.text.tokens import tokenize_entries, unit_url, write_unit
     from shardprep.text.vocab import vocab_of
 
     spec: TextSpec = unit.file.text
-    if spec.task != PRETRAINING or spec.tokenized:  # tokenized: as the store was built (``text.store.BuildPart``)
-        return 0
+    if spec.task != PRETRAINING or fs.exists(unit_url(spec.store_url, unit.first_position)):
+        return 0  # classification, or tokenized as the store was built (``text.store.BuildPart``)
     vocab = vocab_of(spec.vocab_url, spec.cased)
     return write_unit(spec.store_url, unit.first_position,
                       tokenize_entries(entries(spec.store_url, unit.start, unit.end),

@@ -151,7 +151,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     else:
         tokens = list(vocab.tokens)
     spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
-                    args.cased, config(args), result.labels, tokenized=tokenize is not None)
+                    args.cased, config(args), result.labels)
     by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}
     units, count = [], {}
     for u in result.units:

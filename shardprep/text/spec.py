@@ -27,7 +27,6 @@ class TextSpec:
     cased: bool
     config: PretrainingConfig = PretrainingConfig()
     labels: tuple[str, ...] = ()  # classification: the label vocabulary, sorted; a label's id is its place
-    tokenized: bool = False  # pre-training: every unit's token file written with the store (``text.store.BuildPart``)
 
     def manifest_entry(self, vocab_size: int) -> dict:
         """The manifest's top-level ``"text"`` object (the trainer's contract)."""

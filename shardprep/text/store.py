@@ -139,8 +139,10 @@ class BuildPart:
     a piece of a large .txt file in, its entries written to ``parts/<file index>[-<piece>].jsonl``
     and its ``StorePart`` out. A part is what the whole store holds of it, byte for byte:
     ``build_store`` concatenates them. ``tokenize`` (a pre-training run's given vocabulary: its URL,
-    cased): each unit's documents are tokenized here too, into a token file that ``build_store``
-    names for the unit (``text.tokens``), so the job's CountRanges step has nothing left to do."""
+    cased): the units of a piece, or of an uncompressed file of at most a unit, are tokenized here
+    too, into token files that ``build_store`` names for their units (``text.tokens``), which the
+    job's CountRanges step then finds written; it tokenizes the units of the larger parts (a gzip
+    file, one not local), in parallel, rather than one worker all of a part's."""
 
     def __init__(self, folder: str, unit_bytes: int, columns: tuple[str | None, str | None, str | None],
                  max_line_bytes: int, read_unit: Callable[[Any], Iterator] | None,
@@ -172,7 +174,8 @@ class BuildPart:
             if self._columns[0] is None:
                 raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
             items = _column_entries(file, column_units, self._columns, stats, self._read_unit)  # type: ignore[arg-type]
-        tokenize = self._tokenizer()
+        small = piece is not None or (not file.gzip and file.size <= self._unit_bytes)
+        tokenize = self._tokenizer() if small else None
         offsets, cuts, labels, tokens, documents = array.array("q"), [], set(), [], []
         at = start = first = 0
         name = f"{file.index:06d}" + (f"-{piece[3]:06d}" if piece is not None else "")
@@ -275,7 +278,7 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
 def _save(url: str, array: np.ndarray) -> None:
     data = io.BytesIO()
     np.save(data, array)
-    with fs.write_atomic(url) as out:
+    with fs.write_atomic(url, durable=False) as out:  # the spill folder: a run that stops is discarded
         out.write(data.getvalue())
 
 

@@ -51,7 +51,7 @@ def case_warning(tokens: Iterable[str], cased: bool) -> str | None:
 
     An uncased tokenizer lower-cases its input, so upper-case tokens can never be produced; a cased
     tokenizer over an all-lower-case vocabulary turns every capital into a sub-word or ``[UNK]``."""
-    upper = [t for t in tokens if not _is_special(t) and t != t.lower()]
+    upper = [t for t in tokens if t != t.lower() and not _is_special(t)]
     if upper and not cased:
         return (f"the vocabulary looks cased ({len(upper)} tokens hold upper-case letters, e.g. {upper[:3]}) but the "
                 "tokenizer is uncased: those tokens are never produced; pass cased=True (--cased) if that is meant")
@@ -166,18 +166,18 @@ class Vocab:
 
 def parse_vocab(lines: Iterable[str], *, cased: bool = False) -> Vocab:
     """A ``Vocab`` from the lines of a vocab.txt; ValueError when a special token is missing or a token repeats."""
-    tokens: list[str] = []
-    for line in lines:
-        tokens.append(line.strip())  # as BERT's load_vocab
+    tokens = [line.strip() for line in lines]  # as BERT's load_vocab
     while tokens and not tokens[-1]:
         tokens.pop()  # a trailing blank line is no token
-    ids: dict[str, int] = {}
+    ids = dict(zip(tokens, range(len(tokens))))
     repeated: list[str] = []
-    for i, t in enumerate(tokens):
-        if t in ids:
-            repeated.append(t)
-        else:
-            ids[t] = i
+    if len(ids) < len(tokens):  # a token repeats: each one's first id, the repeats named
+        ids = {}
+        for i, t in enumerate(tokens):
+            if t in ids:
+                repeated.append(t)
+            else:
+                ids[t] = i
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]") if t not in ids]
     if missing:
         raise ValueError(f"the vocabulary ({len(tokens)} tokens) lacks the special token(s) {', '.join(missing)}: "
