@@ -21,7 +21,7 @@ from typing import IO
 
 from shardprep.formats.base import Bad
 
-__all__ = ["Bad", "DocumentStats", "blank_line_pieces", "read_documents"]
+__all__ = ["Bad", "DocumentStats", "Lines", "blank_line_pieces", "read_documents"]
 
 MAX_LINE_BYTES = 1 << 20
 MAX_DOCUMENT_SENTENCES = 100_000
@@ -132,6 +132,20 @@ def blank_line_pieces(stream: IO[bytes], size: int, piece_bytes: int) -> list[tu
         start = cut
     pieces.append((start, size, line))
     return pieces
+
+
+class Lines:
+    """The lines of ``stream``'s bytes ``[start, end)`` (a piece), for ``read_documents``: its ``readline``."""
+
+    def __init__(self, stream: IO[bytes], start: int, end: int) -> None:
+        stream.seek(start)
+        self._stream, self._left = stream, end - start
+
+    def readline(self, limit: int = -1) -> bytes:
+        n = self._left if limit < 0 else min(limit, self._left)
+        line = self._stream.readline(n) if n > 0 else b""
+        self._left -= len(line)
+        return line
 
 
 def _after_blank_line(stream: IO[bytes], at: int, size: int) -> int | None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
-from shardprep.text.documents import DocumentStats, blank_line_pieces, read_documents
+from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.tokens import move, unit_url, write_documents
 
 __all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
@@ -65,9 +65,8 @@ class StoreResult:
 def _text_entries(file: InputFile, piece: Piece | None, stats: DocumentStats, max_line_bytes: int) -> Iterator[dict]:
     with fs.open_file(file.url, "rb") as raw:
         stream, first = (gzip.GzipFile(fileobj=raw) if file.gzip else raw), 1
-        if piece is not None:  # read whole: at most ~1.5 units (``blank_line_pieces``)
-            raw.seek(piece[0])
-            stream, first = io.BytesIO(raw.read(piece[1] - piece[0])), piece[2]
+        if piece is not None:
+            stream, first = Lines(raw, piece[0], piece[1]), piece[2]
         try:
             for position, doc in read_documents(stream, first_position=first, stats=stats,
                                                 max_line_bytes=max_line_bytes):

@@ -13,7 +13,7 @@ from pipelines.driver import stage_runner
 from shardprep import formats
 from shardprep.formats.base import InputFile
 from shardprep.graph import pool
-from shardprep.text.documents import DocumentStats, blank_line_pieces, read_documents
+from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.store import build_store, entries
 
 WORDS = "the cat sat on a mat dog ran far river stone music night".split()
@@ -87,7 +87,8 @@ def _read_whole_and_in_pieces(data: bytes, piece_bytes: int):
     whole = list(read_documents(io.BytesIO(data), stats=whole_stats, max_line_bytes=500))
     pieces = blank_line_pieces(io.BytesIO(data), len(data), piece_bytes)
     apart = [out for start, end, line in pieces for out in
-             read_documents(io.BytesIO(data[start:end]), first_position=line, stats=piece_stats, max_line_bytes=500)]
+             read_documents(Lines(io.BytesIO(data), start, end), first_position=line, stats=piece_stats,
+                            max_line_bytes=500)]
     return pieces, whole, apart, whole_stats, piece_stats
 
 
