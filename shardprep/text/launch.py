@@ -124,7 +124,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
          output: str, run_id: str, max_line_bytes: int,
          run_stage: Callable[[Any, list], list] | None = None) -> tuple[list[WorkUnit], dict]:
     """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry. ``run_stage``:
-    the engine's runner of the store's first step, one part per input file (``shardprep.job.Plan``)."""
+    the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``)."""
     column = [f.url for f in files if f.format != "text"]
     if column and args.text_column is None:
         raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "

@@ -5,7 +5,8 @@ builds the tokenizer google-research/bert's ``FullTokenizer`` is: BasicTokenizer
 characters apart, lower case and accents stripped unless ``cased``, punctuation split) then
 greedy longest-match-first WordPiece with ``##`` continuations and ``[UNK]`` for a word of more
 than 100 characters or one the vocabulary cannot spell. ``train_vocab`` makes such a vocabulary
-from text, deterministically.
+from text, deterministically. ``vocab_of``: a run's vocabulary once per process (the launcher's,
+handed to the processes it forks by ``remember_vocab``).
 
 Known difference from BERT's pure-Python tokenizer (tests/shardprep/text/test_vocab.py pins it and checks
 the rest on random Unicode text): the Rust normalizer drops private-use code points (U+E000..U+F8FF
