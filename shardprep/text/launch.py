@@ -28,6 +28,9 @@ __all__ = ["add_arguments", "check", "plan", "schema_of", "share_vocab"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
+# engines that build the store on the job's own workers (or in the one process that runs the job), so that
+# it is tokenized there as it is built; Beam's build it in the launcher, before the graph: its workers tokenize
+TOKENIZE_WITH_STORE = ("direct", "dask")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -137,7 +140,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     tokenize = None
     if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
         write_vocab(list(vocab.tokens), vocab_url)
-        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING else None
+        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and args.runner in TOKENIZE_WITH_STORE else None
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
                          columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
                          read_unit=formats.read_unit, run=run_stage, tokenize=tokenize)
