@@ -34,7 +34,7 @@ import numpy as np
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
-from shardprep.text.tokens import move, unit_url, write_documents
+from shardprep.text.tokens import document_bytes, move, unit_url, write_documents
 
 __all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
            "entries"]
@@ -196,7 +196,7 @@ class BuildPart:
                     if "l" in entry:
                         labels.add(entry["l"])
                     elif tokenize is not None:
-                        documents.append(tokenize(entry["s"]))
+                        documents.append(document_bytes(tokenize(entry["s"])))
                 buffer += line
                 if len(buffer) >= 1 << 20:
                     out.write(bytes(buffer))
