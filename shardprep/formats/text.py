@@ -25,31 +25,7 @@ if TYPE_CHECKING:
 # package imports this module (the format registry), so a first import of shardprep.text.* would
 # otherwise find this module half made.
 
-__all__ = ["TextFormat", "classification_row", "classification_schema", "remember_vocab"]
-
-
-_VOCABS: dict[tuple[str, bool], Vocab] = {}  # this process's vocabularies by (URL, cased), at most 4
-
-
-def _vocab(url: str, cased: bool) -> Vocab:
-    got = _VOCABS.get((url, cased))
-    if got is None:
-        from shardprep.text.vocab import load_vocab
-
-        if len(_VOCABS) >= 4:
-            _VOCABS.clear()
-        got = _VOCABS[url, cased] = load_vocab(url, cased=cased)
-    return got
-
-
-def remember_vocab(url: str, vocab: Vocab | None) -> None:
-    """``vocab`` is what ``url`` will hold (the run's DIR/vocab.txt, written from its tokens): this
-    process, and the pool processes it forks next, take it as it is instead of loading the file
-    (None: forget ``url``'s, a vocabulary yet to be trained)."""
-    for cased in (False, True):
-        _VOCABS.pop((url, cased), None)
-    if vocab is not None:
-        _VOCABS[url, vocab.cased] = vocab
+__all__ = ["TextFormat", "classification_row", "classification_schema"]
 
 
 @functools.lru_cache(maxsize=2)
@@ -57,8 +33,9 @@ def _reader(spec: TextSpec) -> DocumentReader:
     from shardprep.text.pretraining import PackedDocument, tokenize_document
     from shardprep.text.store import DocumentReader
     from shardprep.text.tokens import TokenFiles
+    from shardprep.text.vocab import vocab_of
 
-    vocab = _vocab(spec.vocab_url, spec.cased)
+    vocab = vocab_of(spec.vocab_url, spec.cased)
     return DocumentReader(spec.store_url, spec.index_url,
                           lambda sentences: PackedDocument(tokenize_document(vocab, sentences)),
                           packed=TokenFiles(spec.store_url))
@@ -67,15 +44,17 @@ def _reader(spec: TextSpec) -> DocumentReader:
 def tokenize_unit(unit: WorkUnit) -> int:
     """A pre-training unit's documents tokenized once for the run (``text.tokens``: every worker reads
     them by id); how many. The job's CountRanges step calls it for each unit before any is parsed."""
+    from shardprep import fs
     from shardprep.text.pretraining import tokenize_document
     from shardprep.text.spec import PRETRAINING
     from shardprep.text.store import entries
-    from shardprep.text.tokens import tokenize_entries, write_unit
+    from shardprep.text.tokens import tokenize_entries, unit_url, write_unit
+    from shardprep.text.vocab import vocab_of
 
     spec: TextSpec = unit.file.text
-    if spec.task != PRETRAINING:
-        return 0
-    vocab = _vocab(spec.vocab_url, spec.cased)
+    if spec.task != PRETRAINING or fs.exists(unit_url(spec.store_url, unit.first_position)):
+        return 0  # classification, or tokenized as the store was built (``text.store.BuildPart``)
+    vocab = vocab_of(spec.vocab_url, spec.cased)
     return write_unit(spec.store_url, unit.first_position,
                       tokenize_entries(entries(spec.store_url, unit.start, unit.end),
                                        lambda sentences: tokenize_document(vocab, sentences)))
@@ -123,9 +102,10 @@ class TextFormat(Format):
     def read(self, unit: WorkUnit) -> Iterator[Record]:
         from shardprep.text.pretraining import create_instances, instance_row
         from shardprep.text.spec import CLASSIFICATION
+        from shardprep.text.vocab import vocab_of
 
         spec: TextSpec = unit.file.text
-        vocab = _vocab(spec.vocab_url, spec.cased)
+        vocab = vocab_of(spec.vocab_url, spec.cased)
         if spec.task == CLASSIFICATION:
             yield from self._classification(unit, spec, vocab)
             return
@@ -149,9 +129,10 @@ class TextFormat(Format):
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator:
         from shardprep.text.encode import batches
+        from shardprep.text.vocab import vocab_of
 
         spec: TextSpec = unit.file.text
-        vocab = _vocab(spec.vocab_url, spec.cased)
+        vocab = vocab_of(spec.vocab_url, spec.cased)
         yield from batches(self._encoded(unit, spec, vocab, _encoder(spec.config, len(vocab))))
 
     def _encoded(self, unit: WorkUnit, spec: TextSpec, vocab: Vocab, encoder) -> Iterator:
@@ -172,8 +153,9 @@ class TextFormat(Format):
         from shardprep.text.pretraining import PackedDocument, tokenize_document
         from shardprep.text.store import entries
         from shardprep.text.tokens import read_unit
+        from shardprep.text.vocab import vocab_of
 
-        vocab, reader = _vocab(spec.vocab_url, spec.cased), _reader(spec)
+        vocab, reader = vocab_of(spec.vocab_url, spec.cased), _reader(spec)
         doc_id = unit.first_position  # the unit's first document's id (text.store.StoreUnit.first_doc)
         tokenized = read_unit(spec.store_url, doc_id)  # as CountRanges tokenized them (None: not done)
         for entry in entries(spec.store_url, unit.start, unit.end):

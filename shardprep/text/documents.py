@@ -8,6 +8,10 @@ out of its document, for the caller to make a dead letter; so is a line of more 
 ``max_line_bytes`` (reason ``record_too_large``: memory stays bounded whatever the input). A
 document with no sentence left (its lines all bad) is skipped and counted, as is each further blank
 line (BERT appends an empty document per blank line and drops the empty ones).
+
+``blank_line_pieces`` cuts a large file after blank lines into pieces that ``read_documents`` reads
+apart (each from its first line number), as it would have read them in one go: the document store
+builds them in parallel (``text.store``).
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from typing import IO
 
 from shardprep.formats.base import Bad
 
-__all__ = ["Bad", "DocumentStats", "read_documents"]
+__all__ = ["Bad", "DocumentStats", "Lines", "blank_line_pieces", "read_documents"]
 
 MAX_LINE_BYTES = 1 << 20
 MAX_DOCUMENT_SENTENCES = 100_000
@@ -104,3 +108,67 @@ def read_documents(stream: IO[bytes], *, first_position: int = 1, stats: Documen
         yield start, doc
     elif had_bad:
         stats.empty_documents += 1
+
+
+WINDOW = 1 << 16  # bytes read at a time looking for a blank line
+
+
+def blank_line_pieces(stream: IO[bytes], size: int, piece_bytes: int) -> list[tuple[int, int, int]]:
+    """``(start, end, first line number)`` of the pieces of a BERT-layout file of ``size`` bytes: each
+    of about ``piece_bytes`` or more, the last of at most 1.5 times that, all but the last ending
+    with a blank line (an empty line, ``\\n`` or ``\\r\\n``; a file without one further on ends in one piece).
+
+    ``read_documents`` of each piece, from its first line number, yields and counts what it yields
+    and counts of the whole file there: at a cut the whole file's reader has ended its document and
+    counted the blank line, and a blank line that then comes first in a piece is an extra one to
+    both (``blank_run``, ``first_position``)."""
+    pieces, start, line = [], 0, 1
+    while size - start > piece_bytes * 3 // 2:
+        cut = _after_blank_line(stream, start + piece_bytes, size)
+        if cut is None or cut >= size:
+            break
+        pieces.append((start, cut, line))
+        line += _newlines(stream, start, cut)
+        start = cut
+    pieces.append((start, size, line))
+    return pieces
+
+
+class Lines:
+    """The lines of ``stream``'s bytes ``[start, end)`` (a piece), for ``read_documents``: its ``readline``."""
+
+    def __init__(self, stream: IO[bytes], start: int, end: int) -> None:
+        stream.seek(start)
+        self._stream, self._left = stream, end - start
+
+    def readline(self, limit: int = -1) -> bytes:
+        n = self._left if limit < 0 else min(limit, self._left)
+        line = self._stream.readline(n) if n > 0 else b""
+        self._left -= len(line)
+        return line
+
+
+def _after_blank_line(stream: IO[bytes], at: int, size: int) -> int | None:
+    """The offset just after the first blank line at or after ``at``: a line end, then an empty line."""
+    while at < size:
+        stream.seek(at)
+        window = stream.read(WINDOW)
+        ends = [i + len(p) for p in (b"\n\n", b"\n\r\n") if (i := window.find(p)) >= 0]
+        if ends:
+            return at + min(ends)
+        if len(window) < WINDOW:
+            return None
+        at += len(window) - 2  # a blank line across the windows' edge
+    return None
+
+
+def _newlines(stream: IO[bytes], start: int, end: int) -> int:
+    stream.seek(start)
+    n = 0
+    while start < end:
+        block = stream.read(min(1 << 22, end - start))
+        if not block:
+            break
+        n += block.count(b"\n")
+        start += len(block)
+    return n

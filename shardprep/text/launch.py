@@ -2,9 +2,10 @@
 
 Order, so that a bad flag or vocabulary costs no input read: ``check`` (the flags, and a given
 ``--vocab`` loaded and judged: missing special tokens, or a case that does not match ``--cased``,
-is one line and exit 2), then, inside the run's lease, ``plan``: the document store
-(``text.store``), ``--train-vocab``'s pass over it, ``vocab.txt`` written into the data set folder,
-and the job's work units (byte ranges of the store, a ``TextSpec`` on each).
+is one line and exit 2), then, inside the run's lease, ``plan``: ``vocab.txt`` written into the data
+set folder, the document store (``text.store``; with a given vocabulary, a pre-training run's
+documents tokenized as it is built), or the store, ``--train-vocab``'s pass over it and then
+``vocab.txt``; and the job's work units (byte ranges of the store, a ``TextSpec`` on each).
 """
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from shardprep.schema import Schema
 from shardprep.text.pretraining import PretrainingConfig, bert_schema
 from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
 from shardprep.text.store import build_store, sentences
-from shardprep.text.vocab import Vocab, load_vocab, train_vocab, write_vocab
+from shardprep.text.vocab import Vocab, load_vocab, remember_vocab, train_vocab, write_vocab
 
 __all__ = ["add_arguments", "check", "plan", "schema_of", "share_vocab"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
+# engines that build the store on the job's own workers (or in the one process that runs the job), so that
+# it is tokenized there as it is built; Beam's build it in the launcher, before the graph: its workers tokenize
+TOKENIZE_WITH_STORE = ("direct", "dask")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,8 +113,6 @@ def schema_of(args: argparse.Namespace) -> Schema:
 def share_vocab(vocab: Vocab | None, output: str) -> None:
     """Before the engine's workers start: the given vocabulary is the one the run writes to
     DIR/vocab.txt, so a process forked from here tokenizes with it instead of loading that file again."""
-    from shardprep.formats.text import remember_vocab
-
     remember_vocab(naming.join(output, "vocab.txt"), vocab)
 
 
@@ -125,7 +127,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
          output: str, run_id: str, max_line_bytes: int,
          run_stage: Callable[[Any, list], list] | None = None) -> tuple[list[WorkUnit], dict]:
     """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry. ``run_stage``:
-    the engine's runner of the store's first step, one part per input file (``shardprep.job.Plan``)."""
+    the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``)."""
     column = [f.url for f in files if f.format != "text"]
     if column and args.text_column is None:
         raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
@@ -134,19 +136,23 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
         raise UsageError("--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt")
     folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
     total = sum(f.size for f in files)
+    vocab_url = naming.join(output, "vocab.txt")
+    tokenize = None
+    if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
+        write_vocab(list(vocab.tokens), vocab_url)
+        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and args.runner in TOKENIZE_WITH_STORE else None
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
                          columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
-                         read_unit=formats.read_unit, run=run_stage)
+                         read_unit=formats.read_unit, run=run_stage, tokenize=tokenize)
     if result.num_documents == 0:
         raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
                          f"{result.stats.empty_documents} empty documents): check --input and --text-column")
-    vocab_url = naming.join(output, "vocab.txt")
     if vocab is None:
         tokens = train_vocab(sentences(f"{folder}/store.jsonl"), args.train_vocab, cased=args.cased)
         log.info("trained a vocabulary of %d tokens", len(tokens))
+        write_vocab(tokens, vocab_url)
     else:
         tokens = list(vocab.tokens)
-    write_vocab(tokens, vocab_url)
     spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
                     args.cased, config(args), result.labels)
     by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}

@@ -33,7 +33,8 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
-from shardprep.text.documents import DocumentStats, read_documents
+from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
+from shardprep.text.tokens import document_bytes, move, unit_url, write_documents
 
 __all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
            "entries"]
@@ -61,11 +62,14 @@ class StoreResult:
     stats: DocumentStats
 
 
-def _text_entries(file: InputFile, stats: DocumentStats, max_line_bytes: int) -> Iterator[dict]:
+def _text_entries(file: InputFile, piece: Piece | None, stats: DocumentStats, max_line_bytes: int) -> Iterator[dict]:
     with fs.open_file(file.url, "rb") as raw:
-        stream = gzip.GzipFile(fileobj=raw) if file.gzip else raw
+        stream, first = (gzip.GzipFile(fileobj=raw) if file.gzip else raw), 1
+        if piece is not None:
+            stream, first = Lines(raw, piece[0], piece[1]), piece[2]
         try:
-            for position, doc in read_documents(stream, stats=stats, max_line_bytes=max_line_bytes):
+            for position, doc in read_documents(stream, first_position=first, stats=stats,
+                                                max_line_bytes=max_line_bytes):
                 yield _bad(doc) if isinstance(doc, Bad) else {"p": position, "s": doc}
         except (EOFError, gzip.BadGzipFile, OSError) as e:
             yield {"p": 0, "r": "gzip_invalid", "d": f"{file.url}: the gzip stream is damaged ({e})", "x": ""}
@@ -109,10 +113,15 @@ def _column_entries(file: InputFile, units: Sequence, columns: tuple[str, str | 
             yield {"p": position, "s": sentences}
 
 
+Piece = tuple[int, int, int, int]  # a large .txt file's (start, end, first line number, number): ``blank_line_pieces``
+Element = tuple[InputFile, Sequence, Piece | None]  # a part: a file (its planned column units), or a piece of one
+
+
 @dataclasses.dataclass(frozen=True)
 class StorePart:
-    """What ``BuildPart`` wrote for one input file: ``url`` (``size`` bytes), its documents' offsets
-    and its units' ``(start, end, first_doc)``, both from the part's start, its labels and counts."""
+    """What ``BuildPart`` wrote for one input file or piece: ``url`` (``size`` bytes), its documents'
+    offsets and its units' ``(start, end, first_doc)``, both from the part's start, each unit's
+    token file (``""``: none written), its labels and counts."""
 
     file_index: int
     url: str
@@ -121,35 +130,63 @@ class StorePart:
     cuts: tuple[tuple[int, int, int], ...]
     labels: tuple[str, ...]
     stats: DocumentStats
+    tokens: tuple[str, ...] = ()
 
 
 class BuildPart:
-    """The store's first step, one input file at a time: ``(file, its planned column units)`` in,
-    the file's entries written to ``parts/<file index>.jsonl`` and its ``StorePart`` out. A part
-    is what the whole store holds of that file, byte for byte: ``build_store`` concatenates them."""
+    """The store's first step, one part at a time: an input file (with its planned column units) or
+    a piece of a large .txt file in, its entries written to ``parts/<file index>[-<piece>].jsonl``
+    and its ``StorePart`` out. A part is what the whole store holds of it, byte for byte:
+    ``build_store`` concatenates them. ``tokenize`` (a pre-training run's given vocabulary: its URL,
+    cased): the units of a piece, or of an uncompressed file of at most a unit, are tokenized here
+    too, into token files that ``build_store`` names for their units (``text.tokens``), which the
+    job's CountRanges step then finds written; it tokenizes the units of the larger parts (a gzip
+    file, one not local), in parallel, rather than one worker all of a part's."""
 
     def __init__(self, folder: str, unit_bytes: int, columns: tuple[str | None, str | None, str | None],
-                 max_line_bytes: int, read_unit: Callable[[Any], Iterator] | None) -> None:
+                 max_line_bytes: int, read_unit: Callable[[Any], Iterator] | None,
+                 tokenize: tuple[str, bool] | None = None) -> None:
         self._folder, self._unit_bytes, self._columns = folder, unit_bytes, columns
-        self._max_line_bytes, self._read_unit = max_line_bytes, read_unit
+        self._max_line_bytes, self._read_unit, self._tokenize = max_line_bytes, read_unit, tokenize
 
     @staticmethod
-    def cost(element: tuple[InputFile, Sequence]) -> int:
-        """What an element costs, for the order of a pool's tasks (``pipelines.driver``): its file's bytes."""
-        return element[0].size
+    def cost(element: Element) -> int:
+        """What an element costs, for the order of a pool's tasks (``pipelines.driver``): its bytes."""
+        file, _, piece = element
+        return piece[1] - piece[0] if piece is not None else file.size
 
-    def process(self, element: tuple[InputFile, Sequence]) -> Iterator[StorePart]:
-        file, column_units = element
+    def _tokenizer(self) -> Callable[[list[str]], Any] | None:
+        if self._tokenize is None:
+            return None
+        from shardprep.text.pretraining import tokenize_document
+        from shardprep.text.vocab import vocab_of
+
+        vocab = vocab_of(*self._tokenize)
+        return lambda sentences: tokenize_document(vocab, sentences)
+
+    def process(self, element: Element) -> Iterator[StorePart]:
+        file, column_units, piece = element
         stats = DocumentStats()
         if file.format == "text":
-            items = _text_entries(file, stats, self._max_line_bytes)
+            items = _text_entries(file, piece, stats, self._max_line_bytes)
         else:
             if self._columns[0] is None:
                 raise ValueError(f"{file.url}: a {file.format} input needs --text-column")
             items = _column_entries(file, column_units, self._columns, stats, self._read_unit)  # type: ignore[arg-type]
-        offsets, cuts, labels = array.array("q"), [], set()
+        small = piece is not None or (not file.gzip and file.size <= self._unit_bytes)
+        tokenize = self._tokenizer() if small else None
+        offsets, cuts, labels, tokens, documents = array.array("q"), [], set(), [], []
         at = start = first = 0
-        url = f"{self._folder}/parts/{file.index:06d}.jsonl"
+        name = f"{file.index:06d}" + (f"-{piece[3]:06d}" if piece is not None else "")
+        limit = self._unit_bytes * (2 if piece is not None else 1)  # a piece: one unit, unless few blank lines
+
+        def cut() -> None:
+            tok = f"{self._folder}/tokens/part-{name}-{len(cuts):06d}.tok"
+            tokens.append(tok if tokenize is not None and write_documents(tok, documents) else "")
+            cuts.append((start, at, first))
+            documents.clear()
+
+        url = f"{self._folder}/parts/{name}.jsonl"
         with fs.write_atomic(url, durable=False) as out:
             buffer = bytearray()
             for entry in items:
@@ -158,38 +195,58 @@ class BuildPart:
                     offsets.append(at)
                     if "l" in entry:
                         labels.add(entry["l"])
+                    elif tokenize is not None:
+                        documents.append(document_bytes(tokenize(entry["s"])))
                 buffer += line
                 if len(buffer) >= 1 << 20:
                     out.write(bytes(buffer))
                     buffer.clear()
                 at += len(line)
-                if at - start >= self._unit_bytes:
-                    cuts.append((start, at, first))
+                if at - start >= limit:
+                    cut()
                     start, first = at, len(offsets)
             if at > start or not cuts:
-                cuts.append((start, at, first))  # every file has a unit, maybe empty
+                cut()  # every file has a unit, maybe empty
             out.write(bytes(buffer))
         yield StorePart(file.index, url, at, np.frombuffer(offsets, dtype=np.int64), tuple(cuts),
-                        tuple(sorted(labels)), stats)
+                        tuple(sorted(labels)), stats, tuple(tokens))
 
 
 def _inline(work: Any, elements: list) -> list:
     return [out for element in elements for out in work.process(element)]
 
 
+def _elements(files: Sequence[InputFile], column_units: dict[int, list], unit_bytes: int) -> list[Element]:
+    """The store's parts: a file each, but a local .txt file of more than 1.5 units is cut into
+    pieces of about a unit after blank lines (``blank_line_pieces``: one pass that counts its lines)."""
+    out: list[Element] = []
+    for f in files:
+        if f.format == "text" and not f.gzip and fs.is_local(f.url) and f.size > unit_bytes * 3 // 2:
+            with fs.open_file(f.url, "rb") as stream:
+                pieces = blank_line_pieces(stream, f.size, unit_bytes)
+            if len(pieces) > 1:
+                out += [(f, (), (start, end, line, k)) for k, (start, end, line) in enumerate(pieces)]
+                continue
+        out.append((f, tuple(column_units.get(f.index, ())), None))
+    return out
+
+
 def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
                 columns: tuple[str | None, str | None, str | None], max_line_bytes: int,
-                read_unit: Callable[[Any], Iterator] | None, run: Callable[[Any, list], list] | None = None) -> StoreResult:
+                read_unit: Callable[[Any], Iterator] | None, run: Callable[[Any, list], list] | None = None,
+                tokenize: tuple[str, bool] | None = None) -> StoreResult:
     """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
 
     ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
     index), read by ``read_unit`` (``formats.read_unit``: (position, row or Bad)) for ``columns`` =
     (text, pair, label); ``.txt`` files are read whole. ``run(work, elements)``: the outputs of a
     stage's work over its elements, in order, on the engine's workers (``pipelines.driver.stage_runner``;
-    None: here). Each file is a part of its own (``BuildPart``); ids, offsets and units are the
-    parts' shifted by the counts before them, so the store is the same however many processes built it."""
-    work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit)
-    parts: list[StorePart] = (run or _inline)(work, [(f, tuple(column_units.get(f.index, ()))) for f in files])
+    None: here). Each file, or piece of a large .txt file, is a part of its own (``BuildPart``, which
+    also writes the units' token files where ``tokenize`` gives the vocabulary); ids, offsets and
+    units are the parts' shifted by the counts before them, so the store is the same however many
+    processes built it."""
+    work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit, tokenize)
+    parts: list[StorePart] = (run or _inline)(work, _elements(files, column_units, unit_bytes))
     stats, labels = DocumentStats(), set()
     units: list[StoreUnit] = []
     offsets: list[np.ndarray] = [np.zeros(0, np.int64)]
@@ -199,6 +256,9 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
             with fs.open_file(part.url, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 22)
             units += [StoreUnit(part.file_index, at + s, at + e, docs + d) for s, e, d in part.cuts]
+            for (_, _, d), url in zip(part.cuts, part.tokens):
+                if url:
+                    move(url, unit_url(f"{folder}/store.jsonl", docs + d))
             offsets.append(part.offsets + at)
             labels.update(part.labels)
             for field in dataclasses.fields(DocumentStats):
@@ -217,7 +277,7 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
 def _save(url: str, array: np.ndarray) -> None:
     data = io.BytesIO()
     np.save(data, array)
-    with fs.write_atomic(url) as out:
+    with fs.write_atomic(url, durable=False) as out:  # the spill folder: a run that stops is discarded
         out.write(data.getvalue())
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from shardprep import fs
 from shardprep.text.pretraining import PackedDocument
 
-__all__ = ["TokenFiles", "folder_of", "read_unit", "unit_url", "units_url", "write_unit"]
+__all__ = ["TokenFiles", "document_bytes", "folder_of", "move", "read_unit", "unit_url", "units_url", "write_documents", "write_unit"]
 
 MAX_OPEN = 64  # token files a reader keeps open
 
@@ -49,7 +49,8 @@ def unit_url(store_url: str, first_doc: int) -> str:
     return f"{folder_of(store_url)}/tokens/{first_doc:012d}.tok"
 
 
-def _document_bytes(sentences: Sequence[Sequence[int]]) -> bytes:
+def document_bytes(sentences: Sequence[Sequence[int]]) -> bytes:
+    """A tokenized document as a unit's file holds it (4 bytes a token: what a writer keeps until the file)."""
     ends = array.array("q", itertools.accumulate(map(len, sentences)))
     ids = array.array("i", itertools.chain.from_iterable(sentences))
     return struct.pack("<q", len(ends)) + ends.tobytes() + ids.tobytes()
@@ -59,16 +60,28 @@ def write_unit(store_url: str, first_doc: int, documents: Iterator[Sequence[Sequ
     """Writes the unit's file from its tokenized ``documents`` (in id order, from ``first_doc``); how many.
 
     Nothing is written for a unit without a document (``units.npy`` does not list it)."""
-    parts = [_document_bytes(d) for d in documents]
+    return write_documents(unit_url(store_url, first_doc), [document_bytes(d) for d in documents])
+
+
+def write_documents(url: str, parts: Sequence[bytes]) -> int:
+    """A unit's file at ``url`` from its documents' ``document_bytes`` (the store's first step names
+    it for its part, ``move`` gives it its unit's name once the ids are known: ``text.store``); how
+    many documents, none: no file."""
     if not parts:
         return 0
     offsets = np.zeros(len(parts) + 1, dtype="<i8")
     np.cumsum(np.fromiter(map(len, parts), dtype="<i8", count=len(parts)), out=offsets[1:])
-    with fs.write_atomic(unit_url(store_url, first_doc), durable=False) as out:
+    with fs.write_atomic(url, durable=False) as out:
         out.write(struct.pack("<q", len(parts)) + offsets.tobytes())
         for lo in range(0, len(parts), 4096):
             out.write(b"".join(parts[lo:lo + 4096]))
     return len(parts)
+
+
+def move(url: str, to: str) -> None:
+    """A unit's file written under its part's name (``write_documents``) renamed to ``to``."""
+    filesystem, path = fs.filesystem(url)
+    filesystem.mv(path, fs.filesystem(to)[1])
 
 
 def _packed(buf: bytes) -> PackedDocument:

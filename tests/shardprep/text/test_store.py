@@ -1,4 +1,5 @@
-"""``text.store.build_store``: one part per input file, built on a pool, gives the store one process gives."""
+"""``text.store.build_store``: one part per input file or piece of a large .txt file, built on a pool, gives the
+store one process gives, and the store of one part per file."""
 from __future__ import annotations
 
 import gzip
@@ -12,6 +13,7 @@ from pipelines.driver import stage_runner
 from shardprep import formats
 from shardprep.formats.base import InputFile
 from shardprep.graph import pool
+from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.store import build_store, entries
 
 WORDS = "the cat sat on a mat dog ran far river stone music night".split()
@@ -72,3 +74,51 @@ def test_ids_offsets_and_units_run_on_across_the_parts(files, tmp_path) -> None:
     for u in result.units:  # a unit's first id is the count of documents before it
         assert u.first_doc == int(np.searchsorted(index, u.start))
         assert all(e["p"] >= 1 for e in entries(str(tmp_path / "s" / "store.jsonl"), u.start, u.end))
+
+
+# a file in BERT's layout with what a cut must not change: extra blank lines (also first in a piece),
+# CRLF blank lines, documents that end with a bad line or of bad lines only, lines too long
+AWKWARD = b"".join([b"\n", *map(_doc, range(40)), b"\n\n", b"one.\r\n\r\n\r\ntwo.\r\n\r\n", b"\xff\xfe.\n\n",
+                    b"x" * 700 + b"\nshort.\n\n", b"a.\n\xff\n\n\n", *map(_doc, range(40, 90)), b"\xfe\nend.\n\n\n"])
+
+
+def _read_whole_and_in_pieces(data: bytes, piece_bytes: int):
+    whole_stats, piece_stats = DocumentStats(), DocumentStats()
+    whole = list(read_documents(io.BytesIO(data), stats=whole_stats, max_line_bytes=500))
+    pieces = blank_line_pieces(io.BytesIO(data), len(data), piece_bytes)
+    apart = [out for start, end, line in pieces for out in
+             read_documents(Lines(io.BytesIO(data), start, end), first_position=line, stats=piece_stats,
+                            max_line_bytes=500)]
+    return pieces, whole, apart, whole_stats, piece_stats
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 7, 40, 100, 333, 1000, 1 << 20])
+def test_pieces_cut_after_blank_lines_read_as_the_whole_file(piece_bytes: int) -> None:
+    pieces, whole, apart, whole_stats, piece_stats = _read_whole_and_in_pieces(AWKWARD, piece_bytes)
+    assert [p[0] for p in pieces] == [0, *(p[1] for p in pieces[:-1])] and pieces[-1][1] == len(AWKWARD)
+    assert all(AWKWARD[:s].endswith((b"\n\n", b"\n\r\n")) for s, _, _ in pieces[1:])
+    assert (len(pieces) > 5) == (piece_bytes <= 100)
+    assert apart == whole and piece_stats == whole_stats
+    assert whole_stats.empty_documents == 7 and whole_stats.bad_lines == 4
+
+
+def test_a_file_without_blank_lines_is_one_piece() -> None:
+    data = b"".join(b"sentence %d.\n" % i for i in range(500))
+    assert blank_line_pieces(io.BytesIO(data), len(data), 100) == [(0, len(data), 1)]
+    data += b"\n" + data
+    assert len(blank_line_pieces(io.BytesIO(data), len(data), 100)) == 2
+
+
+def test_a_large_file_in_pieces_makes_the_store_its_one_part_makes(files, tmp_path) -> None:
+    (tmp_path / "f.txt").write_bytes(AWKWARD * 3)
+    files = [*files, InputFile(5, str(tmp_path / "f.txt"), 3 * len(AWKWARD), "text", False)]
+    in_pieces = _build(files, tmp_path / "pieces")  # units of 300 bytes: the .txt files cut into pieces
+    whole = build_store(files, str(tmp_path / "whole"), unit_bytes=1 << 30, column_units={},
+                        columns=(None, None, None), max_line_bytes=1000, read_unit=formats.read_unit)
+    assert _files(tmp_path / "pieces")["store.jsonl"] == _files(tmp_path / "whole")["store.jsonl"]
+    assert _files(tmp_path / "pieces")["index.npy"] == _files(tmp_path / "whole")["index.npy"]
+    assert in_pieces.stats == whole.stats and in_pieces.num_documents == whole.num_documents
+    assert len([u for u in in_pieces.units if u.file_index == 5]) > 10
+    with pool.local_pool(2) as workers:
+        assert _build(files, tmp_path / "pooled", stage_runner(workers)) == in_pieces
+    assert _files(tmp_path / "pooled") == _files(tmp_path / "pieces")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 
 import numpy as np
 import pytest
@@ -105,3 +106,23 @@ def load_vocab_from(tokens):
     from shardprep.text.vocab import parse_vocab
 
     return parse_vocab(tokens)
+
+
+def test_store_built_with_the_vocabulary_writes_the_token_files_the_units_would(store, tmp_path) -> None:
+    spec, units, vocab = store
+    for u in units:
+        tokenize_unit(u)
+    expected = {p.name: p.read_bytes() for p in (tmp_path / "text" / "tokens").iterdir()}
+    files = list({u.file.index: dataclasses.replace(u.file, text=None) for u in units}.values())
+    (tmp_path / "c.txt.gz").write_bytes(gzip.compress((tmp_path / "c.txt").read_bytes()))  # a gzip file is one part:
+    files[2] = dataclasses.replace(files[2], url=str(tmp_path / "c.txt.gz"), gzip=True)  # CountRanges tokenizes it
+    result = build_store(files, str(tmp_path / "again"), unit_bytes=300, column_units={},
+                         columns=(None, None, None), max_line_bytes=1 << 20, read_unit=None,
+                         tokenize=(spec.vocab_url, False))
+    assert [(u.start, u.end, u.first_doc) for u in result.units] == [(u.start, u.end, u.first_position) for u in units]
+    again = dataclasses.replace(spec, store_url=str(tmp_path / "again" / "store.jsonl"))
+    units = [dataclasses.replace(u, file=dataclasses.replace(u.file, text=again)) for u in units]
+    assert [tokenize_unit(u) for u in units if u.file.index == 2] == [2]
+    assert sum(tokenize_unit(u) for u in units) == 0
+    got = {p.name: p.read_bytes() for p in (tmp_path / "again" / "tokens").iterdir()}
+    assert got == expected and len(got) > 3  # named for their units, none left under a part's name
