@@ -100,7 +100,7 @@ def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers 
     # them, and a local pool that then finds its processes terminated fails cancelled futures:
     # ``InvalidStateError`` from its thread, Python 3.11); the costliest first where the work says
     # what an element costs (``cost``: a unit's bytes), so that the stage ends on small ones; read in order
-    chunks = pool.tasks_of(elements, workers.processes)
+    chunks = pool.tasks_of(elements, workers.processes, getattr(stage.work, "tasks_per_process", pool.TASKS_PER_PROCESS))
     cost = getattr(stage.work, "cost", None)
     first = range(len(chunks)) if cost is None else sorted(range(len(chunks)), key=lambda i: -sum(map(cost, chunks[i])))
     submitted = {i: workers.executor.submit(workers.task, (key, blob, chunks[i], side)) for i in first}

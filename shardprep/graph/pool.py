@@ -98,10 +98,10 @@ def blob_of(work: Work) -> tuple[bytes, bytes]:
     return hashlib.sha256(blob).digest(), blob
 
 
-def tasks_of(elements: list, processes: int) -> list[list]:
+def tasks_of(elements: list, processes: int, per_process: int = TASKS_PER_PROCESS) -> list[list]:
     """A stage's elements cut into tasks for ``processes`` workers, in order: one element each, or at least
-    ``TASKS_PER_PROCESS`` per process (under twice that), so that a stage's tail is one element's work."""
-    size = max(1, len(elements) // (processes * TASKS_PER_PROCESS))
+    ``per_process`` per process (under twice that), so that a stage's tail is one element's work."""
+    size = max(1, len(elements) // (processes * per_process))
     return [elements[lo:lo + size] for lo in range(0, len(elements), size)]
 
 

@@ -138,6 +138,10 @@ class WriteShards:
     Assign (``graph.elements``).
     """
 
+    # a pool task's shards are stored one while the next is gathered, and all of them before it ends
+    # (``flush``): a few tasks per process, of equal work (the shards are balanced), not one shard each
+    tasks_per_process = 2
+
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
         self._shards = Counter("shards_written")
