@@ -254,8 +254,6 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
     try:  # the shards are checked under the claim: an interrupted launcher removes them only without it
         if absent := _absent_shards(config.output, result):
             return _refuse(config, report, absent)
-        if config.sync_at_commit:  # stored without their fsync (WriteShards): durable before the manifest names them
-            fs.sync_local(naming.join(config.output, shard.path) for split in result.splits.values() for shard in split.shards)
         before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
         result = dataclasses.replace(result, created=result.created or manifest.now())
         lease.pause("commit.checked")

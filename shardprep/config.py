@@ -53,9 +53,6 @@ class ReshardConfig:
     statistics_in_parse: bool = True
     text: dict[str, Any] | None = None  # a text run's manifest entry (text.spec.TextSpec.manifest_entry)
     spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (graph.spill.spill_bytes)
-    # the shards' fsync: at the commit, all at once, where every worker writes on this machine
-    # (``commit.sync_shards``); else each worker's, as it stores a shard
-    sync_at_commit: bool = False
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:

@@ -5,14 +5,13 @@ which the store makes visible all at once.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import os
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import IO
 
 import fsspec
@@ -179,21 +178,6 @@ def remove(url: str, recursive: bool = False) -> None:
     fs, path = filesystem(url)
     if fs.exists(path):
         fs.rm(path, recursive=recursive)
-
-
-def sync_local(urls: Iterable[str]) -> None:
-    """Makes local files durable (fsync), a few at once: files written with ``write_atomic(durable=False)``
-    that must be on disk before something names them (``commit.sync_shards``)."""
-    def sync(path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    paths = [url.removeprefix("file://") for url in urls if is_local(url)]
-    with concurrent.futures.ThreadPoolExecutor(min(8, max(1, len(paths)))) as pool:
-        list(pool.map(sync, paths))
 
 
 @contextlib.contextmanager

@@ -244,8 +244,7 @@ def _main(argv: Sequence[str] | None) -> int:
     max_record_bytes = int(args.max_record_mb * 1024 * 1024)
     tabular = [f for f in files if f.format != "text"]
     units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes)
-    here = engine.on_this_machine(options)
-    in_place = _spill_in_place(here, files)  # after planning: Parquet footers read once
+    in_place = _spill_in_place(engine.on_this_machine(options), files)  # after planning: Parquet footers read once
     features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,
@@ -273,7 +272,6 @@ def _main(argv: Sequence[str] | None) -> int:
         stats_top_k=args.stats_top_k,
         statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
-        sync_at_commit=here and fs.is_local(args.output),
     )
     log.info("%d input files, %d work units, %d features; run %s -> %s",
              len(files), len(units), len(features), cfg.run_id, cfg.output)

@@ -28,19 +28,17 @@ def aligned_buffer(size: int) -> np.ndarray:
     return raw[start:start + size]
 
 
-def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool,
-                durable: bool = True) -> ShardInfo:
+def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
     """Writes ``framed`` (``num_records`` TFRecords, already in shard order) to ``root/path``.
 
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
     same records always give the same bytes. Uncompressed, page-aligned data (``aligned_buffer``)
     goes to a local disk with ``O_DIRECT``: copying it into the page cache cost ~1 to 3 CPU ns a byte
-    here (issue 12), more than any other step; the fsync before the rename makes it durable either way
-    (``durable=False``: the caller's, later: ``commit.sync_shards``).
+    here (issue 12), more than any other step; the fsync before the rename makes it durable either way.
     """
     data, info = _stored_form(path, framed, num_records, compress)
-    _store(root, path, data, durable)
+    _store(root, path, data)
     return info
 
 
@@ -49,9 +47,9 @@ def _stored_form(path: str, framed: bytes | np.ndarray, num_records: int, compre
     return data, ShardInfo(path, num_records, len(data), f"{native.crc32c(data):08x}")
 
 
-def _store(root: str, path: str, data: bytes | np.ndarray, durable: bool = True) -> None:
+def _store(root: str, path: str, data: bytes | np.ndarray) -> None:
     url = naming.join(root, path)
-    with fs.write_atomic(url, durable=durable) as f:
+    with fs.write_atomic(url) as f:
         if not (fs.is_local(url) and _write_direct(f, data)):
             f.write(data)
 
@@ -72,16 +70,15 @@ class ShardWriter:
         self._thread: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
 
-    def write(self, root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool,
-              durable: bool = True) -> ShardInfo:
+    def write(self, root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
         data, info = _stored_form(path, framed, num_records, compress)
         self.flush()
         if len(data) > BACKGROUND_MAX_BYTES:
-            _store(root, path, data, durable)
+            _store(root, path, data)
             return info
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="shardprep-shard-writer")
-        self._pending = self._thread.submit(_store, root, path, data, durable)
+        self._pending = self._thread.submit(_store, root, path, data)
         return info
 
     def flush(self) -> None:

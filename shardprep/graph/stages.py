@@ -174,8 +174,7 @@ class WriteShards:
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
         framed, record_ends = gather_from(blobs, ends, order)
         del blobs
-        info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip,
-                                  durable=not self._config.sync_at_commit)
+        info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip)
         if self._config.statistics and not self._config.statistics_in_parse:  # while the writer's thread stores the shard
             stats_columns.add_framed(self._partial.setdefault(split, {}), framed, record_ends, self._features)
         self._shards.inc()
