@@ -125,6 +125,8 @@ class BeamEngine:
     """The graph on Beam's runner ``runner`` (``pipelines.engines.Engine``); ``in_process``: on
     Beam's in-process runner, in this process; ``dataflow``: with Dataflow's flags and checks."""
 
+    plans_on_workers = False
+
     def __init__(self, runner: str, *, in_process: bool = False, dataflow: bool = False) -> None:
         self._runner, self._in_process, self._dataflow = runner, in_process, dataflow
 

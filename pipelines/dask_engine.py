@@ -37,6 +37,8 @@ _LAUNCHER_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # the launcher's to answer 
 class DaskEngine:
     """``--runner dask`` (``pipelines.engines.Engine``)."""
 
+    plans_on_workers = True
+
     def checked(self, options: RunOptions) -> RunOptions:
         run_checks.refuse_unknown_args(options.beam_args, beam=False)
         return options._replace(beam_args=())

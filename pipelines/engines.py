@@ -55,6 +55,8 @@ class RunOptions(NamedTuple):
 
 
 class Engine(Protocol):
+    plans_on_workers: bool  # a ``Plan``'s first step runs where the job's stages run (else in the launcher, before them)
+
     def checked(self, options: RunOptions) -> RunOptions:
         """``options`` with the engine's flags read from ``beam_args``, the rest refused (UsageError)."""
 

@@ -33,6 +33,8 @@ log = logging.getLogger("shardprep")
 class LocalEngine:
     """``--runner direct``: this machine's processes (``pipelines.engines.Engine``)."""
 
+    plans_on_workers = True
+
     def checked(self, options: RunOptions) -> RunOptions:
         local_workers, rest = run_checks.direct_flags(options.beam_args, options.local_workers)
         run_checks.refuse_unknown_args(rest, beam=False)

@@ -285,7 +285,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         def text_plan(run_stage: Callable[[Any, list], list]) -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
             text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
-                                                 min(max_record_bytes, 1 << 20), run_stage)
+                                                 min(max_record_bytes, 1 << 20), run_stage, engine.plans_on_workers)
             return dataclasses.replace(cfg, text=entry), text_units
     try:
         return _run(cfg, units, options, text_plan)

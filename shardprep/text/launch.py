@@ -28,9 +28,6 @@ __all__ = ["add_arguments", "check", "plan", "schema_of", "share_vocab"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
-# engines that build the store on the job's own workers (or in the one process that runs the job), so that
-# it is tokenized there as it is built; Beam's build it in the launcher, before the graph: its workers tokenize
-TOKENIZE_WITH_STORE = ("direct", "dask")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,9 +122,12 @@ def unit_bytes(total: int, given_mb: float | None) -> int:
 
 def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFile], column_units: dict[int, list],
          output: str, run_id: str, max_line_bytes: int,
-         run_stage: Callable[[Any, list], list] | None = None) -> tuple[list[WorkUnit], dict]:
+         run_stage: Callable[[Any, list], list] | None = None, on_workers: bool = True) -> tuple[list[WorkUnit], dict]:
     """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry. ``run_stage``:
-    the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``)."""
+    the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``);
+    ``on_workers``: it runs where the job's stages will (``Engine.plans_on_workers``), so the store's
+    parts are tokenized as they are built (else, on Beam's engines, in the launcher before the graph:
+    the job's workers tokenize, in CountRanges)."""
     column = [f.url for f in files if f.format != "text"]
     if column and args.text_column is None:
         raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
@@ -140,7 +140,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     tokenize = None
     if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
         write_vocab(list(vocab.tokens), vocab_url)
-        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and args.runner in TOKENIZE_WITH_STORE else None
+        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and on_workers else None
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
                          columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
                          read_unit=formats.read_unit, run=run_stage, tokenize=tokenize)
