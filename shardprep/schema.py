@@ -31,6 +31,7 @@ from typing import Any
 from shardprep import fs, schema_text
 from shardprep.errors import SchemaError
 from shardprep.naming import MANIFEST_FORMAT
+from shardprep.schema_text import INT64_MAX, INT64_MIN
 
 __all__ = [
     "DTYPES",
@@ -50,8 +51,6 @@ __all__ = [
 DTYPES = ("int64", "float32", "string")
 EXTRA_FIELDS = ("reject", "ignore")  # what a field outside the schema does to its row: --extra-fields
 ON_MISSING = ("omit", "reject")  # what a missing value does: left out of the Example, or a dead letter (--on-missing)
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
 _MANIFEST_FORMAT = MANIFEST_FORMAT
 
 

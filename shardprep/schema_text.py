@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
-__all__ = ["big_int_candidates", "kinds_dtype", "text_dtype", "text_kind", "uniform_dtype"]
+__all__ = ["INT64_MAX", "INT64_MIN", "big_int_candidates", "kinds_dtype", "text_dtype", "text_kind", "uniform_dtype"]
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)  # the int64 range (``shardprep.schema`` gives them to the rest)
+INT64_MAX = (1 << 63) - 1
 # No value holding one of these parses as an int (int takes digits, signs, '_' and whitespace only),
 # so a value that parses as a float and holds one is a float: '.', an exponent, nan or inf(inity).
 _FLOAT_ONLY = ".eEnNiI"
@@ -36,7 +36,7 @@ def text_kind(value: str) -> str | None:
     except ValueError:
         pass
     else:
-        return "int" if _INT64_MIN <= n <= _INT64_MAX else "bigint"
+        return "int" if INT64_MIN <= n <= INT64_MAX else "bigint"
     try:
         float(s)
     except ValueError:
@@ -84,7 +84,7 @@ def text_dtype(values: Sequence[Any]) -> str:
         ints = list(map(int, strs))  # all ints then (as float parsed them); int's digit limit raises
     except ValueError:
         return kinds_dtype(strs)
-    return "int64" if _INT64_MIN <= min(ints) and max(ints) <= _INT64_MAX else "string"
+    return "int64" if INT64_MIN <= min(ints) and max(ints) <= INT64_MAX else "string"
 
 
 def uniform_dtype(columns: Mapping[str, Sequence[Any]], text: bool) -> str | None:
@@ -108,7 +108,7 @@ def uniform_dtype(columns: Mapping[str, Sequence[Any]], text: bool) -> str | Non
         return None
     kind = types.pop()
     if kind is int:
-        return "int64" if _INT64_MIN <= min(cells) and max(cells) <= _INT64_MAX else None
+        return "int64" if INT64_MIN <= min(cells) and max(cells) <= INT64_MAX else None
     return {float: "float32", str: "string", bytes: "string", bool: "int64"}.get(kind)
 
 

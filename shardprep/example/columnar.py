@@ -85,7 +85,7 @@ def from_rows(schema: Schema, rows: list[dict], extra_fields: str) -> dict[str, 
             out.update(zip(group, column.reshape(len(group), len(rows))))
     except (KeyError, OverflowError, UnicodeEncodeError):  # a missing field, a huge int, a lone surrogate
         return None
-    return out if len(out) == len(names) and list(out) == names else dict(zip(names, operator.itemgetter(*names)(out)))
+    return out if list(out) == names else {name: out[name] for name in names}  # in the schema's order
 
 
 def utf8_column(values: Sequence[str]) -> tuple[np.ndarray, bytes]:
