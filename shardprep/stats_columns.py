@@ -100,7 +100,7 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[s
                                  tuple(name.encode("utf-8") for name in names), kinds, *extra)
     if got is None:
         return None
-    lengths = np.frombuffer(got[0], np.int64).reshape(len(names), len(ends))
+    lengths = np.frombuffer(got[0], np.int64).reshape(len(ends), len(names)).T.copy()  # [feature][record]
     out = {}
     for f, (name, values) in enumerate(zip(names, got[1])):
         dtype = features[name].dtype

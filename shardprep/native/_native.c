@@ -1342,7 +1342,7 @@ static PyObject *py_decode_example(PyObject *self, PyObject *args) {
  * example_columns(blob, ends, names, kinds) -> (lengths, columns) or None. ``blob`` holds framed
  * TFRecords back to back (``ends``: uint64 end offsets), ``names`` a tuple of the schema's UTF-8
  * names in ascending byte order, ``kinds`` one byte each (0 bytes, 1 float32, 2 int64). ``lengths``:
- * int64 [feature][record], each record's number of values, -1 where it leaves the feature out;
+ * int64 [record][feature], each record's number of values, -1 where it leaves the feature out;
  * ``columns[f]``: the values back to back (float32 or int64, native order), for strings a pair
  * (data, int64 end offsets from 0). The values are those ``example.decoder`` reads. None (the
  * caller decodes in Python) for anything the pipeline's own records never hold: a key or a list
@@ -1408,14 +1408,39 @@ static inline double ex_ln_guess(double m) {
     return (double)(e - 1023) * 0.6931471805599453 + ex_ln_table[(u >> 44) & 0xFF];
 }
 
-static inline int ex_bucket(ExAcc *a, double x) {
-    if (x == 0.0) { a->zeros++; return 0; }
-    int side = signbit(x) != 0;
-    double m = fabs(x);
-    const double *b = a->table->bounds;
-    Py_ssize_t top = a->table->top;
+/* Bucket-count tables (one per feature and sign, ``top + 1`` counts: 320 KiB for sketches' table)
+ * are kept zeroed for the next batch, a few of them, rather than allocated and faulted in for every
+ * batch: a batch touches a few pages of one, the allocation cost a millisecond. The GIL guards them. */
+#define EX_SPARE 32
+static int64_t *ex_spare[EX_SPARE];
+static Py_ssize_t ex_spare_top[EX_SPARE], ex_spares;
+
+static int64_t *ex_dense_take(Py_ssize_t top) {
+    for (Py_ssize_t i = ex_spares; i-- > 0;)
+        if (ex_spare_top[i] == top) {
+            int64_t *dense = ex_spare[i];
+            ex_spares--;
+            ex_spare[i] = ex_spare[ex_spares];
+            ex_spare_top[i] = ex_spare_top[ex_spares];
+            return dense;
+        }
+    return PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
+}
+
+static void ex_dense_give(int64_t *dense, Py_ssize_t top, Py_ssize_t lo, Py_ssize_t hi) {
+    if (!dense) return;
+    if (ex_spares == EX_SPARE) { PyMem_Free(dense); return; }
+    memset(dense + lo, 0, (size_t)(hi - lo + 1) * sizeof(int64_t));
+    ex_spare[ex_spares] = dense;
+    ex_spare_top[ex_spares++] = top;
+}
+
+/* The index in the bounds of the first bound >= m (m > 0, finite). */
+static inline Py_ssize_t ex_bucket_index(const ExBounds *t, double m) {
+    const double *b = t->bounds;
+    Py_ssize_t top = t->top;
     /* the key's ceil, within one: truncated (cheaper than ceil() without SSE4.1; set exactly below) */
-    double g = ex_ln_guess(m) * a->table->inv_log - a->table->low + 1.0;
+    double g = ex_ln_guess(m) * t->inv_log - t->low + 1.0;
     Py_ssize_t i = g < 1.0 ? 1 : g > (double)top ? top : (Py_ssize_t)g;
     i += b[i] < m; /* the guess is within one bucket: set without branches (b[top] is inf: i stays <= top) */
     i -= b[i - 1] >= m;
@@ -1423,9 +1448,13 @@ static inline int ex_bucket(ExAcc *a, double x) {
         while (i < top && b[i] < m) i++;
         while (i > 0 && b[i - 1] >= m) i--;
     }
+    return i;
+}
+
+static inline int ex_count(ExAcc *a, int side, Py_ssize_t i) {
     int64_t *dense = a->dense[side];
     if (__builtin_expect(!dense, 0)) {
-        dense = a->dense[side] = PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
+        dense = a->dense[side] = ex_dense_take(a->table->top);
         if (!dense) return -1;
         a->lo[side] = a->hi[side] = i;
     }
@@ -1436,7 +1465,13 @@ static inline int ex_bucket(ExAcc *a, double x) {
     return 0;
 }
 
-static inline int ex_acc_int(ExAcc *a, int64_t v) {
+static inline int ex_bucket(ExAcc *a, double x) {
+    if (x == 0.0) { a->zeros++; return 0; }
+    return ex_count(a, signbit(x) != 0, ex_bucket_index(a->table, fabs(x)));
+}
+
+/* The count, minimum, maximum and sums of one value (ex_acc_int without its bucket): the value as a double. */
+static inline double ex_sum_int(ExAcc *a, int64_t v) {
     if (!a->values || v < a->imin) a->imin = v;
     if (!a->values || v > a->imax) a->imax = v;
     a->values++;
@@ -1445,12 +1480,13 @@ static inline int ex_acc_int(ExAcc *a, int64_t v) {
     unsigned __int128 sq = (unsigned __int128)mag * mag, before = a->isq;
     a->isq += sq;
     a->isq_carry += a->isq < before;
-    return ex_bucket(a, (double)v);
+    return (double)v;
 }
 
-static inline int ex_acc_float(ExAcc *a, uint32_t bits) {
+/* ... of one float32 (its bits): the value as a double, NaN for NaN and the infinities (left out of every number). */
+static inline double ex_sum_float(ExAcc *a, uint32_t bits) {
     uint32_t field = (bits >> 23) & 0xFF;
-    if (field == 0xFF) return 0; /* NaN, infinities: left out of every number */
+    if (field == 0xFF) return NAN;
     float f;
     memcpy(&f, &bits, 4);
     if (!a->values || f < a->fmin) a->fmin = f;
@@ -1460,7 +1496,14 @@ static inline int ex_acc_float(ExAcc *a, uint32_t bits) {
     int e = field ? (int)field : 1;
     a->fsum[e] += (bits >> 31) ? -m : m;
     a->fsq[e] += (unsigned __int128)(m * m);
-    return ex_bucket(a, (double)f);
+    return (double)f;
+}
+
+static inline int ex_acc_int(ExAcc *a, int64_t v) { return ex_bucket(a, ex_sum_int(a, v)); }
+
+static inline int ex_acc_float(ExAcc *a, uint32_t bits) {
+    double x = ex_sum_float(a, bits);
+    return isnan(x) ? 0 : ex_bucket(a, x);
 }
 
 /* acc += v << shift (little-endian uint64 limbs; the sum never passes EX_LIMBS limbs). */
@@ -1521,8 +1564,8 @@ static PyObject *ex_acc_result(ExAcc *a) {
 static void ex_acc_free(ExAcc *a) {
     PyMem_Free(a->fsum);
     PyMem_Free(a->fsq);
-    PyMem_Free(a->dense[0]);
-    PyMem_Free(a->dense[1]);
+    for (int side = 0; side < 2; side++)
+        if (a->dense[side]) ex_dense_give(a->dense[side], a->table->top, a->lo[side], a->hi[side]);
 }
 
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
@@ -1597,8 +1640,8 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
 
 /* One Example [pos, end) as record ``r`` of ``n``: 1, 0 refused, -1 no memory. */
 static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExName *names, const uint8_t *kinds,
-                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t r, Py_ssize_t n, Py_ssize_t *hint,
-                     ExAcc *acc) {
+                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t *next, ExAcc *acc) {
+    Py_ssize_t prev = k; /* the feature read last (k: none yet) */
     static const uint64_t list_tag[3] = {0x0A, 0x12, 0x1A};
     uint64_t tag;
     Py_ssize_t start, stop;
@@ -1615,12 +1658,15 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                 else return 0; /* a key or value given twice, or another field */
             }
             const uint8_t *kp = key < 0 ? (const uint8_t *)"" : b + key;
-            Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = *hint; /* entries mostly come in name order */
-            if (f >= k || names[f].n != kn || (kn && memcmp(names[f].p, kp, (size_t)kn)))
+            /* a writer's records put their features in one order: the one that followed ``prev`` last */
+            Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = next[prev];
+            if (f < 0 || names[f].n != kn || (kn && memcmp(names[f].p, kp, (size_t)kn))) {
                 f = ex_lookup(names, k, kp, kn);
-            *hint = f + 1;
-            if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
-            if (lengths[f * n + r] >= 0) return 0; /* the key given twice: the decoder keeps the last */
+                if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
+                next[prev] = f;
+            }
+            prev = f;
+            if (lengths[f] >= 0) return 0; /* the key given twice: the decoder keeps the last */
             int64_t count = 0;
             if (value >= 0) {
                 int lists = 0;
@@ -1635,7 +1681,7 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                     if (ok != 1) return ok;
                 }
             }
-            lengths[f * n + r] = count;
+            lengths[f] = count;
         }
     }
     return 1;
@@ -1652,6 +1698,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     const uint64_t *ends = ends_buf.buf;
     const uint8_t *kinds = kinds_buf.buf, *b = blob.buf;
     ExName *names = NULL;
+    Py_ssize_t *next = NULL; /* by feature read last (k: none yet), the feature that followed it */
     JBuf *col = NULL;
     ExAcc *acc = NULL;
     ExBounds table = {NULL, 0, inv_log, (double)low};
@@ -1671,10 +1718,12 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
         goto done;
     }
     names = PyMem_Calloc((size_t)k + 1, sizeof(ExName));
+    next = PyMem_Malloc(((size_t)k + 1) * sizeof(Py_ssize_t));
     col = PyMem_Calloc((size_t)(2 * k + 1), sizeof(JBuf));
     acc = table.bounds ? PyMem_Calloc((size_t)k + 1, sizeof(ExAcc)) : NULL;
     lengths_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k * n));
-    if (!names || !col || !lengths_obj || (table.bounds && !acc)) { PyErr_NoMemory(); goto done; }
+    if (!names || !next || !col || !lengths_obj || (table.bounds && !acc)) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t f = 0; f <= k; f++) next[f] = -1;
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *name = PyTuple_GET_ITEM(names_obj, f);
         if (!PyBytes_Check(name) || kinds[f] > 2) {
@@ -1709,8 +1758,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     uint64_t prev = 0;
     for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
         if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
-        Py_ssize_t hint = 0;
-        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths, r, n, &hint,
+        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths + r * k, next,
                        acc);
     }
     if (ok < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
@@ -1740,6 +1788,7 @@ done:
     PyMem_Free(acc);
     PyMem_Free(col);
     PyMem_Free(names);
+    PyMem_Free(next);
     Py_XDECREF(lengths_obj);
     if (bounds_buf.obj) PyBuffer_Release(&bounds_buf);
     PyBuffer_Release(&blob);
@@ -1772,18 +1821,31 @@ static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
         a.fsum = PyMem_Calloc(256, sizeof(int64_t));
         a.fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
         if (!a.fsum || !a.fsq) { PyErr_NoMemory(); goto done; }
-        const uint8_t *p = vals.buf;
-        for (Py_ssize_t i = 0; i < vals.len / 4; i++) {
-            uint32_t bits;
-            memcpy(&bits, p + 4 * i, 4);
-            if (ex_acc_float(&a, bits) < 0) { PyErr_NoMemory(); goto done; }
+    }
+    /* in blocks: the sums and every bucket's index first, then the counts. A count's address comes
+     * from the long computation of its index; counting as each index comes made every load of a
+     * count wait for the store before it (~3x the time a value). */
+    Py_ssize_t n = vals.len / (kind == 1 ? 4 : 8), index[256];
+    double x[256];
+    const uint8_t *p = vals.buf;
+    for (Py_ssize_t from = 0; from < n; from += 256) {
+        int m = n - from < 256 ? (int)(n - from) : 256;
+        for (int j = 0; j < m; j++) {
+            if (kind == 1) {
+                uint32_t bits;
+                memcpy(&bits, p + 4 * (from + j), 4);
+                x[j] = ex_sum_float(&a, bits);
+            } else {
+                int64_t v;
+                memcpy(&v, p + 8 * (from + j), 8);
+                x[j] = ex_sum_int(&a, v);
+            }
         }
-    } else {
-        const uint8_t *p = vals.buf;
-        for (Py_ssize_t i = 0; i < vals.len / 8; i++) {
-            int64_t v;
-            memcpy(&v, p + 8 * i, 8);
-            if (ex_acc_int(&a, v) < 0) { PyErr_NoMemory(); goto done; }
+        for (int j = 0; j < m; j++) /* -1: no bucket (zero, NaN, infinities) */
+            index[j] = x[j] == 0.0 || !isfinite(x[j]) ? -1 : ex_bucket_index(&table, fabs(x[j]));
+        for (int j = 0; j < m; j++) {
+            if (index[j] < 0) { a.zeros += x[j] == 0.0; continue; }
+            if (ex_count(&a, signbit(x[j]) != 0, index[j]) < 0) { PyErr_NoMemory(); goto done; }
         }
     }
     result = ex_acc_result(&a);
@@ -1794,11 +1856,30 @@ done:
     return result;
 }
 
-/* The distinct-count sketch's hash of one value: the length and seed mixed in first, then each
- * 8-byte little-endian word (the last one zero-padded, always taken) through fmix64 (MurmurHash3's
+/* The distinct-count sketch's hash of one value: the length and seed mixed in first; a value of 32
+ * bytes or more then runs its 32-byte blocks through four independent lanes (xxHash64's round: a
+ * text's bytes at several GB/s, not one dependent finalizer per word), folded in one by one; then each
+ * 8-byte little-endian word left (the last one zero-padded, always taken) through fmix64 (MurmurHash3's
  * finalizer, a bijection with full avalanche): ~5 ns for a short id, a quarter of BLAKE2b's. */
+#define XXH_P1 0x9E3779B185EBCA87ULL
+#define XXH_P2 0xC2B2AE3D27D4EB4FULL
+static inline uint64_t xxh_round(uint64_t acc, uint64_t w) {
+    acc += w * XXH_P2;
+    return ((acc << 31) | (acc >> 33)) * XXH_P1;
+}
+
 static uint64_t value_hash(const uint8_t *p, size_t n, uint64_t seed) {
     uint64_t h = fmix64(seed ^ 0x9E3779B97F4A7C15ULL ^ (uint64_t)n);
+    if (n >= 32) {
+        uint64_t v0 = h + XXH_P1 + XXH_P2, v1 = h + XXH_P2, v2 = h, v3 = h - XXH_P1;
+        for (; n >= 32; p += 32, n -= 32) {
+            v0 = xxh_round(v0, le64(p));
+            v1 = xxh_round(v1, le64(p + 8));
+            v2 = xxh_round(v2, le64(p + 16));
+            v3 = xxh_round(v3, le64(p + 24));
+        }
+        h = fmix64(fmix64(fmix64(fmix64(h ^ v0) ^ v1) ^ v2) ^ v3);
+    }
     for (; n >= 8; p += 8, n -= 8) h = fmix64(h ^ le64(p));
     uint64_t w = 0;
     for (size_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);

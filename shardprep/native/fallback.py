@@ -329,9 +329,24 @@ def _fmix64(x: int) -> int:
     return x ^ (x >> 33)
 
 
+_P1, _P2, _MASK = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0xFFFFFFFFFFFFFFFF
+
+
+def _xxh_round(acc: int, word: int) -> int:
+    acc = (acc + word * _P2) & _MASK
+    return (((acc << 31) | (acc >> 33)) & _MASK) * _P1 & _MASK
+
+
 def _value_hash(value: bytes, seed: int) -> int:
-    h = _fmix64((seed ^ 0x9E3779B97F4A7C15 ^ len(value)) & 0xFFFFFFFFFFFFFFFF)
+    h = _fmix64((seed ^ 0x9E3779B97F4A7C15 ^ len(value)) & _MASK)
+    blocks = len(value) - len(value) % 32
+    if blocks:  # four lanes over the 32-byte blocks, folded in one by one
+        lanes = [(h + _P1 + _P2) & _MASK, (h + _P2) & _MASK, h, (h - _P1) & _MASK]
+        for i in range(0, blocks, 32):
+            lanes = [_xxh_round(v, int.from_bytes(value[i + 8 * j:i + 8 * j + 8], "little")) for j, v in enumerate(lanes)]
+        for v in lanes:
+            h = _fmix64(h ^ v)
     full = len(value) - len(value) % 8
-    for i in range(0, full, 8):
+    for i in range(blocks, full, 8):
         h = _fmix64(h ^ int.from_bytes(value[i:i + 8], "little"))
     return _fmix64(h ^ int.from_bytes(value[full:], "little"))
