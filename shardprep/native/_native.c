@@ -1379,18 +1379,60 @@ static Py_ssize_t ex_lookup(const ExName *names, Py_ssize_t k, const uint8_t *ke
  * where values fall. */
 #define EX_LIMBS 11 /* 704 bits: a float32 square (48 bits) shifted by up to 506, summed over < 2**64 values */
 
-typedef struct { const double *bounds; Py_ssize_t top; double inv_log, low; } ExBounds; /* low: the key of bounds[0] */
-
 typedef struct {
-    const ExBounds *table;    /* the bucket bounds */
-    int kind;                 /* 1 float32, 2 int64 */
-    int64_t values, zeros;    /* finite values; zeros among them */
+    const double *bounds;
+    Py_ssize_t top;
+    double inv_log, low;  /* low: the key of bounds[0] */
+    const int32_t *slice; /* ex_slices' table for these bounds (NULL: none) */
+} ExBounds;
+
+/* A magnitude's slice: its double's exponent and first 8 significand bits, for the exponents from
+ * float32's least subnormal (2**-149) to int64's largest (2**63). A slice is narrower (1/256) than the
+ * gap between two bounds (sketches' gamma: 2%), so its values fall in the bucket of its lowest one or
+ * the next: a table of the first bound >= each slice's lowest value, and one comparison. */
+#define EX_SLICE_E0 (1023 - 149)
+#define EX_SLICES ((63 + 149 + 1) * 256)
+static int32_t *ex_slice_table;
+static double ex_slice_of[4]; /* the bounds it was built for: top, inv_log, low, bounds[0] */
+
+/* The slice table of ``t``'s bounds, built on first use (and again for other bounds), or NULL (no
+ * memory, or bounds too close together for it: the guess in ex_bucket_index serves). */
+static const int32_t *ex_slices(const ExBounds *t) {
+    double of[4] = {(double)t->top, t->inv_log, t->low, t->bounds[0]};
+    if (ex_slice_table && !memcmp(of, ex_slice_of, sizeof of)) return ex_slice_table;
+    if (t->inv_log > 255.0) return NULL; /* gaps under 1/256: two bounds could share a slice */
+    int32_t *table = ex_slice_table ? ex_slice_table : PyMem_Malloc(EX_SLICES * sizeof(int32_t));
+    if (!table) return NULL;
+    ex_slice_table = NULL;
+    Py_ssize_t i = 0;
+    for (int64_t k = 0; k < EX_SLICES; k++) {
+        uint64_t u = (uint64_t)(EX_SLICE_E0 * 256 + k) << 44;
+        double lowest;
+        memcpy(&lowest, &u, 8);
+        while (i < t->top && t->bounds[i] < lowest) i++;
+        table[k] = (int32_t)i;
+    }
+    ex_slice_table = table;
+    memcpy(ex_slice_of, of, sizeof of);
+    return table;
+}
+
+typedef struct {             /* a number feature's count, extremes and sums (a caller's local: kept in registers) */
+    int64_t values;           /* finite values */
     int64_t imin, imax;
     float fmin, fmax;
     unsigned __int128 ipos, ineg, isq; /* int64: sums of v >= 0, of |v| for v < 0, of v**2 (low 128 bits) */
     uint64_t isq_carry;                /* and its carries past 2**128 */
+} ExSums;
+
+typedef struct {
+    const ExBounds *table;    /* the bucket bounds */
+    int kind;                 /* 1 float32, 2 int64 */
+    int64_t zeros;            /* zeros among the finite values */
+    ExSums sums;
     int64_t *fsum;            /* float32: [256] signed sums of M per exponent field */
-    unsigned __int128 *fsq;   /* [256] sums of M**2 */
+    uint64_t *fsq;            /* [2 * 256] sums of M**2: low and high words (two 64-bit adds: a
+                                 128-bit one stalled every next value of the exponent) */
     int64_t *dense[2];        /* bucket counts by bound index: [0] positive, [1] negative (NULL until used) */
     Py_ssize_t lo[2], hi[2];  /* the indices used: [lo, hi] */
 } ExAcc;
@@ -1439,6 +1481,13 @@ static void ex_dense_give(int64_t *dense, Py_ssize_t top, Py_ssize_t lo, Py_ssiz
 static inline Py_ssize_t ex_bucket_index(const ExBounds *t, double m) {
     const double *b = t->bounds;
     Py_ssize_t top = t->top;
+    uint64_t u;
+    memcpy(&u, &m, 8);
+    uint64_t slice = (u >> 44) - (uint64_t)EX_SLICE_E0 * 256;
+    if (t->slice && slice < EX_SLICES) {
+        Py_ssize_t i = t->slice[slice];
+        return i + (b[i] < m);
+    }
     /* the key's ceil, within one: truncated (cheaper than ceil() without SSE4.1; set exactly below) */
     double g = ex_ln_guess(m) * t->inv_log - t->low + 1.0;
     Py_ssize_t i = g < 1.0 ? 1 : g > (double)top ? top : (Py_ssize_t)g;
@@ -1465,13 +1514,8 @@ static inline int ex_count(ExAcc *a, int side, Py_ssize_t i) {
     return 0;
 }
 
-static inline int ex_bucket(ExAcc *a, double x) {
-    if (x == 0.0) { a->zeros++; return 0; }
-    return ex_count(a, signbit(x) != 0, ex_bucket_index(a->table, fabs(x)));
-}
-
-/* The count, minimum, maximum and sums of one value (ex_acc_int without its bucket): the value as a double. */
-static inline double ex_sum_int(ExAcc *a, int64_t v) {
+/* The count, minimum, maximum and sums of one value: the value as a double, for its bucket (``ex_pend``). */
+static inline double ex_sum_int(ExSums *a, int64_t v) {
     if (!a->values || v < a->imin) a->imin = v;
     if (!a->values || v > a->imax) a->imax = v;
     a->values++;
@@ -1483,8 +1527,9 @@ static inline double ex_sum_int(ExAcc *a, int64_t v) {
     return (double)v;
 }
 
-/* ... of one float32 (its bits): the value as a double, NaN for NaN and the infinities (left out of every number). */
-static inline double ex_sum_float(ExAcc *a, uint32_t bits) {
+/* ... of one float32 (its bits; ``fsum``, ``fsq``: ExAcc's): the value as a double, NaN for NaN and the
+ * infinities (left out of every number). */
+static inline double ex_sum_float(ExSums *a, int64_t *fsum, uint64_t *fsq, uint32_t bits) {
     uint32_t field = (bits >> 23) & 0xFF;
     if (field == 0xFF) return NAN;
     float f;
@@ -1494,16 +1539,41 @@ static inline double ex_sum_float(ExAcc *a, uint32_t bits) {
     a->values++;
     int64_t m = (int64_t)((bits & 0x7FFFFF) | (field ? 0x800000u : 0));
     int e = field ? (int)field : 1;
-    a->fsum[e] += (bits >> 31) ? -m : m;
-    a->fsq[e] += (unsigned __int128)(m * m);
+    fsum[e] += (bits >> 31) ? -m : m;
+    uint64_t sq = (uint64_t)(m * m), low = fsq[2 * e] + sq;
+    fsq[2 * e + 1] += low < sq;
+    fsq[2 * e] = low;
     return (double)f;
 }
 
-static inline int ex_acc_int(ExAcc *a, int64_t v) { return ex_bucket(a, ex_sum_int(a, v)); }
+/* Values summed but not yet counted in their buckets: counted a block at a time, every bucket's
+ * index first, then the counts. A count's address comes from the long computation of its index;
+ * counting each value as it came made every later load wait for that store (~2x the time a value). */
+#define EX_BLOCK 256
+typedef struct {
+    int n;
+    ExAcc *acc[EX_BLOCK];
+    double x[EX_BLOCK];
+} ExPending;
 
-static inline int ex_acc_float(ExAcc *a, uint32_t bits) {
-    double x = ex_sum_float(a, bits);
-    return isnan(x) ? 0 : ex_bucket(a, x);
+static int ex_count_pending(ExPending *p) {
+    Py_ssize_t index[EX_BLOCK];
+    for (int j = 0; j < p->n; j++) /* -1: a zero */
+        index[j] = p->x[j] == 0.0 ? -1 : ex_bucket_index(p->acc[j]->table, fabs(p->x[j]));
+    for (int j = 0; j < p->n; j++) {
+        if (index[j] < 0) p->acc[j]->zeros++;
+        else if (ex_count(p->acc[j], signbit(p->x[j]) != 0, index[j]) < 0) return -1;
+    }
+    p->n = 0;
+    return 0;
+}
+
+/* ``x`` (ex_sum_int / ex_sum_float's value; NaN: none) into ``acc``'s buckets, now or with its block. */
+static inline int ex_pend(ExPending *p, ExAcc *acc, double x) {
+    if (isnan(x)) return 0;
+    p->acc[p->n] = acc;
+    p->x[p->n] = x;
+    return ++p->n == EX_BLOCK ? ex_count_pending(p) : 0;
 }
 
 /* acc += v << shift (little-endian uint64 limbs; the sum never passes EX_LIMBS limbs). */
@@ -1529,20 +1599,21 @@ static PyObject *ex_acc_result(ExAcc *a) {
     uint64_t pos[EX_LIMBS] = {0}, neg[EX_LIMBS] = {0}, sq[EX_LIMBS] = {0};
     PyObject *lo = NULL, *hi = NULL;
     if (a->kind == 2) {
-        ex_add_shifted(pos, a->ipos, 0);
-        ex_add_shifted(neg, a->ineg, 0);
-        ex_add_shifted(sq, a->isq, 0);
-        ex_add_shifted(sq, a->isq_carry, 128);
-        if (a->values) { lo = PyLong_FromLongLong(a->imin); hi = PyLong_FromLongLong(a->imax); }
+        ex_add_shifted(pos, a->sums.ipos, 0);
+        ex_add_shifted(neg, a->sums.ineg, 0);
+        ex_add_shifted(sq, a->sums.isq, 0);
+        ex_add_shifted(sq, a->sums.isq_carry, 128);
+        if (a->sums.values) { lo = PyLong_FromLongLong(a->sums.imin); hi = PyLong_FromLongLong(a->sums.imax); }
     } else {
         for (int e = 1; e < 255; e++) {
             if (a->fsum[e] > 0) ex_add_shifted(pos, (unsigned __int128)a->fsum[e], e - 1);
             else if (a->fsum[e] < 0) ex_add_shifted(neg, (unsigned __int128)(-(a->fsum[e] + 1)) + 1, e - 1);
-            if (a->fsq[e]) ex_add_shifted(sq, a->fsq[e], 2 * (e - 1));
+            unsigned __int128 squares = (unsigned __int128)a->fsq[2 * e + 1] << 64 | a->fsq[2 * e];
+            if (squares) ex_add_shifted(sq, squares, 2 * (e - 1));
         }
-        if (a->values) { lo = PyFloat_FromDouble((double)a->fmin + 0.0); hi = PyFloat_FromDouble((double)a->fmax + 0.0); }
+        if (a->sums.values) { lo = PyFloat_FromDouble((double)a->sums.fmin + 0.0); hi = PyFloat_FromDouble((double)a->sums.fmax + 0.0); }
     }
-    if (!a->values) { lo = Py_None; hi = Py_None; Py_INCREF(lo); Py_INCREF(hi); }
+    if (!a->sums.values) { lo = Py_None; hi = Py_None; Py_INCREF(lo); Py_INCREF(hi); }
     PyObject *buckets[2] = {NULL, NULL};
     for (int side = 0; side < 2; side++) {
         Py_ssize_t from = a->dense[side] ? a->lo[side] : 0, size = a->dense[side] ? a->hi[side] - from + 1 : 0;
@@ -1551,7 +1622,7 @@ static PyObject *ex_acc_result(ExAcc *a) {
     }
     PyObject *out = NULL;
     if (lo && hi && buckets[0] && buckets[1])
-        out = Py_BuildValue("(LOOy#y#y#LOO)", (long long)a->values, lo, hi, (const char *)pos, (Py_ssize_t)sizeof pos,
+        out = Py_BuildValue("(LOOy#y#y#LOO)", (long long)a->sums.values, lo, hi, (const char *)pos, (Py_ssize_t)sizeof pos,
                             (const char *)neg, (Py_ssize_t)sizeof neg, (const char *)sq, (Py_ssize_t)sizeof sq,
                             (long long)a->zeros, buckets[0], buckets[1]);
     Py_XDECREF(lo);
@@ -1571,7 +1642,7 @@ static void ex_acc_free(ExAcc *a) {
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
  * refused, -1 no memory; *count: its number of values. */
 static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t end, JBuf *vals, JBuf *offs,
-                     int64_t *count, ExAcc *acc) {
+                     int64_t *count, ExAcc *acc, ExPending *pending) {
     uint64_t tag;
     Py_ssize_t start, stop;
     while (pos < end) {
@@ -1599,7 +1670,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
             }
             if (acc) { /* summed as read (little-endian bytes, whatever the machine) */
                 for (Py_ssize_t i = 0; i < m; i++)
-                    if (ex_acc_float(acc, le32(b + from + 4 * i)) < 0) return -1;
+                    if (ex_pend(pending, acc, ex_sum_float(&acc->sums, acc->fsum, acc->fsq, le32(b + from + 4 * i))) < 0) return -1;
                 *count += m;
                 continue;
             }
@@ -1622,7 +1693,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
                 int wide;
                 if (!ex_varint(b, &i, stop_at, &x, &wide)) return 0;
                 if (acc) {
-                    if (ex_acc_int(acc, (int64_t)x) < 0) return -1;
+                    if (ex_pend(pending, acc, ex_sum_int(&acc->sums, (int64_t)x)) < 0) return -1;
                     (*count)++;
                     continue;
                 }
@@ -1640,7 +1711,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
 
 /* One Example [pos, end) as record ``r`` of ``n``: 1, 0 refused, -1 no memory. */
 static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExName *names, const uint8_t *kinds,
-                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t *next, ExAcc *acc) {
+                     Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t *next, ExAcc *acc, ExPending *pending) {
     Py_ssize_t prev = k; /* the feature read last (k: none yet) */
     static const uint64_t list_tag[3] = {0x0A, 0x12, 0x1A};
     uint64_t tag;
@@ -1677,7 +1748,8 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                         if (hi > lo) return 0;
                         continue;
                     }
-                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count, acc && kinds[f] ? acc + f : NULL);
+                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count, acc && kinds[f] ? acc + f : NULL,
+                                       pending);
                     if (ok != 1) return ok;
                 }
             }
@@ -1699,9 +1771,10 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     const uint8_t *kinds = kinds_buf.buf, *b = blob.buf;
     ExName *names = NULL;
     Py_ssize_t *next = NULL; /* by feature read last (k: none yet), the feature that followed it */
+    ExPending pending = {0};
     JBuf *col = NULL;
     ExAcc *acc = NULL;
-    ExBounds table = {NULL, 0, inv_log, (double)low};
+    ExBounds table = {NULL, 0, inv_log, (double)low, NULL};
     PyObject *lengths_obj = NULL;
     int ok = 1;
     if (bounds_obj != Py_None) {
@@ -1712,6 +1785,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
         }
         table.bounds = bounds_buf.buf;
         table.top = bounds_buf.len / 8 - 1;
+        table.slice = ex_slices(&table);
     }
     if (kinds_buf.len != k || ends_buf.len % 8) {
         PyErr_SetString(PyExc_ValueError, "example_columns: one kind per name, uint64 ends");
@@ -1741,7 +1815,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
             acc[f].kind = kinds[f];
             if (kinds[f] == 1) {
                 acc[f].fsum = PyMem_Calloc(256, sizeof(int64_t));
-                acc[f].fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
+                acc[f].fsq = PyMem_Calloc(2 * 256, sizeof(uint64_t));
                 if (!acc[f].fsum || !acc[f].fsq) { ok = -1; break; }
             }
             continue;
@@ -1759,8 +1833,9 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
         if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
         ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths + r * k, next,
-                       acc);
+                       acc, &pending);
     }
+    if (ok == 1 && ex_count_pending(&pending) < 0) ok = -1;
     if (ok < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
     PyObject *columns = PyList_New(k);
@@ -1807,7 +1882,7 @@ static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
     Py_ssize_t low;
     if (!PyArg_ParseTuple(args, "y*iy*dn", &vals, &kind, &bounds, &inv_log, &low)) return NULL;
     PyObject *result = NULL;
-    ExBounds table = {bounds.buf, bounds.len / 8 - 1, inv_log, (double)low};
+    ExBounds table = {bounds.buf, bounds.len / 8 - 1, inv_log, (double)low, NULL};
     ExAcc a;
     memset(&a, 0, sizeof a);
     a.table = &table;
@@ -1817,37 +1892,30 @@ static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "sum_numbers: kind 1 (float32) or 2 (int64), float64 bounds, inv_log > 0");
         goto done;
     }
+    table.slice = ex_slices(&table);
     if (kind == 1) {
         a.fsum = PyMem_Calloc(256, sizeof(int64_t));
-        a.fsq = PyMem_Calloc(256, sizeof(unsigned __int128));
+        a.fsq = PyMem_Calloc(2 * 256, sizeof(uint64_t));
         if (!a.fsum || !a.fsq) { PyErr_NoMemory(); goto done; }
     }
-    /* in blocks: the sums and every bucket's index first, then the counts. A count's address comes
-     * from the long computation of its index; counting as each index comes made every load of a
-     * count wait for the store before it (~3x the time a value). */
-    Py_ssize_t n = vals.len / (kind == 1 ? 4 : 8), index[256];
-    double x[256];
+    ExPending pending = {0};
+    ExSums sums = {0}; /* summed in registers, then stored */
     const uint8_t *p = vals.buf;
-    for (Py_ssize_t from = 0; from < n; from += 256) {
-        int m = n - from < 256 ? (int)(n - from) : 256;
-        for (int j = 0; j < m; j++) {
-            if (kind == 1) {
-                uint32_t bits;
-                memcpy(&bits, p + 4 * (from + j), 4);
-                x[j] = ex_sum_float(&a, bits);
-            } else {
-                int64_t v;
-                memcpy(&v, p + 8 * (from + j), 8);
-                x[j] = ex_sum_int(&a, v);
-            }
+    for (Py_ssize_t i = 0, n = vals.len / (kind == 1 ? 4 : 8); i < n; i++) {
+        double x;
+        if (kind == 1) {
+            uint32_t bits;
+            memcpy(&bits, p + 4 * i, 4);
+            x = ex_sum_float(&sums, a.fsum, a.fsq, bits);
+        } else {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            x = ex_sum_int(&sums, v);
         }
-        for (int j = 0; j < m; j++) /* -1: no bucket (zero, NaN, infinities) */
-            index[j] = x[j] == 0.0 || !isfinite(x[j]) ? -1 : ex_bucket_index(&table, fabs(x[j]));
-        for (int j = 0; j < m; j++) {
-            if (index[j] < 0) { a.zeros += x[j] == 0.0; continue; }
-            if (ex_count(&a, signbit(x[j]) != 0, index[j]) < 0) { PyErr_NoMemory(); goto done; }
-        }
+        if (ex_pend(&pending, &a, x) < 0) { PyErr_NoMemory(); goto done; }
     }
+    a.sums = sums;
+    if (ex_count_pending(&pending) < 0) { PyErr_NoMemory(); goto done; }
     result = ex_acc_result(&a);
 done:
     ex_acc_free(&a);
