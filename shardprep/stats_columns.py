@@ -30,7 +30,8 @@ from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
-__all__ = ["FRAMED_BATCH", "MAX_SUMMED", "Column", "Summed", "add", "add_framed", "from_columnar", "from_examples", "select"]
+__all__ = ["FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed", "add", "add_framed", "from_columnar", "from_examples",
+           "select", "sketched_strings"]
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -40,6 +41,16 @@ class Column:
 
     values: Any
     lengths: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hashed:
+    """A string feature's batch as ``native.example_columns`` gives it where its statistics keep only
+    the distinct-count sketch (its partial is capped): each value's hash and its end offset as if its
+    bytes were there (their sizes), no bytes copied."""
+
+    hashes: np.ndarray  # uint64, ``distinct.column_hashes``' own
+    offsets: np.ndarray  # int64, len + 1, from 0
 
 
 def _binary(offsets: np.ndarray, data: Any) -> pa.Array:
@@ -88,25 +99,28 @@ MAX_SUMMED = 64  # number features summed by the compiled reader while reading (
 
 
 def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[str, FeatureSpec],
-                  summed: bool = True) -> dict[str, Column] | None:
+                  summed: bool = True, hashed: frozenset[str] = frozenset()) -> dict[str, Column] | None:
     """The columns of a framed batch of Examples (``native.example_columns``), or None where it
     declines (then ``stats.batch_stats`` decodes the records). With ``summed`` (and at most
-    ``MAX_SUMMED`` number features), number features come already summed (``Summed``)."""
+    ``MAX_SUMMED`` number features), number features come already summed (``Summed``); the string
+    features named in ``hashed`` come as their hashes (``Hashed``)."""
     names = sorted(features, key=lambda name: name.encode("utf-8"))
-    kinds = bytes(native.kind_of(features[name].dtype) for name in names)
-    numbers = sum(1 for kind in kinds if kind)
+    kinds = bytes(3 if name in hashed else native.kind_of(features[name].dtype) for name in names)
+    numbers = sum(1 for kind in kinds if kind in (1, 2))
     extra = BUCKET_TABLE if summed and 0 < numbers <= MAX_SUMMED else ()
     got = native.example_columns(blob, np.ascontiguousarray(ends, np.uint64),
                                  tuple(name.encode("utf-8") for name in names), kinds, *extra)
     if got is None:
         return None
-    lengths = np.frombuffer(got[0], np.int64).reshape(len(ends), len(names)).T.copy()  # [feature][record]
+    lengths = np.frombuffer(got[0], np.int64).reshape(len(ends), len(names)).T  # [feature][record]: views
     out = {}
     for f, (name, values) in enumerate(zip(names, got[1])):
         dtype = features[name].dtype
-        if dtype == "string":
+        if name in hashed:
+            column: Any = Hashed(np.frombuffer(values[0], np.uint64), np.frombuffer(values[1], np.int64))
+        elif dtype == "string":
             data, offsets = values
-            column: Any = _binary(np.frombuffer(offsets, np.int64), data)
+            column = _binary(np.frombuffer(offsets, np.int64), data)
         elif extra:
             column = _summed_of(values)
         else:
@@ -124,12 +138,18 @@ def add_framed(into: MutableMapping[str, stats.FeatureStats], blob: bytes | byte
         start = int(ends[lo - 1]) if lo else 0
         part = np.asarray(ends[lo:lo + FRAMED_BATCH], np.uint64) - np.uint64(start)
         piece = view[start:int(ends[min(lo + FRAMED_BATCH, len(ends)) - 1])]
-        columns = from_examples(piece, part, features)
+        columns = from_examples(piece, part, features, hashed=sketched_strings(into, features))
         if columns is not None:
             add(into, columns, features, len(part))
             continue
         starts = [0, *part[:-1].tolist()]
         stats.merge(into, stats.batch_stats([piece[a + 12:b - 4] for a, b in zip(starts, part.tolist())], features))
+
+
+def sketched_strings(into: Mapping[str, stats.FeatureStats], features: Mapping[str, FeatureSpec]) -> frozenset[str]:
+    """The string features whose partial in ``into`` keeps only the distinct-count sketch (capped):
+    a batch needs their values' hashes only (``Hashed``)."""
+    return frozenset(name for name, s in into.items() if features[name].dtype == "string" and s.counts is None)
 
 
 def select(columns: Mapping[str, Column], keep: np.ndarray) -> dict[str, Column]:
@@ -205,6 +225,9 @@ def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | No
     if lengths is None:
         s.count = n
         have = np.ones(n, np.int64) if spec.shape != () else None
+    elif spec.shape == ():  # a count is all a scalar needs
+        s.count = int(np.count_nonzero(lengths >= 0))
+        s.missing = n - s.count
     else:
         have = lengths[lengths >= 0]
         s.count = int(have.size)
@@ -216,17 +239,22 @@ def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | No
             s.lengths = LogSketch.of_counts(s.lengths)
 
 
-def _strings(s: stats.FeatureStats, values: pa.Array, capped: bool) -> None:
+def _strings(s: stats.FeatureStats, values: pa.Array | Hashed, capped: bool) -> None:
     """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog)."""
-    if not len(values):
+    if isinstance(values, Hashed):
+        offsets = values.offsets
+    elif len(values):
+        wide = values.type == pa.large_binary() or values.type == pa.large_string()
+        offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
+    else:
         return
-    wide = values.type == pa.large_binary() or values.type == pa.large_string()
-    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
+    if len(offsets) < 2:
+        return
     sizes = np.diff(offsets)
     s.strings = int(sizes.size)
     s.bytes_total, s.bytes_min, s.bytes_max = int(sizes.sum()), int(sizes.min()), int(sizes.max())
-    if capped:  # the partial holds no counts any more: the batch's values straight to the sketch
-        s.counts, s.hll = None, HyperLogLog.of_hashes(binary_hashes(values))
+    if capped or isinstance(values, Hashed):  # the partial holds no counts any more: the values straight to the sketch
+        s.counts, s.hll = None, HyperLogLog.of_hashes(values.hashes if isinstance(values, Hashed) else binary_hashes(values))
         return
     s.counts = StringCounts.pending(values)  # counted with the partial's other parts, when they near the cap
     stats.cap(s)

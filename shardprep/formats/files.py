@@ -112,8 +112,7 @@ def detect_format(url: str) -> tuple[str, bool]:
 
 def _is_folder(url: str) -> bool:
     try:
-        filesystem, path = fs.filesystem(url)
-        return filesystem.isdir(path)
+        return fs.isdir(url)
     except (OSError, ValueError):
         return False
 

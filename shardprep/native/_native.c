@@ -1346,11 +1346,15 @@ static PyObject *py_decode_example(PyObject *self, PyObject *args) {
  * ``columns[f]``: the values back to back (float32 or int64, native order), for strings a pair
  * (data, int64 end offsets from 0). The values are those ``example.decoder`` reads. None (the
  * caller decodes in Python) for anything the pipeline's own records never hold: a key or a list
- * given twice, values of another kind than the schema's, bytes the decoder refuses.
+ * given twice, values of another kind than the schema's, bytes the decoder refuses. Kind 3: bytes
+ * given as their ``hash_values`` (uint64, seed 0) instead of their data, with the same offsets (a
+ * string feature whose statistics keep only the distinct-count sketch: no copy of its bytes).
  * example_columns(blob, ends, names, kinds, bounds, inv_log, low): the same, but each number feature's
  * ``columns[f]`` is its sums (``ex_acc_result``, below) instead of its values. */
 
 typedef struct { const uint8_t *p; Py_ssize_t n; } ExName;
+
+static uint64_t value_hash(const uint8_t *p, size_t n, uint64_t seed); /* hash_values' (below) */
 
 static int ex_cmp(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t bn) {
     int c = (an && bn) ? memcmp(a, b, (size_t)(an < bn ? an : bn)) : 0;
@@ -1642,17 +1646,27 @@ static void ex_acc_free(ExAcc *a) {
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
  * refused, -1 no memory; *count: its number of values. */
 static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t end, JBuf *vals, JBuf *offs,
-                     int64_t *count, ExAcc *acc, ExPending *pending) {
+                     int64_t *count, int hashed, ExAcc *acc, ExPending *pending) {
     uint64_t tag;
     Py_ssize_t start, stop;
     while (pos < end) {
         if (!ex_field(b, &pos, end, &tag, &start, &stop)) return 0;
         if (kind == 0x0A) {
             if (tag != 0x0A) return 0;
-            if (jbuf_reserve(vals, stop - start) < 0 || jbuf_reserve(offs, 8) < 0) return -1;
-            memcpy(JBUF_END(vals), b + start, (size_t)(stop - start));
-            vals->len += stop - start;
-            int64_t at = (int64_t)vals->len;
+            int64_t at;
+            if (hashed) { /* its hash, and its end where its data would have been */
+                if (jbuf_reserve(vals, 8) < 0 || jbuf_reserve(offs, 8) < 0) return -1;
+                uint64_t h = value_hash(b + start, (size_t)(stop - start), 0);
+                memcpy(JBUF_END(vals), &h, 8);
+                vals->len += 8;
+                memcpy(&at, JBUF_END(offs) - 8, 8);
+                at += stop - start;
+            } else {
+                if (jbuf_reserve(vals, stop - start) < 0 || jbuf_reserve(offs, 8) < 0) return -1;
+                memcpy(JBUF_END(vals), b + start, (size_t)(stop - start));
+                vals->len += stop - start;
+                at = (int64_t)vals->len;
+            }
             memcpy(JBUF_END(offs), &at, 8);
             offs->len += 8;
             (*count)++;
@@ -1713,7 +1727,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
 static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExName *names, const uint8_t *kinds,
                      Py_ssize_t k, JBuf *col, int64_t *lengths, Py_ssize_t *next, ExAcc *acc, ExPending *pending) {
     Py_ssize_t prev = k; /* the feature read last (k: none yet) */
-    static const uint64_t list_tag[3] = {0x0A, 0x12, 0x1A};
+    static const uint64_t list_tag[4] = {0x0A, 0x12, 0x1A, 0x0A};
     uint64_t tag;
     Py_ssize_t start, stop;
     while (pos < end) {
@@ -1748,7 +1762,8 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
                         if (hi > lo) return 0;
                         continue;
                     }
-                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count, acc && kinds[f] ? acc + f : NULL,
+                    int ok = ex_values(b, tag, lo, hi, col + 2 * f, col + 2 * f + 1, &count, kinds[f] == 3,
+                                       acc && (kinds[f] == 1 || kinds[f] == 2) ? acc + f : NULL,
                                        pending);
                     if (ok != 1) return ok;
                 }
@@ -1800,8 +1815,8 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     for (Py_ssize_t f = 0; f <= k; f++) next[f] = -1;
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *name = PyTuple_GET_ITEM(names_obj, f);
-        if (!PyBytes_Check(name) || kinds[f] > 2) {
-            PyErr_SetString(PyExc_ValueError, "example_columns: names are bytes, kinds 0, 1 or 2");
+        if (!PyBytes_Check(name) || kinds[f] > 3) {
+            PyErr_SetString(PyExc_ValueError, "example_columns: names are bytes, kinds 0, 1, 2 or 3");
             goto done;
         }
         names[f].p = (const uint8_t *)PyBytes_AS_STRING(name);
@@ -1810,7 +1825,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "example_columns: names not in strictly ascending order");
             goto done;
         }
-        if (acc && kinds[f]) { /* summed as read: no column */
+        if (acc && (kinds[f] == 1 || kinds[f] == 2)) { /* summed as read: no column */
             acc[f].table = &table;
             acc[f].kind = kinds[f];
             if (kinds[f] == 1) {
@@ -1821,7 +1836,7 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
             continue;
         }
         if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : 8 * n) < 0) { ok = -1; break; } /* a value each */
-        if (!kinds[f]) { /* string offsets start with 0 */
+        if (!kinds[f] || kinds[f] == 3) { /* string offsets start with 0 */
             if (jbuf_reserve(col + 2 * f + 1, 8 * (n + 1)) < 0) { ok = -1; break; }
             memset(JBUF_END(col + 2 * f + 1), 0, 8);
             col[2 * f + 1].len = 8;
@@ -1842,11 +1857,11 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
     if (!columns) goto done;
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *item;
-        if (acc && kinds[f]) {
+        if (acc && (kinds[f] == 1 || kinds[f] == 2)) {
             item = ex_acc_result(acc + f);
         } else {
             item = jbuf_take(col + 2 * f);
-            if (item && !kinds[f]) {
+            if (item && (!kinds[f] || kinds[f] == 3)) {
                 PyObject *offs = jbuf_take(col + 2 * f + 1);
                 item = offs ? Py_BuildValue("(NN)", item, offs) : (Py_DECREF(item), NULL);
             }

@@ -80,8 +80,7 @@ def write_documents(url: str, parts: Sequence[bytes]) -> int:
 
 def move(url: str, to: str) -> None:
     """A unit's file written under its part's name (``write_documents``) renamed to ``to``."""
-    filesystem, path = fs.filesystem(url)
-    filesystem.mv(path, fs.filesystem(to)[1])
+    fs.rename(url, to)
 
 
 def _packed(buf: bytes) -> PackedDocument:

@@ -112,19 +112,21 @@ def _sketch_state(sketch: sketches.LogSketch | None) -> list | None:
 def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summed):
     """Records as Examples (TFRecord input, the per-record encoder's rows): ``native.example_columns``
     + numpy give what the Python decoder gives, batch by batch and merged, with and without the
-    switches from exact counts to sketches, and with the numbers summed while read (``Summed``) or
-    copied out as values."""
+    switches from exact counts to sketches (then a capped string feature comes as its hashes,
+    ``Hashed``), and with the numbers summed while read (``Summed``) or copied out as values."""
     rng = random.Random(seed)
     encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
     records = [encode(r) for r in _wild_rows(n, rng)]
-    cuts = sorted(rng.sample(range(n + 1), min(n + 1, 3)))
+    cuts = sorted(rng.sample(range(n + 1), min(n + 1, 7)))  # batches after the cap: hashed strings
     with _small_caps() if caps else contextlib.nullcontext():
         compiled: dict = {}
         for a, b in zip([0, *cuts], [*cuts, n]):
             blob, ends = _framed(records[a:b])
-            columns = stats_columns.from_examples(blob, ends, WIDE, summed=summed)
+            hashed = stats_columns.sketched_strings(compiled, WIDE)
+            columns = stats_columns.from_examples(blob, ends, WIDE, summed=summed, hashed=hashed)
             assert columns is not None
             assert isinstance(columns["x"].values, stats_columns.Summed) == summed
+            assert {name for name, c in columns.items() if isinstance(c.values, stats_columns.Hashed)} == hashed
             stats_columns.add(compiled, columns, WIDE, b - a)
         assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
 

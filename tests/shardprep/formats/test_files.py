@@ -43,6 +43,21 @@ def test_local_wildcards_find_what_fsspec_finds(tmp_path_factory, files, links):
         assert fs.glob(f"{root}/{pattern}") == _fsspec(f"{root}/{pattern}"), pattern
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", ".h", "ab", "a.csv", "*", "**", "?", "a*", "*.csv", "[ab]", "[!a]*", "x?z",
+                                 "[]a]", "[a-c]*"]), min_size=1, max_size=4),
+       st.lists(st.sampled_from(["a", "b", ".h", "ab", "a.csv", "b.csv", "xyz", "]", "c1"]), min_size=1, max_size=5))
+def test_glob_match_is_fsspecs_rule(parts, names):
+    """``fs.glob_match`` (local wildcards without importing fsspec) against fsspec's own pattern, on the
+    paths a folder walk gives (no empty names: there fsspec's ``[!a]`` also matches a slash)."""
+    import re
+
+    from fsspec.utils import glob_translate
+
+    pattern, path = "/r/" + "/".join(parts), "/r/" + "/".join(names)
+    assert fs.glob_match(pattern.split("/"), path.split("/")) == bool(re.match(glob_translate(pattern), path))
+
+
 def test_a_link_loop_is_never_walked_and_a_relative_pattern_works(tmp_path, monkeypatch):
     _tree(tmp_path, ["d/a.csv", "d/e/b.csv"], [("d/e/up", ".."), ("d/e/again", "../../d")])
     monkeypatch.chdir(tmp_path)
