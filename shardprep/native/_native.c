@@ -1361,6 +1361,14 @@ static int ex_cmp(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t 
     return c ? c : (an > bn) - (an < bn);
 }
 
+/* a == b over n bytes: a loop for a short name (a call to memcmp cost more than the compare) */
+static inline int ex_same(const uint8_t *a, const uint8_t *b, Py_ssize_t n) {
+    if (n > 16) return !memcmp(a, b, (size_t)n);
+    uint8_t d = 0;
+    for (Py_ssize_t i = 0; i < n; i++) d |= a[i] ^ b[i];
+    return !d;
+}
+
 static Py_ssize_t ex_lookup(const ExName *names, Py_ssize_t k, const uint8_t *key, Py_ssize_t len) {
     Py_ssize_t lo = 0, hi = k;
     while (lo < hi) {
@@ -1745,7 +1753,7 @@ static int ex_record(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, const ExN
             const uint8_t *kp = key < 0 ? (const uint8_t *)"" : b + key;
             /* a writer's records put their features in one order: the one that followed ``prev`` last */
             Py_ssize_t kn = key < 0 ? 0 : key_end - key, f = next[prev];
-            if (f < 0 || names[f].n != kn || (kn && memcmp(names[f].p, kp, (size_t)kn))) {
+            if (f < 0 || names[f].n != kn || !ex_same(names[f].p, kp, kn)) {
                 f = ex_lookup(names, k, kp, kn);
                 if (f < 0) continue; /* a feature outside the schema (--extra-fields ignore never keeps one) */
                 next[prev] = f;
