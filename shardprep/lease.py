@@ -1,6 +1,6 @@
 """The output lease: one run at a time owns a data set folder, from its start to the end of its clean-up.
 
-``DIR/_lease.json`` is created only if absent (``fs.create_exclusive``: a hard link locally and on
+``DIR/_lease.json`` is created only if absent (``versioned.create_exclusive``: a hard link locally and on
 NFS, an ``ifGenerationMatch=0`` upload on GCS) and records the run id, host, pid and the time it was
 last renewed. The holder renews it every ``ttl_s / 5`` seconds from a background thread. Another run
 that finds it refuses with a one-line ``RunError`` naming the owner, unless the lease is stale:
@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from shardprep import fs, naming
+from shardprep import fs, naming, versioned
 from shardprep.errors import RunError
 
 __all__ = ["DEFAULT_TTL_S", "LEASE", "Lease", "acquire", "check", "hold", "pause", "release", "renew"]
@@ -107,18 +107,18 @@ def _break(root: str, version: str, reason: str, holder: Lease | None) -> None:
     """Removes the stale lease if it is still ``version``; locally under a break lock."""
     url = _url(root)
     if not fs.is_local(url):
-        if fs.remove_if_version(url, version):
+        if versioned.remove_if_version(url, version):
             log.warning("broke the stale lease of %s on %s: %s", holder.describe() if holder else "?", root, reason)
         return
     lock = url + ".break"
     with contextlib.suppress(FileNotFoundError):
         if time.time() - os.stat(lock).st_mtime > _BREAK_LOCK_TTL_S:  # a breaker that crashed
             os.remove(lock)
-    if not fs.create_exclusive(lock, b""):
+    if not versioned.create_exclusive(lock, b""):
         return  # another run is breaking it; compete for the fresh lease below
     try:
         pause("lease.break")
-        if fs.remove_if_version(url, version):
+        if versioned.remove_if_version(url, version):
             log.warning("broke the stale lease of %s on %s: %s", holder.describe() if holder else "?", root, reason)
     finally:
         os.remove(lock)
@@ -131,10 +131,10 @@ def acquire(root: str, run_id: str, *, ttl_s: float = DEFAULT_TTL_S) -> bool:
     """
     for _ in range(5):
         pause("lease.create")
-        if fs.create_exclusive(_url(root), _new(run_id, ttl_s).to_bytes()):
+        if versioned.create_exclusive(_url(root), _new(run_id, ttl_s).to_bytes()):
             return True
         pause("lease.read")
-        found = fs.read_versioned(_url(root))
+        found = versioned.read_versioned(_url(root))
         if found is None:
             continue  # released or broken in between: try again
         data, version = found
@@ -153,7 +153,7 @@ def acquire(root: str, run_id: str, *, ttl_s: float = DEFAULT_TTL_S) -> bool:
 
 def check(root: str, run_id: str) -> None:
     """Raises ``RunError`` unless ``run_id`` holds the lease on ``root`` now."""
-    found = fs.read_versioned(_url(root))
+    found = versioned.read_versioned(_url(root))
     holder = Lease.parse(found[0]) if found else None
     if holder is None or holder.run_id != run_id:
         owner = holder.describe() if holder else "nobody"
@@ -162,18 +162,18 @@ def check(root: str, run_id: str) -> None:
 
 def renew(root: str, run_id: str, ttl_s: float = DEFAULT_TTL_S) -> bool:
     """Moves the lease's renewal time to now; False if ``run_id`` no longer holds it."""
-    found = fs.read_versioned(_url(root))
+    found = versioned.read_versioned(_url(root))
     holder = Lease.parse(found[0]) if found else None
     if holder is None or holder.run_id != run_id:
         return False
-    return fs.replace_if_version(_url(root), _new(run_id, ttl_s).to_bytes(), found[1])
+    return versioned.replace_if_version(_url(root), _new(run_id, ttl_s).to_bytes(), found[1])
 
 
 def release(root: str, run_id: str) -> None:
     """Removes the lease if ``run_id`` holds it (never another run's)."""
-    found = fs.read_versioned(_url(root))
+    found = versioned.read_versioned(_url(root))
     if found and (holder := Lease.parse(found[0])) is not None and holder.run_id == run_id:
-        fs.remove_if_version(_url(root), found[1])
+        versioned.remove_if_version(_url(root), found[1])
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from shardprep import fs, lease, manifest, naming
+from shardprep import fs, lease, manifest, naming, versioned
 from shardprep.errors import ManifestError
 
 __all__ = ["COMMIT", "DISCARD", "claim", "committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders",
@@ -85,13 +85,13 @@ def claim(root: str, run_id: str, outcome: str) -> str:
     """Claims the fate of run ``run_id`` (``COMMIT`` or ``DISCARD``); returns the outcome that holds.
 
     The commit step claims before its first write to ``root``, the launcher before it removes an
-    uncommitted run's folder: ``DIR/<run>/_outcome`` is created only if absent (``fs.create_exclusive``),
+    uncommitted run's folder: ``DIR/<run>/_outcome`` is created only if absent (``versioned.create_exclusive``),
     so a commit running on a worker, or in a thread of the launcher, never writes a manifest over
     shards the launcher's clean-up removes, whatever the timing of an interrupt.
     """
     url = naming.join(root, naming.outcome_path(run_id))
     for _ in range(3):
-        if fs.create_exclusive(url, outcome.encode()):
+        if versioned.create_exclusive(url, outcome.encode()):
             return outcome
         try:
             return fs.read_bytes(url).decode()

@@ -1429,7 +1429,7 @@ static const int32_t *ex_slices(const ExBounds *t) {
     return table;
 }
 
-typedef struct {             /* a number feature's count, extremes and sums (a caller's local: kept in registers) */
+typedef struct {             /* a number feature's count, extremes and sums (sum_numbers: a local, in registers) */
     int64_t values;           /* finite values */
     int64_t imin, imax;
     float fmin, fmax;

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import fs, lease, manifest, naming, retention, verify
+from shardprep import fs, lease, manifest, naming, retention, verify, versioned
 from shardprep.errors import ManifestError, RunError
 from tests.commit_fixtures import committed
 from tests.conftest import ROOT, run_cli
@@ -133,9 +133,9 @@ def test_lease_on_gcs_is_create_only(gcs) -> None:  # noqa: F811
     assert lease.renew(root, _run_id(1))
     lease.release(root, _run_id(1))
     assert lease.acquire(root, _run_id(2)) is True
-    data, version = fs.read_versioned(naming.join(root, lease.LEASE))
-    assert fs.remove_if_version(naming.join(root, lease.LEASE), version)
-    assert not fs.remove_if_version(naming.join(root, lease.LEASE), version)
+    data, version = versioned.read_versioned(naming.join(root, lease.LEASE))
+    assert versioned.remove_if_version(naming.join(root, lease.LEASE), version)
+    assert not versioned.remove_if_version(naming.join(root, lease.LEASE), version)
 
 
 def test_overwrite_keeps_the_previous_run_for_its_readers(tmp_path) -> None:
