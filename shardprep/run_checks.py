@@ -128,4 +128,3 @@ def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | 
         raise UsageError(f"--local-workers {local_workers} and --direct_num_workers={text} ask for different process "
                          "counts: give one of them")
     return count, rest
-

@@ -34,7 +34,7 @@ import numpy as np
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
-from shardprep.text.tokens import document_bytes, move, unit_url, write_documents
+from shardprep.text.tokens import document_bytes, unit_url, write_documents
 
 __all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
            "entries"]
@@ -258,7 +258,7 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
             units += [StoreUnit(part.file_index, at + s, at + e, docs + d) for s, e, d in part.cuts]
             for (_, _, d), url in zip(part.cuts, part.tokens):
                 if url:
-                    move(url, unit_url(f"{folder}/store.jsonl", docs + d))
+                    fs.rename(url, unit_url(f"{folder}/store.jsonl", docs + d))
             offsets.append(part.offsets + at)
             labels.update(part.labels)
             for field in dataclasses.fields(DocumentStats):

@@ -31,7 +31,7 @@ import numpy as np
 from shardprep import fs
 from shardprep.text.pretraining import PackedDocument
 
-__all__ = ["TokenFiles", "document_bytes", "folder_of", "move", "read_unit", "unit_url", "units_url", "write_documents", "write_unit"]
+__all__ = ["TokenFiles", "document_bytes", "folder_of", "read_unit", "unit_url", "units_url", "write_documents", "write_unit"]
 
 MAX_OPEN = 64  # token files a reader keeps open
 
@@ -65,7 +65,7 @@ def write_unit(store_url: str, first_doc: int, documents: Iterator[Sequence[Sequ
 
 def write_documents(url: str, parts: Sequence[bytes]) -> int:
     """A unit's file at ``url`` from its documents' ``document_bytes`` (the store's first step names
-    it for its part, ``move`` gives it its unit's name once the ids are known: ``text.store``); how
+    it for its part, ``fs.rename`` gives it its unit's name once the ids are known: ``text.store``); how
     many documents, none: no file."""
     if not parts:
         return 0
@@ -76,11 +76,6 @@ def write_documents(url: str, parts: Sequence[bytes]) -> int:
         for lo in range(0, len(parts), 4096):
             out.write(b"".join(parts[lo:lo + 4096]))
     return len(parts)
-
-
-def move(url: str, to: str) -> None:
-    """A unit's file written under its part's name (``write_documents``) renamed to ``to``."""
-    fs.rename(url, to)
 
 
 def _packed(buf: bytes) -> PackedDocument:
