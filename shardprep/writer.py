@@ -6,12 +6,11 @@ import gzip
 import json
 import os
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from shardprep import fs, naming, native
+from shardprep import background, fs, naming, native
 from shardprep.manifest import ShardInfo
 
 __all__ = ["BACKGROUND_MAX_BYTES", "ShardWriter", "aligned_buffer", "dead_letter_line", "write_rejected", "write_shard"]
@@ -67,32 +66,22 @@ class ShardWriter:
     """
 
     def __init__(self) -> None:
-        self._thread: ThreadPoolExecutor | None = None
-        self._pending: Future | None = None
+        self._behind = background.Behind("shardprep-shard-writer")
 
     def write(self, root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
         data, info = _stored_form(path, framed, num_records, compress)
         self.flush()
         if len(data) > BACKGROUND_MAX_BYTES:
             _store(root, path, data)
-            return info
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="shardprep-shard-writer")
-        self._pending = self._thread.submit(_store, root, path, data)
+        else:
+            self._behind.submit(_store, root, path, data)
         return info
 
     def flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        self._behind.wait()
 
     def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            if self._thread is not None:
-                self._thread.shutdown()
-                self._thread = None
+        self._behind.close()
 
 
 def _write_direct(f: BinaryIO, data: bytes | np.ndarray) -> bool:

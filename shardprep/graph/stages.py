@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import fs, naming, planning, schema, stats, stats_columns, writer
+from shardprep import background, fs, naming, planning, schema, stats, stats_columns, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
@@ -147,6 +147,7 @@ class WriteShards:
         self._shards = Counter("shards_written")
         self._listings: dict[str, list[ShardPiece]] = {}
         self._writer = writer.ShardWriter()  # stores a shard while the next is gathered; ``flush``
+        self._counting = background.Behind("shardprep-statistics")  # a shard's statistics, the same way
         self._partial: dict[int, dict] = {}  # split -> feature -> the statistics of its shards since ``flush``
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
@@ -175,8 +176,10 @@ class WriteShards:
         framed, record_ends = gather_from(blobs, ends, order)
         del blobs
         info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip)
-        if self._config.statistics and not self._config.statistics_in_parse:  # while the writer's thread stores the shard
-            stats_columns.add_framed(self._partial.setdefault(split, {}), framed, record_ends, self._features)
+        if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather: the
+            # compiled walk frees the GIL, so one process counts on a second core
+            self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
+                                  self._features)
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
@@ -191,17 +194,21 @@ class WriteShards:
         of the shards since the last flush, per split (tag ``STATS``): one partial for many shards,
         which (a bundle's shards over its splits' caps) holds sketches rather than exact counts."""
         self._writer.flush()
+        self._counting.wait()
         partial, self._partial = self._partial, {}
         return [Tagged(STATS, (split, partial[split])) for split in sorted(partial)]
 
     def teardown(self) -> None:
-        self._writer.close()
+        try:
+            self._writer.close()
+        finally:
+            self._counting.close()
 
     def __getstate__(self) -> dict:  # pickled for the workers (graph.pool): without the cache
-        return {**self.__dict__, "_listings": {}, "_writer": None, "_partial": {}}
+        return {**self.__dict__, "_listings": {}, "_writer": None, "_counting": None, "_partial": {}}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _writer=writer.ShardWriter())
+        self.__dict__.update(state, _writer=writer.ShardWriter(), _counting=background.Behind("shardprep-statistics"))
 
     def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
         """The pieces in place of a split's listed batches (read once per process)."""

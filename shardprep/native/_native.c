@@ -1407,15 +1407,15 @@ typedef struct {
 static int32_t *ex_slice_table;
 static double ex_slice_of[4]; /* the bounds it was built for: top, inv_log, low, bounds[0] */
 
-/* The slice table of ``t``'s bounds, built on first use (and again for other bounds), or NULL (no
- * memory, or bounds too close together for it: the guess in ex_bucket_index serves). */
+/* The slice table of ``t``'s bounds, built on first use (with the GIL) and never changed after, as
+ * walks without the GIL read it; or NULL (other bounds than the first, no memory, or bounds too close
+ * together for it): the guess in ex_bucket_index serves. */
 static const int32_t *ex_slices(const ExBounds *t) {
     double of[4] = {(double)t->top, t->inv_log, t->low, t->bounds[0]};
-    if (ex_slice_table && !memcmp(of, ex_slice_of, sizeof of)) return ex_slice_table;
+    if (ex_slice_table) return memcmp(of, ex_slice_of, sizeof of) ? NULL : ex_slice_table;
     if (t->inv_log > 255.0) return NULL; /* gaps under 1/256: two bounds could share a slice */
-    int32_t *table = ex_slice_table ? ex_slice_table : PyMem_Malloc(EX_SLICES * sizeof(int32_t));
+    int32_t *table = PyMem_RawMalloc(EX_SLICES * sizeof(int32_t));
     if (!table) return NULL;
-    ex_slice_table = NULL;
     Py_ssize_t i = 0;
     for (int64_t k = 0; k < EX_SLICES; k++) {
         uint64_t u = (uint64_t)(EX_SLICE_E0 * 256 + k) << 44;
@@ -1424,8 +1424,8 @@ static const int32_t *ex_slices(const ExBounds *t) {
         while (i < t->top && t->bounds[i] < lowest) i++;
         table[k] = (int32_t)i;
     }
-    ex_slice_table = table;
     memcpy(ex_slice_of, of, sizeof of);
+    ex_slice_table = table;
     return table;
 }
 
@@ -1464,29 +1464,39 @@ static inline double ex_ln_guess(double m) {
 
 /* Bucket-count tables (one per feature and sign, ``top + 1`` counts: 320 KiB for sketches' table)
  * are kept zeroed for the next batch, a few of them, rather than allocated and faulted in for every
- * batch: a batch touches a few pages of one, the allocation cost a millisecond. The GIL guards them. */
+ * batch: a batch touches a few pages of one, the allocation cost a millisecond. A lock of their own
+ * guards them (walks take them without the GIL). */
 #define EX_SPARE 32
 static int64_t *ex_spare[EX_SPARE];
 static Py_ssize_t ex_spare_top[EX_SPARE], ex_spares;
+static PyThread_type_lock ex_spare_lock; /* module init */
 
 static int64_t *ex_dense_take(Py_ssize_t top) {
+    int64_t *dense = NULL;
+    PyThread_acquire_lock(ex_spare_lock, WAIT_LOCK);
     for (Py_ssize_t i = ex_spares; i-- > 0;)
         if (ex_spare_top[i] == top) {
-            int64_t *dense = ex_spare[i];
+            dense = ex_spare[i];
             ex_spares--;
             ex_spare[i] = ex_spare[ex_spares];
             ex_spare_top[i] = ex_spare_top[ex_spares];
-            return dense;
+            break;
         }
-    return PyMem_Calloc((size_t)top + 1, sizeof(int64_t));
+    PyThread_release_lock(ex_spare_lock);
+    return dense ? dense : PyMem_RawCalloc((size_t)top + 1, sizeof(int64_t));
 }
 
 static void ex_dense_give(int64_t *dense, Py_ssize_t top, Py_ssize_t lo, Py_ssize_t hi) {
     if (!dense) return;
-    if (ex_spares == EX_SPARE) { PyMem_Free(dense); return; }
     memset(dense + lo, 0, (size_t)(hi - lo + 1) * sizeof(int64_t));
-    ex_spare[ex_spares] = dense;
-    ex_spare_top[ex_spares++] = top;
+    PyThread_acquire_lock(ex_spare_lock, WAIT_LOCK);
+    int kept = ex_spares < EX_SPARE;
+    if (kept) {
+        ex_spare[ex_spares] = dense;
+        ex_spare_top[ex_spares++] = top;
+    }
+    PyThread_release_lock(ex_spare_lock);
+    if (!kept) PyMem_RawFree(dense);
 }
 
 /* The index in the bounds of the first bound >= m (m > 0, finite). */
@@ -1651,6 +1661,16 @@ static void ex_acc_free(ExAcc *a) {
         if (a->dense[side]) ex_dense_give(a->dense[side], a->table->top, a->lo[side], a->hi[side]);
 }
 
+/* jbuf_reserve in the Example walk, which runs without the GIL: taken to grow a buffer only (values
+ * of one per record are reserved up front; a string column grows a few times a batch, until capped). */
+static int ex_reserve(JBuf *b, Py_ssize_t more) {
+    if (b->obj && b->len + more <= b->cap) return 0;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int got = jbuf_reserve(b, more);
+    PyGILState_Release(gil);
+    return got;
+}
+
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
  * refused, -1 no memory; *count: its number of values. */
 static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t end, JBuf *vals, JBuf *offs,
@@ -1663,14 +1683,14 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
             if (tag != 0x0A) return 0;
             int64_t at;
             if (hashed) { /* its hash, and its end where its data would have been */
-                if (jbuf_reserve(vals, 8) < 0 || jbuf_reserve(offs, 8) < 0) return -1;
+                if (ex_reserve(vals, 8) < 0 || ex_reserve(offs, 8) < 0) return -1;
                 uint64_t h = value_hash(b + start, (size_t)(stop - start), 0);
                 memcpy(JBUF_END(vals), &h, 8);
                 vals->len += 8;
                 memcpy(&at, JBUF_END(offs) - 8, 8);
                 at += stop - start;
             } else {
-                if (jbuf_reserve(vals, stop - start) < 0 || jbuf_reserve(offs, 8) < 0) return -1;
+                if (ex_reserve(vals, stop - start) < 0 || ex_reserve(offs, 8) < 0) return -1;
                 memcpy(JBUF_END(vals), b + start, (size_t)(stop - start));
                 vals->len += stop - start;
                 at = (int64_t)vals->len;
@@ -1696,7 +1716,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
                 *count += m;
                 continue;
             }
-            if (jbuf_reserve(vals, 4 * m) < 0) return -1;
+            if (ex_reserve(vals, 4 * m) < 0) return -1;
             uint8_t *w = JBUF_END(vals);
             memcpy(w, b + from, (size_t)(4 * m));
             if (!little_endian)
@@ -1719,7 +1739,7 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
                     (*count)++;
                     continue;
                 }
-                if (jbuf_reserve(vals, 8) < 0) return -1;
+                if (ex_reserve(vals, 8) < 0) return -1;
                 int64_t v = (int64_t)x;
                 memcpy(JBUF_END(vals), &v, 8);
                 vals->len += 8;
@@ -1851,14 +1871,18 @@ static PyObject *py_example_columns(PyObject *self, PyObject *args) {
         }
     }
     int64_t *lengths = (int64_t *)PyBytes_AS_STRING(lengths_obj);
-    for (Py_ssize_t i = 0; i < k * n; i++) lengths[i] = -1;
-    uint64_t prev = 0;
-    for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
-        if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
-        ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths + r * k, next,
-                       acc, &pending);
+    if (ok == 1) {
+        Py_BEGIN_ALLOW_THREADS /* the walk: the GIL only to grow a column (ex_reserve) */
+        for (Py_ssize_t i = 0; i < k * n; i++) lengths[i] = -1;
+        uint64_t prev = 0;
+        for (Py_ssize_t r = 0; r < n && ok == 1; prev = ends[r], r++) {
+            if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
+            ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths + r * k,
+                           next, acc, &pending);
+        }
+        if (ok == 1 && ex_count_pending(&pending) < 0) ok = -1;
+        Py_END_ALLOW_THREADS
     }
-    if (ok == 1 && ex_count_pending(&pending) < 0) ok = -1;
     if (ok < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
     PyObject *columns = PyList_New(k);
@@ -2033,6 +2057,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     little_endian = *(uint8_t *)&one == 1;
     crc_init();
     for (int j = 0; j < 256; j++) ex_ln_table[j] = log(1.0 + j / 256.0);
+    if (!ex_spare_lock && !(ex_spare_lock = PyThread_allocate_lock())) return PyErr_NoMemory();
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2");

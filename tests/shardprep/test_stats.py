@@ -3,6 +3,7 @@ of any partition in any order giving the same manifest JSON, HyperLogLog within 
 distinct strings, and a bounded memory per feature whatever the cardinality."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -129,6 +130,28 @@ def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summ
             assert {name for name, c in columns.items() if isinstance(c.values, stats_columns.Hashed)} == hashed
             stats_columns.add(compiled, columns, WIDE, b - a)
         assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+def test_walks_on_several_threads_at_once_give_what_one_gives():
+    """The compiled walk runs without the GIL (a shard's statistics beside the next one's gather):
+    walks on four threads at once, taking and giving back the shared bucket tables, each give exactly
+    the statistics of the same batches walked alone."""
+    rng = random.Random(7)
+    encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
+    batches = [_framed([encode(r) for r in _wild_rows(3000, rng)]) for _ in range(4)]
+
+    def walk(order: list[int]) -> str:
+        partial: dict = {}
+        for i in order * 3:
+            stats_columns.add_framed(partial, *batches[i], WIDE)
+        return _state(partial)
+
+    orders = [[i, (i + 1) % 4, (i + 2) % 4] for i in range(4)]
+    alone = [walk(order) for order in orders]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(walk, orders * 2))
+    assert together == alone * 2
 
 
 def test_the_compiled_reader_declines_what_it_does_not_read_as_the_decoder():
