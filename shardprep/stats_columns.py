@@ -26,12 +26,12 @@ import numpy as np
 import pyarrow as pa
 
 from shardprep import native, sketches, stats
-from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes
+from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
-__all__ = ["FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed", "add", "add_framed", "from_columnar", "from_examples",
-           "select", "sketched_strings"]
+__all__ = ["COLUMN_BYTES", "COLUMN_ROWS", "FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed", "add", "add_blocks",
+           "add_framed", "from_columnar", "from_examples", "joined", "sketched_strings", "taken"]
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -52,6 +52,13 @@ class Hashed:
     hashes: np.ndarray  # uint64, ``distinct.column_hashes``' own
     offsets: np.ndarray  # int64, len + 1, from 0
 
+    @classmethod
+    def of_sizes(cls, hashes: np.ndarray, sizes: np.ndarray) -> Hashed:
+        return cls(hashes, np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))))
+
+    def take(self, index: np.ndarray) -> Hashed:
+        return Hashed.of_sizes(self.hashes[index], np.diff(self.offsets)[index])
+
 
 def _binary(offsets: np.ndarray, data: Any) -> pa.Array:
     """A zero-copy binary array over ``(offsets, data)`` (offsets need not start at 0)."""
@@ -63,10 +70,18 @@ def _binary(offsets: np.ndarray, data: Any) -> pa.Array:
     return pa.Array.from_buffers(kind, offsets.size - 1, [None, pa.py_buffer(offsets), buffer])
 
 
-def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec]) -> dict[str, Column]:
-    """The columns of ``example.columnar`` (scalars: arrays, strings as ``(offsets, data)``)."""
-    return {name: Column(_binary(*columns[name]) if spec.dtype == "string" else columns[name])
+def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec],
+                  hashed: frozenset[str] = frozenset()) -> dict[str, Column]:
+    """The columns of ``example.columnar`` (scalars: arrays, strings as ``(offsets, data)``); the
+    string features named in ``hashed`` as their hashes (``Hashed``: their bytes are not needed)."""
+    return {name: Column(_hashed(*columns[name]) if name in hashed else _binary(*columns[name]) if spec.dtype == "string"
+                         else columns[name])
             for name, spec in features.items()}
+
+
+def _hashed(offsets: np.ndarray, data: Any) -> Hashed:
+    offsets = np.asarray(offsets, np.int64)
+    return Hashed(column_hashes(data, offsets), offsets - offsets[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +110,8 @@ def _bucket_counts(first: int, dense: bytes) -> Counts:
 
 
 FRAMED_BATCH = 8192  # records read into columns at a time (``add_framed``): their copies stay small
+COLUMN_ROWS = 1 << 16  # column-wise rows counted at a time (``joined``): a batch's fixed cost over many rows,
+COLUMN_BYTES = 32 << 20  # or fewer, of this many bytes of records (a wide table's rows)
 MAX_SUMMED = 64  # number features summed by the compiled reader while reading (more: their values, numpy)
 
 
@@ -152,11 +169,53 @@ def sketched_strings(into: Mapping[str, stats.FeatureStats], features: Mapping[s
     return frozenset(name for name, s in into.items() if features[name].dtype == "string" and s.counts is None)
 
 
-def select(columns: Mapping[str, Column], keep: np.ndarray) -> dict[str, Column]:
-    """The records where ``keep`` (bool, one per record) is set, of scalar columns (the column-wise
-    readers' batches, cut by split)."""
-    mask = pa.array(keep)
-    return {name: Column(c.values.filter(mask) if isinstance(c.values, pa.Array) else c.values[keep])
+def add_blocks(partial: dict[int, dict], blocks: Sequence[tuple[Mapping[str, Any], np.ndarray | None, int]],
+               split: int, features: Mapping[str, FeatureSpec]) -> None:
+    """Adds column-wise blocks (each: ``example.columnar``'s columns, its records' splits or None, its
+    number of records) to ``partial`` (split -> feature -> statistics) as one batch: all to ``split``,
+    or each record to its split. A string feature whose partial keeps only its sketch (capped) comes
+    as its hashes (``Hashed``): its bytes are neither joined nor cut by split."""
+    which = None if blocks[0][1] is None else np.concatenate([w for _, w, _ in blocks])
+    splits = [split] if which is None else np.unique(which).tolist()
+    capped = {s: sketched_strings(partial.get(s, {}), features) for s in splits}
+    hashed = frozenset().union(*capped.values())
+    exact = {name: spec for name, spec in features.items() if any(name not in capped[s] for s in splits)}
+    columns = joined([from_columnar(c, exact) for c, _, _ in blocks])
+    hashes = joined([from_columnar(c, {name: features[name] for name in hashed}, hashed) for c, _, _ in blocks])
+    for s in splits:
+        mine = {**columns, **{name: hashes[name] for name in capped[s]}}
+        if len(splits) == 1:
+            add(partial.setdefault(s, {}), mine, features, sum(n for _, _, n in blocks))
+        else:
+            index = np.flatnonzero(which == s)
+            add(partial.setdefault(s, {}), taken(mine, index), features, len(index))
+
+
+def joined(batches: Sequence[Mapping[str, Column]]) -> dict[str, Column]:
+    """Batches of scalar columns (``from_columnar``) as one, their records back to back."""
+    if len(batches) == 1:
+        return dict(batches[0])
+    out = {}
+    for name in batches[0]:
+        parts = [batch[name].values for batch in batches]
+        if isinstance(parts[0], Hashed):
+            out[name] = Column(Hashed.of_sizes(np.concatenate([p.hashes for p in parts]),
+                                               np.concatenate([np.diff(p.offsets) for p in parts])))
+        elif isinstance(parts[0], pa.Array):
+            if len({part.type for part in parts}) > 1:  # binary and large_binary (32- and 64-bit offsets)
+                parts = [part.cast(pa.large_binary()) for part in parts]
+            out[name] = Column(pa.concat_arrays(parts))
+        else:
+            out[name] = Column(np.concatenate(parts))
+    return out
+
+
+def taken(columns: Mapping[str, Column], index: np.ndarray) -> dict[str, Column]:
+    """The records at ``index`` (int64, in its order) of scalar columns (the column-wise readers'
+    batches, cut by split)."""
+    at = pa.array(index)
+    return {name: Column(c.values.take(at) if isinstance(c.values, pa.Array) else c.values.take(index)
+                         if isinstance(c.values, Hashed) else c.values[index])
             for name, c in columns.items()}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import formats, framing, planning, schema, stats_columns, writer
+from shardprep import background, formats, framing, planning, schema, stats_columns, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
@@ -66,6 +66,9 @@ class Parse:
         self._total = 0
         self._told_fallback = False  # a unit of this process left the column-wise path (logged once at INFO)
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
+        # the unit's statistics, counted beside its reading (the compiled parts free the GIL: a core of
+        # their own in one process), batch after batch in the order read; waited for at the unit's end
+        self._counting = background.Behind("shardprep-statistics")
 
     def _encoder(self) -> Callable[[dict], bytes]:
         """The per-record encoder (row -> Example bytes, ``RecordError`` for a bad value), built on first use."""
@@ -153,24 +156,29 @@ class Parse:
             yield [joined(framed)]
 
     def _count_columns(self, block: ColumnBatch) -> None:
-        """The statistics of a column-wise block, per split, from its columns (``stats_columns``);
-        then its columns are let go (a block holds its records' splits instead, for ``_by_split``)."""
+        """Holds a column-wise block's columns for its statistics, counted ``stats_columns.COLUMN_ROWS``
+        rows (or ``COLUMN_BYTES`` of records) at a time (``_count_held``); the block holds its records'
+        splits instead, for ``_by_split``."""
         if self._config.statistics and self._config.statistics_in_parse and block.columns is not None:
             block.which = _splits(block, self._config.seed, self._thresholds) if not self._unit.file.split else None
-            columns = stats_columns.from_columnar(block.columns, self._schema)
-            if block.which is None:
-                split = self._split_index[self._unit.file.split] if self._unit.file.split else 0
-                stats_columns.add(self._partial.setdefault(split, {}), columns, self._schema, len(block.ends))
-            else:
-                for s in np.unique(block.which).tolist():
-                    keep = block.which == s
-                    stats_columns.add(self._partial.setdefault(s, {}), stats_columns.select(columns, keep),
-                                      self._schema, int(keep.sum()))
+            self._held.append((block.columns, block.which, len(block.ends)))
+            self._held_bytes += len(block.blob)
+            if sum(n for _, _, n in self._held) >= stats_columns.COLUMN_ROWS or self._held_bytes >= stats_columns.COLUMN_BYTES:
+                self._count_held()
         block.columns = None
 
+    def _count_held(self) -> None:
+        """The statistics of the held column-wise blocks, per split, as one batch (on the counting thread)."""
+        if self._held:
+            fixed = self._unit.file.split
+            self._counting.submit(stats_columns.add_blocks, self._partial, self._held,
+                                  self._split_index[fixed] if fixed else 0, self._schema)
+            self._held, self._held_bytes = [], 0
+
     def _count(self, s: int, piece: FramedBatch) -> None:
-        """The statistics of records that came as Examples (the per-record path's, here)."""
-        stats_columns.add_framed(self._partial.setdefault(s, {}), piece.blob, piece.ends, self._schema)
+        """The statistics of records that came as Examples (the per-record path's, here), on the
+        counting thread."""
+        self._counting.submit(_add_framed, self._partial, s, piece, self._schema)
 
     def _encoded(self, position: int, row: dict) -> bytes | Bad:
         """One row through the per-record encoder: its framed record, or its dead letter."""
@@ -196,6 +204,8 @@ class Parse:
         self._missing.clear()
         self._unit = unit
         self._partial = partial = {}  # split -> feature -> its statistics in this unit
+        self._held: list[tuple[dict, np.ndarray | None, int]] = []  # column-wise blocks not yet counted
+        self._held_bytes = 0  # their records' bytes
         for item in () if empty else self._batches(unit):
             if isinstance(item, Bad):
                 read += 1
@@ -220,6 +230,8 @@ class Parse:
                 parts[s] += 1
         if dead:
             yield Tagged(REJECTED, RejectedBatch(unit.key, dead))
+        self._count_held()
+        self._counting.wait()
         for s in sorted(partial):
             yield Tagged(STATS, (s, partial[s]))
         yield Tagged(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
@@ -235,6 +247,11 @@ class Parse:
         log.log(level, "parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
                 unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
                 self._total / max(now - self._started, 1e-9))
+
+
+def _add_framed(partial: dict[int, dict], split: int, piece: FramedBatch, features: dict) -> None:
+    """Adds the statistics of a batch of framed Examples, all of ``split``, to ``partial``."""
+    stats_columns.add_framed(partial.setdefault(split, {}), piece.blob, piece.ends, features)
 
 
 def _splits(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> np.ndarray | None:

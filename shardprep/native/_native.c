@@ -1948,7 +1948,9 @@ static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
     ExPending pending = {0};
     ExSums sums = {0}; /* summed in registers, then stored */
     const uint8_t *p = vals.buf;
-    for (Py_ssize_t i = 0, n = vals.len / (kind == 1 ? 4 : 8); i < n; i++) {
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0, n = vals.len / (kind == 1 ? 4 : 8); i < n && ok; i++) {
         double x;
         if (kind == 1) {
             uint32_t bits;
@@ -1959,10 +1961,12 @@ static PyObject *py_sum_numbers(PyObject *self, PyObject *args) {
             memcpy(&v, p + 8 * i, 8);
             x = ex_sum_int(&sums, v);
         }
-        if (ex_pend(&pending, &a, x) < 0) { PyErr_NoMemory(); goto done; }
+        ok = ex_pend(&pending, &a, x) == 0;
     }
     a.sums = sums;
-    if (ex_count_pending(&pending) < 0) { PyErr_NoMemory(); goto done; }
+    ok = ok && ex_count_pending(&pending) == 0;
+    Py_END_ALLOW_THREADS
+    if (!ok) { PyErr_NoMemory(); goto done; }
     result = ex_acc_result(&a);
 done:
     ex_acc_free(&a);

@@ -195,8 +195,8 @@ def test_column_batches_give_the_per_record_statistics(seed, n, caps, summed):
             stats_columns.add(got, stats_columns.from_columnar(batch.columns, SCALARS), SCALARS, n)
             assert _state(got) == _state(stats.batch_stats(records, SCALARS))
             cut: dict = {}
-            stats_columns.add(cut, stats_columns.select(stats_columns.from_columnar(batch.columns, SCALARS), keep),
-                              SCALARS, int(keep.sum()))
+            stats_columns.add(cut, stats_columns.taken(stats_columns.from_columnar(batch.columns, SCALARS),
+                                                       np.flatnonzero(keep)), SCALARS, int(keep.sum()))
             assert _state(cut) == _state(stats.batch_stats([r for r, k in zip(records, keep) if k], SCALARS))
 
 
@@ -222,6 +222,41 @@ def _check_partition(seed: int) -> None:
                                                                                                         parts[i])]
     merged = pickle.loads(pickle.dumps(parts[0]))  # partials travel between workers pickled
     assert json.dumps(stats.to_json(merged, FEATURES), sort_keys=True) == whole
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(1, 12), splits=st.integers(1, 3), caps=st.booleans())
+def test_blocks_counted_together_give_each_splits_per_record_statistics(seed, blocks, splits, caps):
+    """Parse's column-wise blocks, held and counted a few at a time (``add_blocks``: joined, each
+    record to its split, a string feature capped in a split's partial as its hashes, its bytes
+    neither joined nor cut): each split's statistics are those of decoding its records."""
+    rng = np.random.default_rng(seed)
+    words = [b"", b"a", "é".encode(), b"long" * 40] + [b"w%d" % i for i in range(300)]
+    partial: dict = {}
+    records: dict[int, list[bytes]] = {}
+    with _small_caps() if caps else contextlib.nullcontext():
+        held = []
+        for _ in range(blocks):
+            n = int(rng.integers(1, 120))
+            c = [words[i] for i in rng.integers(0, len(words), n)]
+            columns = {"x": rng.normal(0, 1e3, n).astype(np.float32), "n": rng.integers(-99, 99, n, dtype=np.int64),
+                       "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64 if rng.random() < 0.5 else np.int32),
+                             b"".join(c)),
+                       "d": (np.zeros(n + 1, np.int32), b"")}
+            which = rng.choice(splits, n, p=[0.6, 0.3, 0.1][:splits] / np.sum([0.6, 0.3, 0.1][:splits]))
+            batch = next(iter(columnar.framed_batches(SCALARS, columns, n)))
+            starts = [0, *batch.ends[:-1].tolist()]
+            for s, a, b in zip(which.tolist(), starts, batch.ends.tolist()):
+                records.setdefault(s, []).append(bytes(batch.blob[a + 12:b - 4]))
+            held.append((batch.columns, which.astype(np.int8) if splits > 1 else None, n))
+            if rng.random() < 0.4:  # counted now: the next blocks meet partials that may be capped
+                stats_columns.add_blocks(partial, held, 0, SCALARS)
+                held = []
+        if held:
+            stats_columns.add_blocks(partial, held, 0, SCALARS)
+        assert sorted(partial) == sorted(records)
+        for s, mine in records.items():
+            assert _state(partial[s]) == _state(stats.batch_stats(mine, SCALARS)), s
 
 
 @contextlib.contextmanager
