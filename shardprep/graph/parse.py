@@ -70,6 +70,9 @@ class Parse:
         # their own in one process), batch after batch in the order read; waited for at the unit's end
         self._counting = background.Behind("shardprep-statistics")
 
+    def teardown(self) -> None:
+        self._counting.close()
+
     def _encoder(self) -> Callable[[dict], bytes]:
         """The per-record encoder (row -> Example bytes, ``RecordError`` for a bad value), built on first use."""
         if self._row_encoder is None:
@@ -162,8 +165,9 @@ class Parse:
         if self._config.statistics and self._config.statistics_in_parse and block.columns is not None:
             block.which = _splits(block, self._config.seed, self._thresholds) if not self._unit.file.split else None
             self._held.append((block.columns, block.which, len(block.ends)))
+            self._held_rows += len(block.ends)
             self._held_bytes += len(block.blob)
-            if sum(n for _, _, n in self._held) >= stats_columns.COLUMN_ROWS or self._held_bytes >= stats_columns.COLUMN_BYTES:
+            if self._held_rows >= stats_columns.COLUMN_ROWS or self._held_bytes >= stats_columns.COLUMN_BYTES:
                 self._count_held()
         block.columns = None
 
@@ -173,7 +177,7 @@ class Parse:
             fixed = self._unit.file.split
             self._counting.submit(stats_columns.add_blocks, self._partial, self._held,
                                   self._split_index[fixed] if fixed else 0, self._schema)
-            self._held, self._held_bytes = [], 0
+            self._held, self._held_rows, self._held_bytes = [], 0, 0
 
     def _count(self, s: int, piece: FramedBatch) -> None:
         """The statistics of records that came as Examples (the per-record path's, here), on the
@@ -205,7 +209,7 @@ class Parse:
         self._unit = unit
         self._partial = partial = {}  # split -> feature -> its statistics in this unit
         self._held: list[tuple[dict, np.ndarray | None, int]] = []  # column-wise blocks not yet counted
-        self._held_bytes = 0  # their records' bytes
+        self._held_rows = self._held_bytes = 0  # their records, and their records' bytes
         for item in () if empty else self._batches(unit):
             if isinstance(item, Bad):
                 read += 1
