@@ -30,8 +30,10 @@ from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes, column_
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
-__all__ = ["COLUMN_BYTES", "COLUMN_ROWS", "FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed", "add", "add_blocks",
-           "add_framed", "from_columnar", "from_examples", "joined", "sketched_strings", "taken"]
+__all__ = ["COLUMN_BYTES", "COLUMN_ROWS", "COUNTING_THREAD", "FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed",
+           "add", "add_blocks", "add_framed", "from_columnar", "from_examples", "joined", "sketched_strings", "taken"]
+
+COUNTING_THREAD = "shardprep-statistics"  # the thread Parse and WriteShards count on (``background.Behind``)
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -74,8 +76,8 @@ def from_columnar(columns: Mapping[str, Any], features: Mapping[str, FeatureSpec
                   hashed: frozenset[str] = frozenset()) -> dict[str, Column]:
     """The columns of ``example.columnar`` (scalars: arrays, strings as ``(offsets, data)``); the
     string features named in ``hashed`` as their hashes (``Hashed``: their bytes are not needed)."""
-    return {name: Column(_hashed(*columns[name]) if name in hashed else _binary(*columns[name]) if spec.dtype == "string"
-                         else columns[name])
+    return {name: Column(_hashed(*columns[name]) if name in hashed
+                         else _binary(*columns[name]) if spec.dtype == "string" else columns[name])
             for name, spec in features.items()}
 
 

@@ -65,8 +65,8 @@ def read_versioned(url: str) -> tuple[bytes, str] | None:
     try:
         if is_local(url):
             with open(local_path(url), "rb") as f:
-                st = os.fstat(f.fileno())
-                return f.read(1 << 20), f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+                version = _token(os.fstat(f.fileno()))  # of the version read next
+                return f.read(1 << 20), version
         fs, path = filesystem(url)
         if is_gcs(url):  # one request: the content and the generation it belongs to
             fs, bucket, key = _gcs_object(url)
@@ -79,12 +79,16 @@ def read_versioned(url: str) -> tuple[bytes, str] | None:
         return None
 
 
+def _token(st: os.stat_result) -> str:
+    """A local file's version token: inode, mtime and size."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
 def _local_version(path: str) -> str | None:
     try:
-        st = os.stat(path)
+        return _token(os.stat(path))
     except FileNotFoundError:
         return None
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
 
 
 def remove_if_version(url: str, version: str) -> bool:

@@ -68,7 +68,7 @@ class Parse:
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
         # the unit's statistics, counted beside its reading (the compiled parts free the GIL: a core of
         # their own in one process), batch after batch in the order read; waited for at the unit's end
-        self._counting = background.Behind("shardprep-statistics")
+        self._counting = background.Behind(stats_columns.COUNTING_THREAD)
 
     def teardown(self) -> None:
         self._counting.close()

@@ -147,7 +147,7 @@ class WriteShards:
         self._shards = Counter("shards_written")
         self._listings: dict[str, list[ShardPiece]] = {}
         self._writer = writer.ShardWriter()  # stores a shard while the next is gathered; ``flush``
-        self._counting = background.Behind("shardprep-statistics")  # a shard's statistics, the same way
+        self._counting = background.Behind(stats_columns.COUNTING_THREAD)  # a shard's statistics, the same way
         self._partial: dict[int, dict] = {}  # split -> feature -> the statistics of its shards since ``flush``
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
@@ -208,7 +208,8 @@ class WriteShards:
         return {**self.__dict__, "_listings": {}, "_writer": None, "_counting": None, "_partial": {}}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _writer=writer.ShardWriter(), _counting=background.Behind("shardprep-statistics"))
+        self.__dict__.update(state, _writer=writer.ShardWriter(),
+                             _counting=background.Behind(stats_columns.COUNTING_THREAD))
 
     def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
         """The pieces in place of a split's listed batches (read once per process)."""
