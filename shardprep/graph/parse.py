@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import background, formats, framing, planning, schema, stats_columns, writer
+from shardprep import background, formats, framing, planning, stats_columns, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
@@ -56,7 +56,7 @@ class Parse:
     def setup(self) -> None:
         freeze_startup_objects()
         cfg = self._config
-        self._schema = schema.schema_from_json(cfg.features)
+        self._schema = cfg.schema
         self._missing: dict[str, int] = {}  # per unit: rows that left each feature out (a missing value)
         self._row_encoder = None  # built on first use: column-wise readers never need it (50,000 features: ~7 s)
         self._thresholds = planning.split_thresholds(cfg.splits)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import background, fs, naming, planning, schema, stats, stats_columns, writer
+from shardprep import background, fs, naming, planning, stats, stats_columns, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
@@ -179,14 +179,10 @@ class WriteShards:
         if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather: the
             # compiled walk frees the GIL, so one process counts on a second core
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
-                                  self._features)
+                                  self._config.schema)
         self._shards.inc()
         log.debug("wrote %s: %d records, %d bytes", path, info.num_records, info.num_bytes)
         yield ShardFact(split, shard, num_shards, info)
-
-    @functools.cached_property
-    def _features(self) -> dict:
-        return schema.schema_from_json(self._config.features)
 
     def flush(self) -> list[Tagged]:
         """Waits until every shard this wrote is stored (and raises an error of storing one): the end
@@ -268,7 +264,7 @@ class MergeStats:
 
     def finish(self, split: int, merged: dict) -> StatsFact:
         cfg = self._config
-        return StatsFact(split, stats.to_json(merged, schema.schema_from_json(cfg.features), top_k=cfg.stats_top_k))
+        return StatsFact(split, stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k))
 
     def process(self, item: tuple[int, Iterable[dict]]) -> Iterator[StatsFact]:
         split, partials = item

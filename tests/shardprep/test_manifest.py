@@ -62,3 +62,36 @@ def test_load_refuses_unknown_version_and_missing_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(manifest.ManifestError, match="version 2 is not supported"):
         manifest.load(str(tmp_path))
+
+
+def _write_inputs(folder) -> dict[str, list[str]]:
+    """A CSV (a bad row, a missing value, two splits, statistics) and a text corpus: the manifests' every part."""
+    rows = ["id,name,score"] + [f"{i},n{i % 7},{'' if i == 5 else i / 4}" for i in range(60)] + ["x,y,z,too,many"]
+    (folder / "t.csv").write_text("\n".join(rows) + "\n")
+    words = "the cat sat on a mat river stone music night".split()
+    docs = ["\n".join(" ".join(words[(d + k + j) % 10] for j in range(6)) + "." for k in range(4)) for d in range(40)]
+    (folder / "t.txt").write_text("\n\n".join(docs) + "\n")
+    return {
+        "csv": ["--input", str(folder / "t.csv"), "--split", "train=0.8,test=0.2", "--statistics", "on",
+                "--max-bad-records", "1", "--num-shards", "2"],
+        "text": ["--input", str(folder / "t.txt"), "--task", "bert-pretraining", "--train-vocab", "60",
+                 "--max-seq-length", "32", "--num-shards", "2"],
+    }
+
+
+@pytest.mark.parametrize("case", ["csv", "text"])
+def test_the_launcher_reads_back_its_commit_unparsed_and_equal(tmp_path, case):
+    """The manifest an in-process commit wrote is loaded back as the object it encoded: equal to what
+    parsing its bytes gives (else a reader in this process would see another data set than one in
+    another process); any other bytes are parsed."""
+    from shardprep import run
+
+    out = tmp_path / "out"
+    assert run.main([*_write_inputs(tmp_path)[case], "--output", str(out)]) == 0
+    raw = (out / naming.MANIFEST).read_bytes()
+    loaded = manifest.load(str(out))
+    assert loaded is manifest._encoded[1]
+    assert loaded == manifest._parsed("manifest.json", raw)
+    assert manifest.load(str(out), run_id=next(iter(loaded.run_ids))) is loaded  # the run's copy: the same bytes
+    (out / naming.MANIFEST).write_bytes(raw.replace(b'"seed": 42', b'"seed": 43'))
+    assert manifest.load(str(out)).seed == 43

@@ -99,13 +99,43 @@ def test_clean_parquet_goes_column_wise_whole(tmp_path):
         _outcome(_reference, _unit(path), schema, "reject")
 
 
-@pytest.mark.parametrize("values, dtype", [([1.0, None], F), ([1.0, math.nan], F), ([2**63 + 1, 1], I64)])
-def test_parquet_values_to_check_row_by_row_fall_back(tmp_path, values, dtype):
-    type_ = pa.uint64() if dtype == I64 else pa.float64()
+@pytest.mark.parametrize("fast_rows", [65536, 4])  # a group read in one batch or in several, joined
+def test_a_wide_parquet_file_read_a_group_of_columns_at_a_time_equals_the_per_record_path(tmp_path, monkeypatch,
+                                                                                          fast_rows):
+    """Past ``READ_COLUMNS`` columns a unit's columns are read a group after another (ints, floats,
+    strings, dates; in row groups, cut into row ranges): the same records as row by row."""
+    monkeypatch.setattr(parquet, "FAST_BATCH_ROWS", fast_rows)
+    n, width = 23, parquet.READ_COLUMNS + 7
+    kinds = [(pa.int64(), I64, lambda i, r: i * r - 7), (pa.float64(), F, lambda i, r: i / (r + 1)),
+             (pa.string(), S, lambda i, r: f"v{i % 5}{'é' * (r % 3)}"), (pa.int32(), S, lambda i, r: i - r)]
+    columns, schema = {}, {}
+    for i in range(width):
+        type_, dtype, value = kinds[i % len(kinds)]
+        columns[f"c{i:05d}"] = pa.array([value(i, r) for r in range(n)], type_)
+        schema[f"c{i:05d}"] = FeatureSpec(dtype, ())
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"x": pa.array(values, type_)}), path)
+    pq.write_table(pa.table(columns), path, row_group_size=10)
+    for unit_bytes in (1 << 30, 1):  # whole, and each row group cut into ranges (of a row each: three tried)
+        units = _units(path, unit_bytes)
+        assert (len(units) == 1) == (unit_bytes > 1)
+        for unit in units[::10]:
+            got = _outcome(_through_parse, _config(tmp_path, schema), unit)
+            assert len(got[0]) == unit.end - unit.start and got == _outcome(_reference, unit, schema, "reject")
+
+
+@pytest.mark.parametrize("values, type_, dtype", [([1.0, None], pa.float64(), F), ([1.0, math.nan], pa.float64(), F),
+                                                  ([2**63 + 1, 1], pa.uint64(), I64), ([1, None], pa.int64(), I64),
+                                                  ([None, 2], pa.int32(), I64), ([None, 2], pa.int64(), F)])
+@pytest.mark.parametrize("others", [0, 1, parquet.READ_COLUMNS + 1])  # more int columns: converted together; wide
+def test_parquet_values_to_check_row_by_row_fall_back(tmp_path, values, type_, dtype, others):
+    path = tmp_path / "t.parquet"
+    columns = {"x": pa.array(values, type_), **{f"y{i}": pa.array([i, i]) for i in range(others)}}
+    pq.write_table(pa.table(columns), path)
+    schema = {name: FeatureSpec(dtype if name == "x" else I64, ()) for name in columns}
     with pytest.raises(formats.Unsupported):
-        list(parquet.framed_parquet(_unit(path), {"x": FeatureSpec(dtype, ())}, "reject"))
+        list(parquet.framed_parquet(_unit(path), schema, "reject"))
+    assert _outcome(_through_parse, _config(tmp_path, schema), _unit(path)) == \
+        _outcome(_reference, _unit(path), schema, "reject")
 
 
 # --- JSON Lines ------------------------------------------------------------------------------------
