@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE.parent)]  # the repository: tests/shardprep would shadow the package
 
 from tests.end_to_end import test_bad_input as corpus  # noqa: E402
 

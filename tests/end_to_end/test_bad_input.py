@@ -210,6 +210,14 @@ def _null_table():
     return pa.Table.from_pylist(rows)
 
 
+def _int_null_table():
+    import pyarrow as pa
+
+    rows = _json_rows(10)
+    rows[2]["id"] = None  # an int64 column (converted with the other integer columns at once)
+    return pa.Table.from_pylist(rows)
+
+
 def schema_file(doc: str | None, then: Callable[[Path], int]) -> Callable[[Path], int]:
     """Writes ``doc`` to tmp/schema.json (None: no file), then the input."""
 
@@ -516,6 +524,10 @@ CASES: list[Case] = [
          parquet_file(table=_uint64_table), works(), check=ids_kept_whole),
     Case("parquet_null_omitted", "a Parquet null in a float column: left out, the feature nullable",
          parquet_file(table=_null_table), works(), check=nullable("x", 1)),
+    Case("parquet_int_null", "a Parquet null in an integer column", parquet_file(table=_int_null_table),
+         dead_letter("missing_value", 3), args=("--on-missing=reject",)),
+    Case("parquet_int_null_omitted", "a Parquet null in an integer column: left out, the feature nullable",
+         parquet_file(table=_int_null_table), works(), check=nullable("id", 1)),
     # TFRecord
     Case("tfrecord_bad_length_crc", "record 5's length CRC is wrong (reading resumes at record 6, the next "
          "offset where a whole record checks)",
