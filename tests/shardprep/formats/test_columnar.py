@@ -71,18 +71,19 @@ def _unit(path):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_tables(), st.sampled_from(["reject", "ignore"]), st.sampled_from([3, 20_000]), st.sampled_from([4, 65536]),
-       st.sampled_from([16, 7]), st.sampled_from([1 << 30, 1]))
+       st.sampled_from([16, 7]), st.sampled_from([1 << 30, 1]), st.sampled_from(["reject", "omit"]))
 def test_parquet_fast_path_equals_the_per_record_path(tmp_path, case, extra_fields, batch_records, fast_rows,
-                                                      group_rows, unit_bytes):
-    """Whole files and files in row ranges (``unit_bytes=1``: every row group cut into ranges)."""
+                                                      group_rows, unit_bytes, on_missing):
+    """Whole files and files in row ranges (``unit_bytes=1``: every row group cut into ranges); a
+    null a dead letter, or left out (the default)."""
     table, schema = case
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, row_group_size=group_rows)
     old, parquet.FAST_BATCH_ROWS = parquet.FAST_BATCH_ROWS, fast_rows
     try:
         for unit in _units(path, unit_bytes):
-            got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records), unit)
-            assert got == _outcome(_reference, unit, schema, extra_fields)
+            got = _outcome(_through_parse, _config(tmp_path, schema, extra_fields, batch_records, on_missing), unit)
+            assert got == _outcome(_reference, unit, schema, extra_fields, on_missing)
     finally:
         parquet.FAST_BATCH_ROWS = old
 
