@@ -204,10 +204,12 @@ def _cast(column: Any, target: Any, pa: Any) -> Any:
 
 
 FAST_BATCH_ROWS = 65536
-# Past this many columns a unit's columns are read this many at a time: pyarrow keeps ~7 KB for each
-# column it is reading (50,000 columns at once took 350 MB for 8 MB of values), so a wide file's unit
-# is read a group of columns after another, each over all the unit's rows, and then encoded.
+BATCH_CELLS = 1 << 22  # and at most this many cells a batch (a wide file's 65,536 rows: billions)
+# pyarrow keeps ~7 KB for each column it is reading (50,000 columns at once took 350 MB for 8 MB of
+# values), so a unit of a file past READ_COLUMNS flat columns whose cells are at most GROUPED_CELLS
+# is read READ_COLUMNS columns after another, each group over all the unit's rows, then encoded.
 READ_COLUMNS = 2000
+GROUPED_CELLS = 1 << 24
 
 
 def _fits(dtype: str, type_: Any) -> bool:
@@ -252,12 +254,14 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
                     _column(name, schema[name].dtype, _cast(batch.column(name), casts.get(name), pa), pa)
                     for name in names}
 
-        if len(schema) <= READ_COLUMNS or pf.metadata.num_columns != len(found.names):
-            for batch in _batches(pf, unit, FAST_BATCH_ROWS, columns=None if whole else list(schema)):
+        if (len(schema) <= READ_COLUMNS or pf.metadata.num_columns != len(found.names)
+                or (unit.end - unit.start) * len(schema) > GROUPED_CELLS):
+            rows = max(1, min(FAST_BATCH_ROWS, BATCH_CELLS // len(schema)))
+            for batch in _batches(pf, unit, rows, columns=None if whole else list(schema)):
                 columns = converted(batch, list(schema), ints, whole and len(ints) == len(found.names))
                 yield from columnar.framed_batches(schema, columns, batch.num_rows)
             return
-        # a wide file of flat columns: READ_COLUMNS of them read at a time, over the whole unit each
+        # a wide file's short unit: READ_COLUMNS columns read at a time, over the whole unit each
         index = {name: i for i, name in enumerate(found.names)}
         read, is_int = sorted(index[name] for name in schema), set(ints)
         columns = {}

@@ -100,12 +100,14 @@ def test_clean_parquet_goes_column_wise_whole(tmp_path):
         _outcome(_reference, _unit(path), schema, "reject")
 
 
-@pytest.mark.parametrize("fast_rows", [65536, 4])  # a group read in one batch or in several, joined
-def test_a_wide_parquet_file_read_a_group_of_columns_at_a_time_equals_the_per_record_path(tmp_path, monkeypatch,
-                                                                                          fast_rows):
-    """Past ``READ_COLUMNS`` columns a unit's columns are read a group after another (ints, floats,
+@pytest.mark.parametrize("fast_rows, grouped_cells", [(65536, 1 << 24), (4, 1 << 24), (65536, 0)])
+def test_a_wide_parquet_file_read_a_group_of_columns_at_a_time_equals_the_per_record_path(
+        tmp_path, monkeypatch, fast_rows, grouped_cells):
+    """Past ``READ_COLUMNS`` columns a short unit's columns are read a group after another (in one
+    batch or several, joined), a long one all at once in batches of ``BATCH_CELLS`` (ints, floats,
     strings, dates; in row groups, cut into row ranges): the same records as row by row."""
     monkeypatch.setattr(parquet, "FAST_BATCH_ROWS", fast_rows)
+    monkeypatch.setattr(parquet, "GROUPED_CELLS", grouped_cells)
     n, width = 23, parquet.READ_COLUMNS + 7
     kinds = [(pa.int64(), I64, lambda i, r: i * r - 7), (pa.float64(), F, lambda i, r: i / (r + 1)),
              (pa.string(), S, lambda i, r: f"v{i % 5}{'é' * (r % 3)}"), (pa.int32(), S, lambda i, r: i - r)]
