@@ -11,9 +11,11 @@ Column-wise path (``framed_batches``): a schema of scalars whose columns are num
 integers for a float32 feature, integers for an int64 one, dates and times as their integers) or
 strings/bytes for a string feature (or integers, as their decimal digits: uint64 ids past int64
 are inferred as strings) is read by record batch straight into ``example.columnar``'s encoder: the
-same bytes as the per-record path (a test checks it). A batch holding a null, a float that is not
-finite in float32 or a uint64 past int64 in an int64 feature raises ``Unsupported`` before it is
-given, and the per-record path decides from there (dead letters). The footer (``parquet_meta``)
+same bytes as the per-record path (a test checks it); a batch holds at most ``BATCH_CELLS`` cells,
+and a wide file's short unit is read ``READ_COLUMNS`` columns at a time (pyarrow's memory per column
+read). A batch holding a null, a float that is not finite in float32 or a uint64 past int64 in an
+int64 feature raises ``Unsupported`` before it is given, and the per-record path decides from
+there (dead letters). The footer (``parquet_meta``)
 is parsed once a process; the schema's sample reads only the columns that their Arrow types and
 statistics leave open (``sample_parquet``).
 """
