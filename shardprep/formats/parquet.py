@@ -251,10 +251,13 @@ def framed_parquet(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterato
         whole = len(schema) == len(found.names)  # every column, read in file order
 
         def converted(batch: Any, names: list[str], ints: list[str], all_of_it: bool) -> dict[str, Any]:
-            ready = _int_columns(batch, ints, all_of_it, pa) if ints else {}
-            return {name: ready[name] if name in ready else
-                    _column(name, schema[name].dtype, _cast(batch.column(name), casts.get(name), pa), pa)
-                    for name in names}
+            try:  # what pyarrow refuses to convert, the per-record path decides (a dead letter or a value)
+                ready = _int_columns(batch, ints, all_of_it, pa) if ints else {}
+                return {name: ready[name] if name in ready else
+                        _column(name, schema[name].dtype, _cast(batch.column(name), casts.get(name), pa), pa)
+                        for name in names}
+            except pa.ArrowException as e:
+                raise Unsupported(f"a value pyarrow cannot convert: {e}") from None
 
         if (len(schema) <= READ_COLUMNS or pf.metadata.num_columns != len(found.names)
                 or (unit.end - unit.start) * len(schema) > GROUPED_CELLS):
@@ -289,7 +292,7 @@ def _int_columns(batch: Any, names: list[str], all_of_it: bool, pa: Any) -> dict
     {} where one holds a null (each column's own check then names it)."""
     try:
         matrix = np.asarray((batch if all_of_it else batch.select(names)).to_tensor(row_major=False))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a null (pyarrow 25 raises the latter)
+    except pa.ArrowException:  # a null (pyarrow 25: ArrowTypeError; before: ArrowInvalid)
         return {}
     return dict(zip(names, matrix.astype(np.int64, copy=False).T))
 
