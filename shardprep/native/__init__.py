@@ -12,10 +12,11 @@ back); ``pread_records`` (byte ranges of an open file, back to back, without map
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
 ``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
-number features already summed and capped strings as their hashes, for
-``shardprep.stats_columns``; its twin declines every batch), ``sum_numbers`` (a number column's count, min, max, exact sums and log-bucket counts; its
-twin declines every column) and ``hash_values`` (the
-distinct-count sketch's 64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its inverse, in place: ``shardprep.permutation``).
+number features already summed and capped strings as their hashes, for ``shardprep.stats_columns``;
+its twin declines every batch), ``sum_numbers`` (a number column's count, min, max, exact sums and
+log-bucket counts; its twin declines every column) and ``hash_values`` (the distinct-count sketch's
+64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its
+inverse, in place: ``shardprep.permutation``).
 ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
 """
