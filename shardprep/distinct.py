@@ -13,7 +13,7 @@ the same bits; stable across processes, unlike ``hash()``); merging is the eleme
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -55,11 +55,11 @@ class StringCounts:
         return cls(encoded.dictionary, counts.astype(np.int64))
 
     @classmethod
-    def pending(cls, values: pa.Array) -> StringCounts:
-        """The counts of a binary array's values, counted only when asked for (``_whole``)."""
+    def pending(cls, values: pa.Array | Sequence[pa.Array]) -> StringCounts:
+        """The counts of a binary array's values (or of several arrays' values together: a batch
+        held in the pieces it came in, not joined), counted only when asked for (``_whole``)."""
         counts = cls()
-        if len(values):
-            counts._parts = [(values, None)]
+        counts._parts = [(part, None) for part in ([values] if isinstance(values, pa.Array) else values) if len(part)]
         return counts
 
     def merge(self, other: StringCounts) -> StringCounts:
@@ -119,8 +119,17 @@ class StringCounts:
         values = [_large(v) for v, _ in self._parts]
         hashes = np.concatenate([binary_hashes(v) for v in values])
         sizes = np.concatenate([np.diff(_offsets(v)) for v in values])
-        unique, first = np.unique(hashes, return_index=True)
-        return unique, int(sizes[first].sum())
+        ordered = np.sort(hashes)  # ~4x faster than np.unique's index (or its hash table, for 8-byte words)
+        again = ordered[1:] == ordered[:-1]
+        if not again.any():  # every value distinct (long texts, ids): each counts
+            return ordered, int(sizes.sum())
+        # each repeated value's bytes counted once, at its first place (as np.unique's index): found
+        # among the values whose hash repeats only (as a rule a few)
+        repeats = np.unique(ordered[1:][again])
+        member = np.flatnonzero(repeats[np.minimum(np.searchsorted(repeats, hashes), repeats.size - 1)] == hashes)
+        _, first = np.unique(hashes[member], return_index=True)
+        held = sizes.sum() - sizes[member].sum() + sizes[member[first]].sum()
+        return ordered[np.concatenate(([True], ~again))], int(held)
 
     def hashes(self) -> np.ndarray:
         """``binary_hashes`` of the values (the HyperLogLog's input; repeats across parts change nothing)."""

@@ -203,10 +203,10 @@ def joined(batches: Sequence[Mapping[str, Column]]) -> dict[str, Column]:
         if isinstance(parts[0], Hashed):
             out[name] = Column(Hashed.of_sizes(np.concatenate([p.hashes for p in parts]),
                                                np.concatenate([np.diff(p.offsets) for p in parts])))
-        elif isinstance(parts[0], pa.Array):
+        elif isinstance(parts[0], pa.Array):  # strings: their pieces (``_strings`` joins them only where small)
             if len({part.type for part in parts}) > 1:  # binary and large_binary (32- and 64-bit offsets)
                 parts = [part.cast(pa.large_binary()) for part in parts]
-            out[name] = Column(pa.concat_arrays(parts))
+            out[name] = Column(pa.chunked_array(parts))
         else:
             out[name] = Column(np.concatenate(parts))
     return out
@@ -216,7 +216,7 @@ def taken(columns: Mapping[str, Column], index: np.ndarray) -> dict[str, Column]
     """The records at ``index`` (int64, in its order) of scalar columns (the column-wise readers'
     batches, cut by split)."""
     at = pa.array(index)
-    return {name: Column(c.values.take(at) if isinstance(c.values, pa.Array) else c.values.take(index)
+    return {name: Column(c.values.take(at) if isinstance(c.values, (pa.Array, pa.ChunkedArray)) else c.values.take(index)
                          if isinstance(c.values, Hashed) else c.values[index])
             for name, c in columns.items()}
 
@@ -300,25 +300,31 @@ def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | No
             s.lengths = LogSketch.of_counts(s.lengths)
 
 
-def _strings(s: stats.FeatureStats, values: pa.Array | Hashed, capped: bool) -> None:
-    """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog)."""
-    if isinstance(values, Hashed):
-        offsets = values.offsets
-    elif len(values):
-        wide = values.type == pa.large_binary() or values.type == pa.large_string()
-        offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
-    else:
+def _strings(s: stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed, capped: bool) -> None:
+    """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog).
+    Values in pieces (``joined``) are kept in pieces where the batch is over the cap's bytes (its
+    test hashes them where they are: a long text column is not copied), else joined."""
+    pieces = [] if isinstance(values, Hashed) else [piece for piece in getattr(values, "chunks", [values]) if len(piece)]
+    sizes = np.diff(values.offsets) if isinstance(values, Hashed) else np.concatenate(
+        [np.diff(_offsets(piece)) for piece in pieces] or [np.zeros(0, np.int64)])
+    if not sizes.size:
         return
-    if len(offsets) < 2:
-        return
-    sizes = np.diff(offsets)
     s.strings = int(sizes.size)
     s.bytes_total, s.bytes_min, s.bytes_max = int(sizes.sum()), int(sizes.min()), int(sizes.max())
     if capped or isinstance(values, Hashed):  # the partial holds no counts any more: the values straight to the sketch
-        s.counts, s.hll = None, HyperLogLog.of_hashes(values.hashes if isinstance(values, Hashed) else binary_hashes(values))
+        hashes = values.hashes if isinstance(values, Hashed) else np.concatenate([binary_hashes(p) for p in pieces])
+        s.counts, s.hll = None, HyperLogLog.of_hashes(hashes)
         return
-    s.counts = StringCounts.pending(values)  # counted with the partial's other parts, when they near the cap
+    if len(pieces) > 1 and s.bytes_total <= stats.MAX_HELD_BYTES:
+        pieces = [pa.concat_arrays(pieces)]  # one part for the batch: as many parts to merge as batches
+    s.counts = StringCounts.pending(pieces)  # counted with the partial's other parts, when they near the cap
     stats.cap(s)
+
+
+def _offsets(values: pa.Array) -> np.ndarray:
+    """A binary or string array's value offsets (int32 or int64, ``len + 1`` of them)."""
+    wide = values.type == pa.large_binary() or values.type == pa.large_string()
+    return np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
 
 
 def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

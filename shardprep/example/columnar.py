@@ -158,7 +158,7 @@ def _float_run(names: list[str], columns: Mapping[str, Any], n: int) -> tuple[Pi
 
 def _by_length(name: str, dtype: str, sizes: np.ndarray) -> Pieces:
     """Each record's entry prefix: it depends only on its value's encoded size."""
-    unique, inverse = np.unique(sizes, return_inverse=True)
+    unique, inverse = _unique(sizes)
     return _table([scalar_entry_prefix(name, dtype, int(size)) for size in unique.tolist()], inverse)
 
 
@@ -382,7 +382,7 @@ def _encode_framed(schema: Schema, columns: Mapping[str, Any], n: int) -> tuple[
         body += lengths
     # Per record: length, its masked CRC, the Example's tag and body length (all depend on the body
     # length only), the body pieces, and 4 bytes the data CRC is written into afterwards.
-    unique, inverse = np.unique(body, return_inverse=True)
+    unique, inverse = _unique(body)
     matrix, sizes = _varints(unique)
     varints, heads = matrix.tobytes(), []
     for j, (size, varint_size) in enumerate(zip(unique.tolist(), sizes.tolist())):

@@ -286,6 +286,8 @@ def test_pending_string_counts_count_as_counted_ones(seed):
     hashes, held = distinct.StringCounts.pending(pa.concat_arrays([b.cast(pa.large_binary()) for b in batches])) \
         .distinct_hashes()  # the cap's test without counting: the distinct values' hashes and bytes
     assert held == eager.held_bytes and np.array_equal(hashes, np.unique(eager.hashes()))
+    hashes, held = distinct.StringCounts.pending(batches).distinct_hashes()  # the batches as pieces, not joined
+    assert held == eager.held_bytes and np.array_equal(hashes, np.unique(eager.hashes()))
     assert np.array_equal(distinct.HyperLogLog.of_hashes(lazy.hashes()).registers,
                           distinct.HyperLogLog.of_hashes(eager.hashes()).registers)
     assert pickle.loads(pickle.dumps(lazy)).items() == eager.items()
