@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from shardprep import native
 
-__all__ = ["HLL_P", "MAX_PARTS", "HyperLogLog", "StringCounts", "binary_hashes", "column_hashes"]
+__all__ = ["HLL_P", "MAX_PARTS", "HyperLogLog", "StringCounts", "binary_hashes", "column_hashes", "value_offsets"]
 
 HLL_P = 14  # HyperLogLog precision: 2**14 registers
 MAX_PARTS = 64  # a StringCounts counts its parts together beyond this many
@@ -118,7 +118,7 @@ class StringCounts:
             return np.zeros(0, np.uint64), 0
         values = [_large(v) for v, _ in self._parts]
         hashes = np.concatenate([binary_hashes(v) for v in values])
-        sizes = np.concatenate([np.diff(_offsets(v)) for v in values])
+        sizes = np.concatenate([np.diff(value_offsets(v)) for v in values])
         ordered = np.sort(hashes)  # ~4x faster than np.unique's index (or its hash table, for 8-byte words)
         again = ordered[1:] == ordered[:-1]
         if not again.any():  # every value distinct (long texts, ids): each counts
@@ -169,16 +169,17 @@ def binary_hashes(values: pa.Array) -> np.ndarray:
     """``column_hashes`` of a pyarrow binary array's values (in place: no copy of the bytes)."""
     values = _large(values)
     data = values.buffers()[2]
-    return column_hashes(data if data is not None else b"", _offsets(values))
+    return column_hashes(data if data is not None else b"", value_offsets(values))
 
 
 def _large(values: pa.Array) -> pa.Array:
     return values.cast(pa.large_binary()) if values.type != pa.large_binary() else values
 
 
-def _offsets(values: pa.Array) -> np.ndarray:
-    """A large_binary array's value offsets (int64, ``len + 1`` of them, in its data buffer)."""
-    return np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + len(values) + 1]
+def value_offsets(values: pa.Array) -> np.ndarray:
+    """A binary or string array's value offsets (int32 or int64 as its type, ``len + 1`` of them, in its buffer)."""
+    wide = values.type == pa.large_binary() or values.type == pa.large_string()
+    return np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
 
 
 def _hashes(values: Iterable[bytes]) -> np.ndarray:

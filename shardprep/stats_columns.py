@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardprep import native, sketches, stats
-from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes
+from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes, value_offsets
 from shardprep.schema import FeatureSpec
 from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
 
@@ -306,7 +306,7 @@ def _strings(s: stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed,
     test hashes them where they are: a long text column is not copied), else joined."""
     pieces = [] if isinstance(values, Hashed) else [piece for piece in getattr(values, "chunks", [values]) if len(piece)]
     sizes = np.diff(values.offsets) if isinstance(values, Hashed) else np.concatenate(
-        [np.diff(_offsets(piece)) for piece in pieces] or [np.zeros(0, np.int64)])
+        [np.diff(value_offsets(piece)) for piece in pieces] or [np.zeros(0, np.int64)])
     if not sizes.size:
         return
     s.strings = int(sizes.size)
@@ -320,11 +320,6 @@ def _strings(s: stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed,
     s.counts = StringCounts.pending(pieces)  # counted with the partial's other parts, when they near the cap
     stats.cap(s)
 
-
-def _offsets(values: pa.Array) -> np.ndarray:
-    """A binary or string array's value offsets (int32 or int64, ``len + 1`` of them)."""
-    wide = values.type == pa.large_binary() or values.type == pa.large_string()
-    return np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)[values.offset:values.offset + len(values) + 1]
 
 
 def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
