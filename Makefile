@@ -11,6 +11,7 @@ $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel setuptools
 	$(PY) -m pip install -q -e '.[all,dev]'
+	$(PY) -m compileall -q shardprep pipelines trainer  # bytecode once, as pip writes it for an installed package
 	touch $(STAMP)
 
 install: $(STAMP)
