@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from shardprep.example import columnar
 from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit, lone_surrogate
 from shardprep.formats.cuts import line_units
-from shardprep.formats.jsonl_block import block_columns, blocks, native_spec
+from shardprep.formats.jsonl_block import block_bytes, block_columns, blocks, native_spec
 from shardprep.formats.reading import BOM, LongLine, StreamError, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def framed_jsonl(unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[
     """The unit's rows as framed TFRecord batches, encoded column-wise; see the module docs."""
 
     spec, bom = native_spec(schema), unit.start == 0
-    for block in blocks(unit):
+    for block in blocks(unit, block_bytes(len(schema))):
         got = block_columns(block, schema, spec, extra_fields=extra_fields, max_record_bytes=unit.max_record_bytes,
                             bom=bom)
         if got is None:

@@ -25,23 +25,30 @@ from shardprep.formats.reading import open_input
 if TYPE_CHECKING:
     from shardprep.schema import Schema
 
-__all__ = ["BLOCK_BYTES", "blocks", "block_columns", "native_spec"]
+__all__ = ["BLOCK_BYTES", "block_bytes", "blocks", "block_columns", "native_spec"]
 
 BLOCK_BYTES = 2 << 20  # per read and per native parse; the per-block numpy work is small beside it
+CELL_BLOCK_BYTES = 256  # and at least this much per feature (at most 64 MiB): a wide table's block holds
+# enough lines that its per-column work (a column each, encoded) stays small beside its cells'
 NativeSpec = tuple[tuple[bytes, ...], bytes]
 
 
-def blocks(unit: WorkUnit) -> Iterator[bytes]:
+def block_bytes(features: int) -> int:
+    """The read size for a schema of ``features`` features (``BLOCK_BYTES``, more for a wide one)."""
+    return max(BLOCK_BYTES, min(64 << 20, CELL_BLOCK_BYTES * features))
+
+
+def blocks(unit: WorkUnit, size: int = BLOCK_BYTES) -> Iterator[bytes]:
     """The unit's lines (those starting before its end, as ``reading.read_lines`` cuts them) in blocks
-    of whole lines, in file order. Raises ``Unsupported`` where the per-record path words a dead
-    letter: a line over the record limit, a gzip stream that breaks off."""
+    of whole lines of about ``size`` bytes, in file order. Raises ``Unsupported`` where the per-record
+    path words a dead letter: a line over the record limit, a gzip stream that breaks off."""
     limit = None if unit.file.gzip else unit.end
     pos, parts, held = unit.start, [], 0  # the file offset of a line not yet ended, its pieces and their size
     with open_input(unit.file, unit.start) as stream:
         read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
         while limit is None or pos < limit:
             try:
-                chunk = read(BLOCK_BYTES)
+                chunk = read(size)
             except (EOFError, gzip.BadGzipFile, zlib.error):
                 raise Unsupported("a gzip stream that breaks off") from None
             if not chunk:

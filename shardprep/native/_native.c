@@ -710,7 +710,7 @@ typedef struct {
 
 static int jbuf_reserve(JBuf *b, Py_ssize_t more) {
     if (b->obj && b->len + more <= b->cap) return 0;
-    Py_ssize_t cap = b->cap > 4096 ? b->cap : 4096;
+    Py_ssize_t cap = b->cap > 64 ? b->cap : 64; /* small: a wide table's 50,000 columns of a few values each */
     while (cap < b->len + more) cap *= 2;
     if (b->obj ? _PyBytes_Resize(&b->obj, cap) < 0 : !(b->obj = PyBytes_FromStringAndSize(NULL, cap))) return -1;
     b->cap = cap;
@@ -939,11 +939,28 @@ static int j_skip(const uint8_t **pp, const uint8_t *e, int depth) {
     return r;
 }
 
-#define J_MAX_FIELDS 256
+#define J_SCAN_FIELDS 64 /* a key not where the last one's successor is: looked for by scanning up to this many
+                            features, past them in a hash table of the names (a wide table's 50,000) */
 #define J_MAX_EXTRA 32 /* ignored keys in a line, each checked against the others */
 
+static inline uint64_t j_name_hash(const char *p, Py_ssize_t n) { /* FNV-1a */
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+/* The feature named key (len bytes) in the names' table (slots: feature + 1, 0 empty; mask: its size - 1), or k. */
+static Py_ssize_t j_find(const int32_t *slots, size_t mask, PyObject *names, const char *key, Py_ssize_t len,
+                         Py_ssize_t k) {
+    for (size_t i = j_name_hash(key, len) & mask; slots[i]; i = (i + 1) & mask) {
+        PyObject *name = PyTuple_GET_ITEM(names, slots[i] - 1);
+        if (PyBytes_GET_SIZE(name) == len && !memcmp(PyBytes_AS_STRING(name), key, (size_t)len)) return slots[i] - 1;
+    }
+    return k;
+}
+
 /* jsonl_columns(block, names, kinds, ignore_extra, max_line, bom) -> (rows, [column, ...]) or None.
- * names: the features' UTF-8 names (at most 256, else None); kinds: one byte each (0 string, 1 float32,
+ * names: the features' UTF-8 names (distinct; any number); kinds: one byte each (0 string, 1 float32,
  * 2 int64). Columns:
  * float64 or int64 values as bytes, a string column as (int64 offsets as bytes, data). */
 static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
@@ -956,6 +973,9 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
     Py_ssize_t k = PyTuple_GET_SIZE(names), lines = 0, rows = 0;
     const uint8_t *kinds = kinds_buf.buf, *b = block.buf, *end = b + block.len;
     JBuf *col = NULL;
+    uint8_t *seen = NULL; /* per line: the features given */
+    int32_t *slots = NULL;
+    size_t mask = 0;
     if (kinds_buf.len != k) {
         PyErr_SetString(PyExc_ValueError, "jsonl_columns: one kind per name");
         goto done;
@@ -965,9 +985,8 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "jsonl_columns: kinds are 0 (string), 1 (float32) or 2 (int64)");
             goto done;
         }
-    if (k > J_MAX_FIELDS) { /* a wider schema: the per-line path reads it */
-        result = Py_None;
-        Py_INCREF(result);
+    if (k > INT32_MAX - 1) {
+        PyErr_SetString(PyExc_ValueError, "jsonl_columns: too many names");
         goto done;
     }
     for (const uint8_t *q = b; (q = memchr(q, '\n', (size_t)(end - q))); q++) lines++;
@@ -989,6 +1008,21 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
             if (jbuf_reserve(v + 1, block.len / strings) < 0) goto done;
         }
     }
+    seen = PyMem_Malloc((size_t)k + 1);
+    if (!seen) { PyErr_NoMemory(); goto done; }
+    if (k > J_SCAN_FIELDS) {
+        size_t size = 1;
+        while (size < 2 * (size_t)k) size <<= 1;
+        mask = size - 1;
+        slots = PyMem_Calloc(size, sizeof(int32_t));
+        if (!slots) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t f = 0; f < k; f++) {
+            PyObject *name = PyTuple_GET_ITEM(names, f);
+            size_t i = j_name_hash(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) & mask;
+            while (slots[i]) i = (i + 1) & mask;
+            slots[i] = (int32_t)(f + 1);
+        }
+    }
     JBuf key = {0}, extra = {0};
     if (jbuf_reserve(&key, 256) < 0) goto done;
     int ok = 1;
@@ -1006,7 +1040,7 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
         while (s < e && J_WS(*s)) s++; /* JSON's white space only */
         if (*s != '{') { ok = 0; break; }
         s++;
-        uint8_t seen[J_MAX_FIELDS] = {0};
+        memset(seen, 0, (size_t)k + 1);
         Py_ssize_t found = 0, nextra = 0;
         extra.len = 0;
         while (s < e && J_WS(*s)) s++;
@@ -1020,7 +1054,7 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
             if (s >= e || *s++ != ':') { ok = 0; break; }
             while (s < e && J_WS(*s)) s++;
             Py_ssize_t f = k;
-            for (Py_ssize_t j = 0; j < k; j++) { /* from the field after the last one: keys mostly come in order */
+            for (Py_ssize_t j = 0; j < (slots ? 1 : k); j++) { /* from the field after the last one: keys mostly come in order */
                 Py_ssize_t c = (last + 1 + j) % k;
                 PyObject *name = PyTuple_GET_ITEM(names, c);
                 if (PyBytes_GET_SIZE(name) == key.len &&
@@ -1029,6 +1063,8 @@ static PyObject *py_jsonl_columns(PyObject *self, PyObject *args) {
                     break;
                 }
             }
+            if (f == k && slots && (f = j_find(slots, mask, names, PyBytes_AS_STRING(key.obj), key.len, k)) < k)
+                last = f;
             if (f == k) {
                 if (!ignore_extra) { ok = 0; break; }
                 /* an ignored key given twice is duplicate_key: the line's ignored keys, each as
@@ -1099,6 +1135,8 @@ done:
     if (col)
         for (Py_ssize_t f = 0; f < 2 * k; f++) Py_XDECREF(col[f].obj);
     PyMem_Free(col);
+    PyMem_Free(seen);
+    PyMem_Free(slots);
     PyBuffer_Release(&block);
     PyBuffer_Release(&kinds_buf);
     return result;

@@ -10,6 +10,7 @@ import dataclasses
 import gzip
 import json
 import math
+import random
 
 import numpy as np
 import orjson
@@ -188,3 +189,42 @@ def test_a_block_taken_gives_the_bytes_of_the_line_by_line_parse(case, extra_fie
         expected = _line_by_line(data, schema, extra_fields)
         assert expected is not None
         assert bytes(jsonl.columnar.encode_framed(schema, *got)[0]) == expected
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_wide_schema_is_read_through_its_names_table(seed):
+    """Past ``J_SCAN_FIELDS`` (64) features a key that is not the last one's successor is found in a
+    hash table of the names: lines in order, shuffled, with a key twice, one missing, an extra one
+    and an escaped one give the line-by-line parse's bytes, or are declined where that path words a
+    dead letter."""
+    rng = random.Random(seed)
+    names = [f"c{i}" for i in range(rng.choice([65, 300, 2000]))] + ["é", "x y"]
+    schema = {name: FeatureSpec(rng.choice((F, I64, S)), ()) for name in names}
+    value = {F: lambda: repr(rng.uniform(-1e3, 1e3)), I64: lambda: str(rng.randrange(-2**40, 2**40)),
+             S: lambda: json.dumps("".join(rng.choice("ab\u00e9 ") for _ in range(rng.randrange(4))))}
+    lines, kinds = [], set()
+    for _ in range(rng.randrange(1, 12)):
+        fields = [(json.dumps(n), value[schema[n].dtype]()) for n in names]
+        kind = rng.randrange(8) if seed % 2 else rng.choice((0, 3, 4, 5, 6, 7))  # odd seeds: lines it declines too
+        kinds.add(kind)
+        if kind == 1:
+            fields.append(rng.choice(fields))  # a key twice
+        elif kind == 2:
+            fields.pop(rng.randrange(len(fields)))
+        elif kind == 3:
+            fields.insert(rng.randrange(len(fields)), ('"extra"', "1"))
+        elif kind == 4:
+            fields[0] = ('"\\u0063' + names[0][1:] + '"', fields[0][1])  # "c0" with an escaped letter
+        if kind in (5, 6):
+            rng.shuffle(fields)
+        lines.append("{" + ", ".join(f"{k}: {v}" for k, v in fields) + "}")
+    data = ("\n".join(lines) + "\n").encode()
+    for extra_fields in ("reject", "ignore"):
+        got = jsonl_block.block_columns(data, schema, jsonl_block.native_spec(schema), extra_fields=extra_fields,
+                                        max_record_bytes=1 << 26, bom=True)
+        expected = _line_by_line(data, schema, extra_fields)
+        if not kinds & {1, 2} and (extra_fields == "ignore" or 3 not in kinds):  # clean: the compiled reader takes it
+            assert got is not None
+        if got is not None:
+            assert expected is not None
+            assert bytes(jsonl.columnar.encode_framed(schema, *got)[0]) == expected
