@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 __all__ = ["BLOCK_BYTES", "block_bytes", "blocks", "block_columns", "native_spec"]
 
 BLOCK_BYTES = 2 << 20  # per read and per native parse; the per-block numpy work is small beside it
-CELL_BLOCK_BYTES = 256  # and at least this much per feature (at most 64 MiB): a wide table's block holds
-# enough lines that its per-column work (a column each, encoded) stays small beside its cells'
+CELL_BLOCK_BYTES = 256  # past WIDE_FEATURES features, this much per feature (at most 64 MiB): a wide table's
+WIDE_FEATURES = 8192  # block holds enough lines that its per-column work stays small beside its cells'
 NativeSpec = tuple[tuple[bytes, ...], bytes]
 
 
 def block_bytes(features: int) -> int:
     """The read size for a schema of ``features`` features (``BLOCK_BYTES``, more for a wide one)."""
-    return max(BLOCK_BYTES, min(64 << 20, CELL_BLOCK_BYTES * features))
+    return BLOCK_BYTES if features <= WIDE_FEATURES else min(64 << 20, CELL_BLOCK_BYTES * features)
 
 
 def blocks(unit: WorkUnit, size: int = BLOCK_BYTES) -> Iterator[bytes]:
