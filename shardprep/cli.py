@@ -135,11 +135,7 @@ def main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[
 
 def exit_early_on_interrupt(prog: str) -> None:
     """For a command's ``__main__``, before its imports: a signal then (before ``main`` runs, nothing
-    written yet) ends it with one line and 130 instead of a traceback or a silent SIGTERM death.
-    Also one OpenBLAS thread, unless ``OPENBLAS_NUM_THREADS`` is set: numpy's OpenBLAS starts a
-    thread per core that spins ~0.13 CPU s before it sleeps (measured: ``import numpy`` 0.31 ->
-    0.18 CPU s), and nothing shardprep runs calls BLAS."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    written yet) ends it with one line and 130 instead of a traceback or a silent SIGTERM death."""
     def handler(_signum: int, _frame: object) -> None:
         os.write(2, f"{prog}: interrupted\n".encode())
         os._exit(EXIT_INTERRUPTED)

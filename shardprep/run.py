@@ -9,6 +9,11 @@ if __name__ == "__main__":  # a signal during the imports below (~0.2 s): one li
     from shardprep.cli import exit_early_on_interrupt
 
     exit_early_on_interrupt("shardprep.run")
+    # one OpenBLAS thread unless set: numpy's OpenBLAS starts a thread per core that spins before it
+    # sleeps (``import numpy`` 0.31 -> 0.18 CPU s), and nothing a re-shard runs calls BLAS
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import contextlib

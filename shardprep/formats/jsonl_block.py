@@ -38,10 +38,11 @@ def block_bytes(features: int) -> int:
     return BLOCK_BYTES if features <= WIDE_FEATURES else min(64 << 20, CELL_BLOCK_BYTES * features)
 
 
-def blocks(unit: WorkUnit, size: int = BLOCK_BYTES) -> Iterator[bytes]:
+def blocks(unit: WorkUnit, size: int | None = None) -> Iterator[bytes]:
     """The unit's lines (those starting before its end, as ``reading.read_lines`` cuts them) in blocks
     of whole lines of about ``size`` bytes, in file order. Raises ``Unsupported`` where the per-record
     path words a dead letter: a line over the record limit, a gzip stream that breaks off."""
+    size = BLOCK_BYTES if size is None else size  # read now: tests set BLOCK_BYTES
     limit = None if unit.file.gzip else unit.end
     pos, parts, held = unit.start, [], 0  # the file offset of a line not yet ended, its pieces and their size
     with open_input(unit.file, unit.start) as stream:
