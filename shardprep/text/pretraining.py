@@ -105,21 +105,21 @@ def tokenize_document(vocab: Vocab, sentences: Sequence[str]) -> list[list[int]]
 class PackedDocument(Sequence[Sequence[int]]):
     """A tokenized document in 4 bytes a token (a list of Python ints takes ~10x that): what the
     document reader caches. ``packed`` is (int32 ids, int64 end of each sentence) as bytes, read as
-    they are by the compiled instance maker; items are the sentences' id lists."""
+    they are by the compiled instance maker; items are the sentences' id lists (typed views made on
+    first use: a document the compiled maker reads needs none)."""
 
-    __slots__ = ("_ids", "_ends", "packed")
+    __slots__ = ("packed", "_views")
 
     def __init__(self, sentences: Sequence[Sequence[int]]) -> None:
-        self._ids = array.array("i", itertools.chain.from_iterable(sentences))
-        self._ends = array.array("q", itertools.accumulate(map(len, sentences)))
-        self.packed = (self._ids.tobytes(), self._ends.tobytes())
+        ids = array.array("i", itertools.chain.from_iterable(sentences))
+        ends = array.array("q", itertools.accumulate(map(len, sentences)))
+        self.packed, self._views = (ids.tobytes(), ends.tobytes()), None
 
     @classmethod
     def from_packed(cls, ids, ends) -> PackedDocument:
         """A document from its packed buffers as they are (``bytes`` or byte ``memoryview``s; no copy)."""
         self = cls.__new__(cls)
-        self.packed = (ids, ends)
-        self._ids, self._ends = memoryview(ids).cast("B").cast("i"), memoryview(ends).cast("B").cast("q")
+        self.packed, self._views = (ids, ends), None
         return self
 
     @property
@@ -127,16 +127,20 @@ class PackedDocument(Sequence[Sequence[int]]):
         return len(self.packed[0]) + len(self.packed[1])
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self.packed[1]) >> 3
 
     def __getitem__(self, i):  # type: ignore[override]
+        n = len(self)
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self._ends)))]
+            return [self[j] for j in range(*i.indices(n))]
         if i < 0:
-            i += len(self._ends)
-        if not 0 <= i < len(self._ends):
+            i += n
+        if not 0 <= i < n:
             raise IndexError(i)
-        return self._ids[self._ends[i - 1] if i else 0:self._ends[i]].tolist()
+        if self._views is None:
+            self._views = tuple(memoryview(b).cast("B").cast(t) for b, t in zip(self.packed, "iq"))
+        ids, ends = self._views
+        return ids[ends[i - 1] if i else 0:ends[i]].tolist()
 
 
 def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> tuple[list[int], list[int]]:

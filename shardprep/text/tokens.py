@@ -18,6 +18,7 @@ file is missing (a reader used outside a job) is tokenized from the store, the s
 from __future__ import annotations
 
 import array
+import bisect
 import collections
 import io
 import itertools
@@ -110,10 +111,11 @@ class TokenFiles:
     def __init__(self, store_url: str) -> None:
         self._store_url = store_url
         try:
-            self._starts = np.load(io.BytesIO(fs.read_bytes(units_url(store_url))))
+            starts = np.load(io.BytesIO(fs.read_bytes(units_url(store_url))))
         except FileNotFoundError:
-            self._starts = np.zeros(0, dtype=np.int64)
-        self._headers: dict[int, np.ndarray | None] = {}  # unit -> its offsets (8 bytes a document), None: no file
+            starts = np.zeros(0, dtype=np.int64)
+        self._starts: list[int] = starts.tolist()  # Python ints: a lookup per document, no numpy scalars
+        self._headers: dict[int, list[int] | None] = {}  # unit -> its offsets (8 bytes a document), None: no file
         self._open: collections.OrderedDict[int, IO[bytes]] = collections.OrderedDict()
 
     def close(self) -> None:
@@ -128,30 +130,30 @@ class TokenFiles:
         if self._headers.get(unit, 0) is None:
             return None
         try:
-            f = fs.open_file(unit_url(self._store_url, int(self._starts[unit])), "rb")
+            f = fs.open_file(unit_url(self._store_url, self._starts[unit]), "rb")
         except FileNotFoundError:
             self._headers[unit] = None
             return None
         if unit not in self._headers:
-            self._headers[unit] = _header(f)
+            self._headers[unit] = _header(f).tolist()
         self._open[unit] = f
         if len(self._open) > MAX_OPEN:
             self._open.popitem(last=False)[1].close()
         return f
 
     def __call__(self, doc_id: int) -> PackedDocument | None:
-        unit = int(np.searchsorted(self._starts, doc_id, side="right")) - 1
+        unit = bisect.bisect_right(self._starts, doc_id) - 1
         if unit < 0:
             return None
         f = self._file(unit)
         if f is None:
             return None
         offsets = self._headers[unit]
-        k = doc_id - int(self._starts[unit])
+        k = doc_id - self._starts[unit]
         if offsets is None or k >= len(offsets) - 1:
             return None
-        f.seek(8 * (len(offsets) + 1) + int(offsets[k]))
-        return _packed(f.read(int(offsets[k + 1] - offsets[k])))
+        f.seek(8 * (len(offsets) + 1) + offsets[k])
+        return _packed(f.read(offsets[k + 1] - offsets[k]))
 
 
 def tokenize_entries(entries: Iterator[dict], tokenize: Callable[[list[str]], Sequence[Sequence[int]]]) -> Iterator:

@@ -154,7 +154,16 @@ class Vocab:
 
     @functools.cached_property
     def _word_cache(self) -> dict[str, tuple[int, ...]]:
-        return {}
+        return dict(self._whole_words)
+
+    @functools.cached_property
+    def _whole_words(self) -> dict[str, tuple[int, ...]]:
+        """The vocabulary's tokens that ``encode_batch``'s split can give as a word (a punctuation
+        character, or ASCII letters and digits, lower case unless cased), each its own id: greedy
+        longest-match-first WordPiece gives a word that is a token whole. The memo starts with them."""
+        word = re.compile(r"[!-/:-@\[-`{-~]|[0-9A-Za-z]{1,%d}" % MAX_INPUT_CHARS_PER_WORD if self.cased
+                          else r"[!-/:-@\[-`{-~]|[0-9a-z]{1,%d}" % MAX_INPUT_CHARS_PER_WORD).fullmatch
+        return {t: (i,) for t, i in self.ids.items() if word(t)}
 
     def _pieces(self, word: str) -> tuple[int, ...]:
         """The ids of one ASCII word (as ``_ASCII_WORDS`` splits them), remembered (at most ``WORD_CACHE`` words).
@@ -165,8 +174,9 @@ class Vocab:
         ~3.5x cheaper than the whole pipeline's (~3 us a word, not ~11: a cold memo, as every
         worker's is at first, cost ~1 s of CPU on 20 MB of text)."""
         cache = self._word_cache
-        if len(cache) >= WORD_CACHE:
+        if len(cache) >= WORD_CACHE + len(self._whole_words):
             cache.clear()  # bounded memory whatever the corpus's vocabulary of words
+            cache.update(self._whole_words)
         got = cache[word] = tuple(token.id for token in self._model.tokenize(word))
         return got
 

@@ -235,4 +235,16 @@ def test_encode_batch_word_memo_is_bounded(monkeypatch) -> None:
     monkeypatch.setattr(v, "WORD_CACHE", 3)
     texts = ["the quick brown fox", "Hello, world!\x07 unplayable\x00x", "a\x1cb\x0bc\x0cd\x7fe", "x" * 101 + " fox"]
     assert vocab.encode_batch(texts) == [vocab.encode(t) for t in texts]
-    assert len(vocab._word_cache) <= 3
+    assert len(vocab._word_cache) <= 3 + len(vocab._whole_words)
+
+
+@pytest.mark.parametrize("cased", [False, True])
+def test_the_word_memo_starts_with_whole_tokens_as_the_tokenizer_gives_them(cased: bool) -> None:
+    odd = ["Upper", "mixedCase", "a.b", "don't", "...", "x" * 100, "y" * 101, "tab\tin", "ctl\x07x", "ünï", "##only",
+           "[bracketed]", "with space", "d\x7f"]
+    vocab = parse_vocab(_vocab_tokens(cased) + odd, cased=cased)
+    assert vocab._whole_words, "no token was seeded"
+    for word, ids in vocab._whole_words.items():
+        assert vocab.tokenizer.encode(word, add_special_tokens=False).ids == list(ids), word
+    texts = [" ".join(vocab.tokens), " ".join(odd), " ".join(t.upper() for t in odd)]
+    assert vocab.encode_batch(texts) == [vocab.encode(t) for t in texts]
