@@ -178,7 +178,7 @@ def add_blocks(partial: dict[int, dict], blocks: Sequence[tuple[Mapping[str, Any
     or each record to its split. A string feature whose partial keeps only its sketch (capped) comes
     as its hashes (``Hashed``): its bytes are neither joined nor cut by split."""
     which = None if blocks[0][1] is None else np.concatenate([w for _, w, _ in blocks])
-    splits = [split] if which is None else np.unique(which).tolist()
+    splits = [split] if which is None else np.flatnonzero(np.bincount(which)).tolist()
     capped = {s: sketched_strings(partial.get(s, {}), features) for s in splits}
     hashed = frozenset().union(*capped.values())
     exact = {name: spec for name, spec in features.items() if any(name not in capped[s] for s in splits)}

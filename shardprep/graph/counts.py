@@ -67,7 +67,8 @@ class CountTable:
 
     def splits(self) -> list[int]:
         """The splits that have batches, in order."""
-        return np.unique(self.split).tolist()
+        s = self.split  # sorted: a batch's key starts with its split
+        return s[np.concatenate(([True], s[1:] != s[:-1]))].tolist() if len(s) else []
 
     def bounds(self, split: int) -> tuple[int, int]:
         """Rows ``[lo, hi)`` of ``split``'s batches."""

@@ -275,7 +275,7 @@ def _by_split(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> lis
         return [(0, batch)]
     ends = batch.ends.astype(np.int64)
     starts = np.concatenate(([0], ends[:-1]))
-    present = np.unique(which).tolist()
+    present = np.flatnonzero(np.bincount(which)).tolist()  # the splits present, in order
     if len(present) == 1:
         return [(present[0], batch)]
     data, sizes = np.frombuffer(batch.blob, np.uint8), ends - starts

@@ -161,8 +161,8 @@ class Vocab:
         """The vocabulary's tokens that ``encode_batch``'s split can give as a word (a punctuation
         character, or ASCII letters and digits, lower case unless cased), each its own id: greedy
         longest-match-first WordPiece gives a word that is a token whole. The memo starts with them."""
-        word = re.compile(r"[!-/:-@\[-`{-~]|[0-9A-Za-z]{1,%d}" % MAX_INPUT_CHARS_PER_WORD if self.cased
-                          else r"[!-/:-@\[-`{-~]|[0-9a-z]{1,%d}" % MAX_INPUT_CHARS_PER_WORD).fullmatch
+        letters = "0-9A-Za-z" if self.cased else "0-9a-z"
+        word = re.compile(rf"[!-/:-@\[-`{{-~]|[{letters}]{{1,{MAX_INPUT_CHARS_PER_WORD}}}").fullmatch
         return {t: (i,) for t, i in self.ids.items() if word(t)}
 
     def _pieces(self, word: str) -> tuple[int, ...]:
