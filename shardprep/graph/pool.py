@@ -10,7 +10,6 @@ fork safety, cancelled Dask tasks and the rest: docs/design.md, "Runners and sto
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import ctypes
@@ -202,6 +201,8 @@ async def remote_idle(settle_s: float = 0.1) -> bool:
     ``settle_s`` (a task queued before the cancel arrived may still start), or after
     ``IDLE_WAIT_S``; whether it is idle. A task begun runs on after its future is cancelled (a
     thread cannot be stopped), and would write into a run folder being removed."""
+    import asyncio  # here: a local run never needs it (~35 ms of every launcher's start)
+
     deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, time.monotonic()
     while time.monotonic() < deadline:
         if _here.one_at_a_time.locked():
