@@ -1,5 +1,6 @@
 """A worker process's memory: glibc's malloc told to keep what a step frees for the next step to
-reuse, and the objects of the imports left out of garbage collection (``freeze_startup_objects``).
+reuse, and the objects of the imports left out of garbage collection (``freeze_startup_objects``;
+``freeze_for_fork``: a forked pool's processes start with the launcher's objects left out).
 
 glibc serves a block above its mmap threshold (128 kB at the start) from a fresh ``mmap`` and
 unmaps it when it is freed; it raises the threshold as such blocks come and go, up to 32 MB, unless
@@ -16,8 +17,9 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+from collections.abc import Callable
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "keep_freed_memory"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_for_fork", "freeze_startup_objects", "keep_freed_memory"]
 
 MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc pairs with it when it raises the threshold itself
@@ -49,3 +51,17 @@ def freeze_startup_objects() -> None:
     if not _frozen:
         _frozen = True
         gc.freeze()
+
+
+def freeze_for_fork(fork: Callable[[], object]) -> None:
+    """Calls ``fork`` (which forks processes) with this process's objects out of garbage collection,
+    so that the children start with them frozen: their collections never walk (and copy) the pages
+    they share with this process. Here they are collected again afterwards, unless this process
+    had frozen objects before (``freeze_startup_objects``)."""
+    frozen = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        fork()
+    finally:
+        if not frozen:
+            gc.unfreeze()

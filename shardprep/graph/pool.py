@@ -119,7 +119,7 @@ def local_pool(processes: int) -> Iterator[Workers]:
     others = set(multiprocessing.active_children())
     executor = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_start_process,
                                    initargs=(log.getEffectiveLevel(), os.getpid()))
-    executor.submit(os.getpid)  # forks every process now, from this thread
+    malloc.freeze_for_fork(lambda: executor.submit(os.getpid))  # forks every process now, from this thread
     try:
         yield Workers(executor, processes, run_task)
     finally:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 PROBE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
@@ -46,3 +48,29 @@ def test_a_pinned_threshold_gives_fresh_pages_for_every_block_until_the_steps_se
 def test_a_plain_process_keeps_its_blocks_too():
     got = _probe({})
     assert got["after"] < 64 * 16, got
+
+
+FORK_PROBE = textwrap.dedent("""
+    import gc, json, multiprocessing, os
+    from concurrent.futures import ProcessPoolExecutor
+    from shardprep import malloc
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    malloc.freeze_for_fork(lambda: pool.submit(os.getpid))
+    child = pool.submit(gc.get_freeze_count).result()
+    here = gc.get_freeze_count()
+    malloc.freeze_startup_objects()  # a process that froze its objects before keeps them frozen
+    frozen = gc.get_freeze_count()
+    malloc.freeze_for_fork(lambda: None)
+    print(json.dumps({"child": child, "here": here, "frozen": frozen, "kept": gc.get_freeze_count()}))
+    pool.shutdown()
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_pool_starts_with_the_launchers_objects_frozen() -> None:
+    out = subprocess.run([sys.executable, "-c", FORK_PROBE], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)
+    assert got["child"] > 1000, got  # the imports' objects, out of the child's collections
+    assert got["here"] == 0, got  # collected again in the launcher
+    assert got["frozen"] > 0 and got["kept"] >= got["frozen"], got
