@@ -166,7 +166,8 @@ class Vocab:
         return {t: (i,) for t, i in self.ids.items() if word(t)}
 
     def _pieces(self, word: str) -> tuple[int, ...]:
-        """The ids of one ASCII word (as ``_ASCII_WORDS`` splits them), remembered (at most ``WORD_CACHE`` words).
+        """The ids of one ASCII word (as ``_ASCII_WORDS`` splits them), remembered (``WORD_CACHE`` words at most,
+        besides the vocabulary's whole words).
 
         Asked of the tokenizer's WordPiece model alone: the normalizer and pre-tokenizer leave such
         a word as it is (no control character, whitespace, accent or CJK character; lower case
