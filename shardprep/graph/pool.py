@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from shardprep import lease, malloc
 from shardprep.graph.elements import Tagged
 
-__all__ = ["IDLE_WAIT_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "local_pool",
+__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "local_pool",
            "remote_idle", "remote_task", "run_inline", "run_task", "split_output", "tasks_of"]
 
 NAMESPACE = "shardprep"
@@ -39,6 +39,10 @@ PRELOAD = ["shardprep.job"]  # the stages' work, imported before the processes s
 TASKS_PER_PROCESS = 8  # a stage's elements are cut into at least this many tasks per process: balance vs overhead
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a stopped pool to end
+# A pool process's threads (the shard writer, the statistics' counter) take the GIL back after each
+# system call; at Python's 5 ms a writer done with a pwrite waited that long for the thread
+# gathering the next shard (TFRecord, default run: 2.08 -> 1.98 s, 6 pairs; CSV and text the same)
+SWITCH_INTERVAL_S = 0.0005
 Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() -> outputs, teardown()
 TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
 
@@ -174,9 +178,11 @@ def _collect_logs(level: int) -> None:
 
 def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (not of the launcher's
-    handlers, which came with the fork) and on Linux with the launcher; collect log records."""
+    handlers, which came with the fork) and on Linux with the launcher; hand the GIL over sooner
+    (``SWITCH_INTERVAL_S``); collect log records."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # it died before the prctl

@@ -18,7 +18,7 @@ import pytest
 
 from pipelines.driver import run_job
 from shardprep.graph.elements import Tagged
-from shardprep.graph.pool import Counter, local_pool
+from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, local_pool
 from shardprep.job import BY_KEY, Job, Stage
 from tests.conftest import ROOT, sample_rows, write_csv
 
@@ -242,3 +242,9 @@ def test_a_pool_process_killed_fails_the_run_instead_of_hanging(tmp_path):
     assert not list(out.glob("run-*/spill")) and not list(out.rglob("*.tfrecord*")), sorted(map(str, out.rglob("*")))
     time.sleep(1)
     assert not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], seen
+
+
+def test_a_pool_process_hands_the_gil_over_sooner_than_pythons_default():
+    with local_pool(1) as workers:
+        interval = workers.executor.submit(sys.getswitchinterval).result()
+    assert interval == pytest.approx(SWITCH_INTERVAL_S) and interval < 0.005
