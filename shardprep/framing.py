@@ -23,7 +23,7 @@ __all__ = ["CorruptRecordError", "FramedBatch", "data_crc_error", "frame", "fram
 class FramedBatch(NamedTuple):
     """Framed TFRecords back to back (``blob``) and the end offset of each (``ends``, uint64)."""
 
-    blob: bytes | bytearray
+    blob: bytes | bytearray | memoryview
     ends: np.ndarray
 
 

@@ -26,6 +26,7 @@ import json
 import logging
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from shardprep import fs, schema_text
@@ -33,20 +34,8 @@ from shardprep.errors import SchemaError
 from shardprep.naming import MANIFEST_FORMAT
 from shardprep.schema_text import INT64_MAX, INT64_MIN
 
-__all__ = [
-    "DTYPES",
-    "EXTRA_FIELDS",
-    "INT64_MAX",
-    "INT64_MIN",
-    "ON_MISSING",
-    "FeatureSpec",
-    "Schema",
-    "SchemaError",
-    "infer_schema",
-    "load_schema",
-    "schema_from_json",
-    "schema_to_json",
-]
+__all__ = ["DTYPES", "EXTRA_FIELDS", "INT64_MAX", "INT64_MIN", "ON_MISSING", "FeatureSpec", "Schema", "SchemaError",
+           "infer_schema", "load_schema", "schema_from_json", "schema_to_json"]
 
 DTYPES = ("int64", "float32", "string")
 EXTRA_FIELDS = ("reject", "ignore")  # what a field outside the schema does to its row: --extra-fields
@@ -235,20 +224,34 @@ _SCALAR_KINDS = {str: "string", bytes: "string", float: "float", int: "int", boo
 
 def _infer_plain(values: Sequence[Any]) -> FeatureSpec | None:
     """``_infer_typed``'s answer without a check per value, for the common column of plain scalars
-    (None, bool, int, float, str, bytes: a Parquet or JSON column); None for any other column."""
+    (None, bool, int, float, str, bytes: a Parquet or JSON column) and the column of lists of them
+    (no None in a list: a decoded tf.train.Example's feature); None for any other column."""
     types = set(map(type, values))
+    if types == {list}:
+        return _infer_plain_lists(values)
     nulls = type(None) in types
     types.discard(type(None))
+    dtype = _plain_dtype(types, [v for v in values if v is not None] if nulls else values)
+    return None if dtype is None else _SCALAR_SPECS[dtype]
+
+
+def _infer_plain_lists(values: Sequence[list]) -> FeatureSpec | None:
+    items = list(chain.from_iterable(values))
+    dtype = _plain_dtype(set(map(type, items)), items) if items else "string"
+    return None if dtype is None else FeatureSpec(dtype, _shape(0, set(map(len, values))))
+
+
+def _plain_dtype(types: set[type], values: Sequence[Any]) -> str | None:
+    """The dtype of non-None ``values`` of ``types`` when all are plain scalars, else None."""
     if not types or not types <= _SCALAR_KINDS.keys():
         return None
     kinds = {_SCALAR_KINDS[t] for t in types}
     if "string" in kinds:
-        return _SCALAR_SPECS["string"]
+        return "string"
     if "float" in kinds:
-        return _SCALAR_SPECS["float32"]
-    # only integers (and bools): their range in C, min and max, where there is no None to step over
-    ints = [v for v in values if v is not None] if nulls else values
-    return _SCALAR_SPECS["string" if min(ints) < INT64_MIN or max(ints) > INT64_MAX else "int64"]
+        return "float32"
+    # only integers (and bools): their range in C, min and max
+    return "string" if min(values) < INT64_MIN or max(values) > INT64_MAX else "int64"
 
 
 def _alone_key(values: Sequence[Any]) -> Any:
@@ -292,14 +295,17 @@ def _infer_values(name: str, values: Sequence[Any]) -> FeatureSpec:
         dtype = "float32"
     else:
         dtype = "string" if "bigint" in kinds else "int64"
-    if not scalars and not lengths:  # only ever None
-        return FeatureSpec(dtype, (-1,))
+    return FeatureSpec(dtype, _shape(scalars, lengths))
+
+
+def _shape(scalars: int, lengths: set[int]) -> tuple[int, ...]:
+    """A column's shape from its count of scalar values and the lengths of its lists."""
     if not lengths:
-        return FeatureSpec(dtype, ())
+        return () if scalars else (-1,)  # no scalar either: only ever None
     if scalars or len(lengths) > 1 or lengths == {0}:
-        return FeatureSpec(dtype, (-1,))
+        return (-1,)
     (n,) = lengths
-    return FeatureSpec(dtype, () if n == 1 else (n,))
+    return () if n == 1 else (n,)
 
 
 def infer_schema(rows: Iterable[Mapping[str, Any]], *, text: bool | None = None) -> Schema:

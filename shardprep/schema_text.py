@@ -118,6 +118,8 @@ def big_int_candidates(values: Sequence[Any]) -> list[Any]:
     types = set(map(type, values))
     if types <= {float, type(None)}:
         return []
+    if types == {list} and set(map(type, chain.from_iterable(values))) <= {float, type(None)}:  # decoded Examples
+        return []
     if types == {str}:
         if max(map(len, values)) < 8 or all(map(operator.contains, values, repeat("."))):  # a float's text
             return []

@@ -200,7 +200,7 @@ def _gather(read: Callable[[int], bytes], buf: bytes) -> tuple[bytes, bool, Exce
     """``buf`` and a block more, and at least the whole frame whose (sound) header ``buf`` starts with;
     less at the end of the stream (then True) or at a break in a gzip stream (then the error)."""
     need = len(buf) + BLOCK + (16 + int.from_bytes(buf[:8], "little") if len(buf) >= 12 else 0)
-    parts, have = [buf], len(buf)
+    parts, have = [buf] if buf else [], len(buf)  # one part alone is not copied by the join
     try:
         while have < need:
             chunk = read(min(need - have, 1 << 26))
@@ -274,13 +274,14 @@ def tfrecord_batches(unit: WorkUnit, schema: Schema) -> Iterator[FramedBatch | B
             yield _bad(unit, item)
             continue
         buf, offsets, status = item.buf, item.offsets, item.status
+        view = memoryview(buf)  # a run of frames is a view of the block read: no copy
         stops = np.append(offsets[1:], item.stop)
         odd = np.flatnonzero(status != native.CONFORMS).tolist()
         i = 0
         for j in [*odd, len(offsets)]:
             if j > i:  # frames i .. j-1 conform: one slice of the input, as it is
                 a = int(offsets[i])
-                yield FramedBatch(buf[a:int(stops[j - 1])], (stops[i:j] - a).astype(np.uint64))
+                yield FramedBatch(view[a:int(stops[j - 1])], (stops[i:j] - a).astype(np.uint64))
             if j == len(offsets):
                 break
             a, b = int(offsets[j]), int(stops[j])

@@ -182,6 +182,36 @@ def test_the_plain_scalar_shortcut_infers_what_the_value_by_value_rules_do(value
         assert plain is None
 
 
+@given(st.lists(st.one_of(st.lists(_SCALARS, max_size=4), st.lists(st.lists(st.integers(), max_size=1), max_size=2)),
+                min_size=1, max_size=12))
+@settings(max_examples=400, deadline=None)
+def test_the_list_shortcut_infers_what_the_value_by_value_rules_do(values):
+    """A decoded tf.train.Example's feature is a list a row: the shortcut for lists answers as the rules
+    do, or leaves the column to them (None in a list, nested lists)."""
+    from shardprep.schema import _infer_plain, _infer_values
+
+    plain = _infer_plain(values)
+    try:
+        slow = _infer_values("x", values)
+    except SchemaError:
+        assert plain is None
+        return
+    assert plain is None or plain == slow
+    if not any(v is None or isinstance(v, list) for row in values for v in row):
+        assert plain == slow
+
+
+@given(st.lists(st.lists(st.one_of(st.none(), st.floats(), st.integers(min_value=-(1 << 30), max_value=1 << 30)),
+                         max_size=3), min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_a_float_column_of_lists_warns_of_big_integers_as_before(values):
+    from shardprep import schema_text
+
+    flat = [v for row in values for v in row]
+    found = schema_text.big_int_candidates(values)
+    assert (found == []) == all(type(v) is float or v is None for v in flat)
+
+
 _TEXT_VALUES = st.one_of(
     st.none(), st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str), st.floats().map(repr),
     st.sampled_from(["", " ", " 7 ", "+3", "1_000", "007", "1e5", "nan", "-inf", "Infinity", "0x10", "١٢", "1.5.2",
