@@ -6,7 +6,7 @@ The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin
 framed records back to back, then their ends (4 bytes a record below 4 GiB a batch: ``ends_dtype``),
 one file a batch (a run of many small files creates one file a unit, not two). On local (and NFS) spill that fits in memory, WriteShards gathers
 each shard's records straight from the parsed files, mapped into memory (``in_place``,
-``record_bounds``, ``in_place_records``), so the record bytes are written to spill once. Elsewhere
+``record_bounds``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere
 (GCS, where a read per record would cost a request, or a spill larger than the memory the page
 cache may hold: ``shardprep.capacity.spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
 (one segment per shard: the records' lengths, then the records; ``reorder``, ``segment``) and
@@ -15,11 +15,10 @@ and holds it once after commit (``shardprep.capacity.RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +28,8 @@ from shardprep.framing import FramedBatch
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.malloc import freeze_startup_objects
 
-__all__ = ["Records", "count", "ends_dtype", "gather", "gather_from", "in_place", "in_place_records", "joined", "pack",
-           "packed", "read_ends", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]
+__all__ = ["count", "ends_dtype", "gather", "gather_from", "in_place", "joined", "pack",
+           "read_ends", "read_scattered", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]
 
 def spill_url(config: ReshardConfig, kind: str, **fields: int) -> str:
     """The URL of this run's spill file of ``kind`` (``naming.SPILL_FILES``)."""
@@ -165,41 +164,28 @@ def reorder(batch: SpilledBatch, sorted_url: str, order: np.ndarray, bounds: Seq
     return ranges
 
 
-class Records(NamedTuple):
-    """A piece's records for ``gather_from``: record ``i`` is ``blob[starts[i]:starts[i] + lengths[i]]``."""
-
-    blob: Any  # bytes, bytearray, memoryview or a map of a spill file
-    starts: np.ndarray  # int64
-    lengths: np.ndarray  # int64
-
-
-def packed(blob: bytes | bytearray | memoryview, ends: np.ndarray) -> Records:
-    """Records back to back in ``blob``, record ``i`` ending at ``ends[i]``."""
-    ends = np.asarray(ends, np.int64)
-    starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
-    return Records(blob, starts, ends - starts)
-
-
-def segment(blob: bytes | bytearray, count: int) -> Records:
-    """The records of a ``reorder`` segment (``count`` of them)."""
+def segment(blob: bytes | bytearray, count: int) -> tuple[memoryview, np.ndarray]:
+    """The records of a ``reorder`` segment (``count`` of them) and their ends within them."""
     dtype = ends_dtype(len(blob))
     width = np.dtype(dtype).itemsize
     lengths = np.frombuffer(blob, dtype, count=count)
     data = memoryview(blob)[width * count:]
     if int(lengths.sum()) != len(data):
         raise RuntimeError(f"a spill segment of {len(blob)} bytes does not hold {count} records: the spill is corrupt")
-    return packed(data, np.cumsum(lengths, dtype=np.int64))
+    return data, np.cumsum(lengths, dtype="<u8")
 
 
-def gather_from(pieces: Sequence[Records], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The records of ``pieces``, taken as one list (piece by piece), in ``order``, back to back:
-    one copy into a page-aligned buffer (``writer.write_shard`` writes such a buffer past the page
-    cache); and where each record ends in it."""
-    which = np.repeat(np.arange(len(pieces), dtype=np.int64), [len(p.starts) for p in pieces])
-    starts = np.concatenate([p.starts for p in pieces]).astype(np.int64)
-    lengths = np.concatenate([p.lengths for p in pieces]).astype(np.int64)
+def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Packed batches (record ``i`` of ``blobs[k]`` ends at ``ends[k][i]``) taken as one list of
+    records, in ``order``, back to back: one copy, without joining the batches first, into a
+    page-aligned buffer (``writer.write_shard`` writes such a buffer past the page cache); and where
+    each record ends in it."""
+    which = np.repeat(np.arange(len(blobs), dtype=np.int64), [len(e) for e in ends])
+    stops = np.concatenate(ends).astype(np.int64)
+    starts = np.concatenate([np.concatenate(([0], e[:-1])).astype(np.int64) for e in ends])
+    lengths = stops - starts
     out = writer.aligned_buffer(int(lengths.sum()))
-    native.gather_from([p.blob for p in pieces], which[order], starts[order], lengths[order], out)
+    native.gather_from(blobs, which[order], starts[order], lengths[order], out)
     return out, np.cumsum(lengths[order], dtype=np.uint64)
 
 
@@ -209,19 +195,20 @@ def in_place(config: ReshardConfig, url: str) -> bool:
     return config.spill_in_place and fs.is_local(url)
 
 
-def in_place_records(url: str, starts: np.ndarray, ends: np.ndarray, maps: contextlib.ExitStack) -> Records:
-    """Records ``[starts[i], ends[i])`` of the local file ``url``, where they are: the file mapped
-    (only the pages holding them are read, once ``gather_from`` copies them; the map lasts as long as
-    ``maps``), or, when they are under 1/``SPARSE`` of its bytes, read with ``pread``
+def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
+    """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back, copying nothing but
+    the records: through a map of the file (only the pages holding them are read; the map lasts
+    only this copy), or, when they are under 1/``SPARSE`` of its bytes, with ``pread``
     (``native.pread_records``; adjacent records in one call). Mapping a 10 MB batch file for ~20
     of its records (1,024 shards) cost several times reading them; for a 64th of them (64 shards)
     the map is faster than one read each."""
     freeze_startup_objects()
-    starts, lengths = _int64(starts), _int64(ends) - _int64(starts)
-    f = maps.enter_context(fs.open_file(url))  # a local file: Python's open (fsspec's lookup cost 6% of WriteShards)
-    if SPARSE * int(lengths.sum()) < os.fstat(f.fileno()).st_size:
-        return packed(native.pread_records(f.fileno(), starts, lengths), np.cumsum(lengths))
-    return Records(maps.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)), starts, lengths)
+    starts, ends = _int64(starts), _int64(ends)
+    with fs.open_file(url) as f:  # a local file: Python's open (fsspec's file system lookup cost 6% of WriteShards)
+        if SPARSE * int((ends - starts).sum()) < os.fstat(f.fileno()).st_size:
+            return native.pread_records(f.fileno(), starts, ends - starts)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return native.interleave([(view, starts, ends - starts)])
 
 
 def count(batch: SpilledBatch) -> BatchCount:

@@ -133,9 +133,9 @@ def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
     assert spill.fs.size(batch.url) == 5 * 4  # its ends alone: the records are in spill once
     blob = spill.fs.read_bytes(out)
     for (start, end), (lo, hi) in zip(ranges, zip(bounds, bounds[1:])):
-        data, starts, lengths = spill.segment(blob[start:end], hi - lo)
+        data, ends = spill.segment(blob[start:end], hi - lo)
         assert bytes(data) == b"".join(records[i] for i in order[lo:hi])
-        assert (starts + lengths).tolist() == np.cumsum([len(records[i]) for i in order[lo:hi]]).tolist()
+        assert ends.tolist() == np.cumsum([len(records[i]) for i in order[lo:hi]]).tolist()
     assert spill.reorder(batch, out, order, bounds) == ranges  # the retry
     assert spill.fs.read_bytes(out) == blob
 

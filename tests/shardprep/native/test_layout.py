@@ -3,7 +3,6 @@ the spill's reads (``pread_records``) and the range counter of the cuts (``line_
 refuse the same bad input, and build what they say."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 
@@ -49,9 +48,10 @@ def test_gather_and_gather_from_take_records_in_order(records, data):
     assert native.gather(blob, ends, order) == fallback.gather(blob, ends, order) == expected
     cut = data.draw(st.integers(0, len(records)))  # the same records as two batches
     parts = [_packed(records[:cut] or [b""]), _packed(records[cut:] or [b""])]
+    blobs, part_ends = [parts[0][0], parts[1][0]], [parts[0][1], parts[1][1]]
     whole = (records[:cut] or [b""]) + (records[cut:] or [b""])
     perm = np.array(data.draw(st.permutations(range(len(whole)))), np.int64)
-    got, got_ends = spill.gather_from([spill.packed(blob, ends) for blob, ends in parts], perm)
+    got, got_ends = spill.gather_from(blobs, part_ends, perm)
     assert got.tobytes() == b"".join(whole[i] for i in perm)
     assert got_ends.tolist() == np.cumsum([len(whole[i]) for i in perm]).tolist()  # where each record ends
     assert not len(got) or got.ctypes.data % 4096 == 0  # page-aligned, for writer.write_shard's O_DIRECT
@@ -140,7 +140,7 @@ def test_pread_records_refuses_bad_ranges_alike(tmp_path):
 
 
 @pytest.mark.parametrize("sparse", [0, 10**9])  # every piece read record by record; every piece mapped
-def test_record_bounds_and_in_place_records_both_ways(tmp_path, monkeypatch, sparse):
+def test_record_bounds_and_read_scattered_both_ways(tmp_path, monkeypatch, sparse):
     monkeypatch.setattr(spill, "SPARSE", sparse)
     rng = np.random.default_rng(sparse)
     for trial in range(60):
@@ -153,23 +153,17 @@ def test_record_bounds_and_in_place_records_both_ways(tmp_path, monkeypatch, spa
         which = np.sort(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False)).astype(np.int64)
         starts, stops = spill.record_bounds(url, size, which)
         assert starts.tolist() == [int(ends[i - 1]) if i else 0 for i in which] and stops.tolist() == ends[which].tolist()
-        order = rng.permutation(len(which)).astype(np.int64)
-        with contextlib.ExitStack() as maps:
-            got, got_ends = spill.gather_from([spill.in_place_records(url, starts, stops, maps)], order)
-        assert got.tobytes() == b"".join(data[starts[i]:stops[i]] for i in order)
-        assert got_ends.tolist() == np.cumsum((stops - starts)[order]).tolist()
+        assert bytes(spill.read_scattered(url, starts, stops)) == b"".join(data[a:b] for a, b in zip(starts, stops))
 
 
-def test_records_in_place_are_gathered_from_several_files_in_any_order(tmp_path):
+def test_read_scattered_reads_records_in_place(tmp_path):
     records = [bytes([i]) * (i + 1) for i in range(6)]
     path = tmp_path / "parsed.bin"
     path.write_bytes(b"".join(records))
     ends = np.cumsum([len(r) for r in records])
     take = np.array([4, 1, 5])
-    with contextlib.ExitStack() as maps:
-        here = spill.in_place_records(str(path), (ends - [len(r) for r in records])[take], ends[take], maps)
-        got, _ = spill.gather_from([here, spill.packed(b"xyz", np.array([1, 3]))], np.array([3, 0, 4, 2, 1]))
-    assert got.tobytes() == b"x" + records[4] + b"yz" + records[5] + records[1]
+    got = spill.read_scattered(str(path), (ends - [len(r) for r in records])[take], ends[take])
+    assert bytes(got) == records[4] + records[1] + records[5]
     config = ReshardConfig(output=str(tmp_path), run_id="run-x", features={"x": {"dtype": "int64"}}, sources=(),
                            num_shards=1)
     assert spill.in_place(config, str(path)) and not spill.in_place(config, "gs://bucket/run/spill/parsed-0.bin")
