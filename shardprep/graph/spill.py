@@ -6,7 +6,7 @@ The run holds at most one copy of the data in spill: Parse writes ``parsed-*.bin
 framed records back to back, then their ends (4 bytes a record below 4 GiB a batch: ``ends_dtype``),
 one file a batch (a run of many small files creates one file a unit, not two). On local (and NFS) spill that fits in memory, WriteShards gathers
 each shard's records straight from the parsed files, mapped into memory (``in_place``,
-``record_bounds``, ``read_scattered``), so the record bytes are written to spill once. Elsewhere
+``record_bounds``, ``place``, ``scatter_in_place``), so the record bytes are written to spill once. Elsewhere
 (GCS, where a read per record would cost a request, or a spill larger than the memory the page
 cache may hold: ``shardprep.capacity.spill_bytes``), Assign turns each parsed file into its ``sorted-*`` reordering
 (one segment per shard: the records' lengths, then the records; ``reorder``, ``segment``) and
@@ -18,7 +18,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,8 +28,8 @@ from shardprep.framing import FramedBatch
 from shardprep.graph.elements import BatchCount, ShardPiece, SpilledBatch
 from shardprep.malloc import freeze_startup_objects
 
-__all__ = ["count", "ends_dtype", "gather", "gather_from", "in_place", "joined", "pack",
-           "read_ends", "read_scattered", "record_bounds", "reorder", "segment", "sorted_url", "spill", "spill_url"]
+__all__ = ["Placed", "count", "ends_dtype", "gather", "in_place", "joined", "pack", "place", "read_ends",
+           "record_bounds", "reorder", "scatter_in_place", "segment", "sorted_url", "spill", "spill_url"]
 
 def spill_url(config: ReshardConfig, kind: str, **fields: int) -> str:
     """The URL of this run's spill file of ``kind`` (``naming.SPILL_FILES``)."""
@@ -175,18 +175,35 @@ def segment(blob: bytes | bytearray, count: int) -> tuple[memoryview, np.ndarray
     return data, np.cumsum(lengths, dtype="<u8")
 
 
-def gather_from(blobs: list[bytes | bytearray], ends: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Packed batches (record ``i`` of ``blobs[k]`` ends at ``ends[k][i]``) taken as one list of
-    records, in ``order``, back to back: one copy, without joining the batches first, into a
-    page-aligned buffer (``writer.write_shard`` writes such a buffer past the page cache); and where
-    each record ends in it."""
-    which = np.repeat(np.arange(len(blobs), dtype=np.int64), [len(e) for e in ends])
-    stops = np.concatenate(ends).astype(np.int64)
-    starts = np.concatenate([np.concatenate(([0], e[:-1])).astype(np.int64) for e in ends])
-    lengths = stops - starts
-    out = writer.aligned_buffer(int(lengths.sum()))
-    native.gather_from(blobs, which[order], starts[order], lengths[order], out)
-    return out, np.cumsum(lengths[order], dtype=np.uint64)
+class Placed(NamedTuple):
+    """One piece's records of a shard: record ``i`` is ``lengths[i]`` bytes at ``starts[i]`` of
+    ``data`` (a segment read) or of the local spill file ``url`` (``data`` None: read in place), and
+    goes to place ``places[i]`` of the shard."""
+
+    places: np.ndarray  # int64
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+    data: Any = None
+    url: str = ""
+
+
+def place(pieces: Sequence[Placed], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` records of ``pieces`` in their places, back to back, in a page-aligned buffer
+    (``writer.write_shard`` writes such a buffer past the page cache), copied once, a piece at a time
+    (one spill file mapped at a time: ``scatter_in_place``); and where each record ends in it."""
+    sizes = np.zeros(count, np.int64)
+    for piece in pieces:
+        sizes[piece.places] = piece.lengths
+    ends = np.cumsum(sizes)
+    out = writer.aligned_buffer(int(ends[-1]) if count else 0)
+    starts = ends - sizes
+    for piece in pieces:
+        dests = _int64(starts[piece.places])
+        if piece.data is None:
+            scatter_in_place(piece.url, piece.starts, piece.lengths, dests, out)
+        else:
+            native.scatter(piece.data, _int64(piece.starts), _int64(piece.lengths), dests, out)
+    return out, ends.astype(np.uint64)
 
 
 def in_place(config: ReshardConfig, url: str) -> bool:
@@ -195,20 +212,22 @@ def in_place(config: ReshardConfig, url: str) -> bool:
     return config.spill_in_place and fs.is_local(url)
 
 
-def read_scattered(url: str, starts: np.ndarray, ends: np.ndarray) -> bytearray:
-    """Records ``[starts[i], ends[i])`` of the local file ``url``, back to back, copying nothing but
-    the records: through a map of the file (only the pages holding them are read; the map lasts
-    only this copy), or, when they are under 1/``SPARSE`` of its bytes, with ``pread``
-    (``native.pread_records``; adjacent records in one call). Mapping a 10 MB batch file for ~20
-    of its records (1,024 shards) cost several times reading them; for a 64th of them (64 shards)
-    the map is faster than one read each."""
+def scatter_in_place(url: str, starts: np.ndarray, lengths: np.ndarray, dests: np.ndarray, out: np.ndarray) -> None:
+    """Copies the records ``[starts[i], starts[i] + lengths[i])`` of the local file ``url`` to
+    ``out[dests[i]:]``, copying nothing but the records: through a map of the file (only the pages
+    holding them are read; the map lasts only this copy), or, when they are under 1/``SPARSE`` of its
+    bytes, with ``pread`` (``native.pread_records``; adjacent records in one call). Mapping a 10 MB
+    batch file for ~20 of its records (1,024 shards) cost several times reading them; for a 64th of
+    them (64 shards) the map is faster than one read each."""
     freeze_startup_objects()
-    starts, ends = _int64(starts), _int64(ends)
+    starts, lengths = _int64(starts), _int64(lengths)
     with fs.open_file(url) as f:  # a local file: Python's open (fsspec's file system lookup cost 6% of WriteShards)
-        if SPARSE * int((ends - starts).sum()) < os.fstat(f.fileno()).st_size:
-            return native.pread_records(f.fileno(), starts, ends - starts)
+        if SPARSE * int(lengths.sum()) < os.fstat(f.fileno()).st_size:
+            read = native.pread_records(f.fileno(), starts, lengths)
+            native.scatter(read, _int64(np.cumsum(lengths) - lengths), lengths, dests, out)
+            return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            return native.interleave([(view, starts, ends - starts)])
+            native.scatter(view, starts, lengths, dests, out)
 
 
 def count(batch: SpilledBatch) -> BatchCount:

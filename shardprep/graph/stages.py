@@ -27,11 +27,11 @@ from shardprep.graph.elements import (
 )
 from shardprep.graph.pool import Counter
 from shardprep.graph.spill import (
-    gather_from,
+    Placed,
     in_place,
     listing_url,
+    place,
     read_listing,
-    read_scattered,
     record_bounds,
     reorder,
     segment,
@@ -155,27 +155,22 @@ class WriteShards:
         pieces = [x for p in pieces for x in (self._listed(split, p) if isinstance(p, ShardBatches) else (p,))]
         pieces = sorted({p.first: p for p in pieces}.values(), key=lambda p: p.first)  # a batch's piece once
         index = self._indices(split, shard, num_shards, pieces[0].total)
-        blobs, ends, taken = [], [], []
+        placed = []
         for piece, mine in zip(pieces, _per_piece(pieces, index, f"shard {shard} of split {split}")):
             if not len(mine):
                 continue
             if piece.in_place:  # records in place in a local spill file, read in file order
                 starts, stops = record_bounds(piece.url, piece.end, (index[mine] - np.uint64(piece.first)).astype(np.int64))
-                blobs.append(read_scattered(piece.url, starts, stops))
-                ends.append(np.cumsum(stops - starts, dtype="<u8"))
+                placed.append(Placed(mine, starts, stops - starts, url=piece.url))
             else:  # the batch's segment for this shard: its records in shard order
-                mine = np.sort(mine)
                 blob, piece_ends = segment(fs.read_bytes(piece.url, piece.start, piece.end), len(mine))
-                blobs.append(blob)
-                ends.append(piece_ends)
-            taken.append(mine)
-        order = np.empty(len(index), np.int64)  # the gather's order: the blobs hold the records piece by piece
-        order[np.concatenate(taken)] = np.arange(len(index))
+                starts = np.concatenate(([0], piece_ends[:-1])).astype(np.int64)
+                placed.append(Placed(np.sort(mine), starts, piece_ends.astype(np.int64) - starts, data=blob))
         name = self._config.splits[split].name
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
-        framed, record_ends = gather_from(blobs, ends, order)
-        del blobs
-        info = self._writer.write(self._config.output, path, framed, len(order), compress=self._config.gzip)
+        framed, record_ends = place(placed, len(index))
+        del placed
+        info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip)
         if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather: the
             # compiled walk frees the GIL, so one process counts on a second core
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,

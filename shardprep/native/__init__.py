@@ -5,8 +5,8 @@ numbers), ``scan`` (whole TFRecord frames of a buffer, with their CRC status and
 conforms to the schema, so that it can pass through as it is) and ``conforms``; and the layout
 steps of the column-wise encoder and the shard writer: ``interleave`` (records built from one piece
 of every column each), ``fill_data_crcs`` (framed records' data CRCs, written in place), ``gather``
-(a packed batch's records in a given order) and ``gather_from`` (pieces of several buffers, back to
-back); ``pread_records`` (byte ranges of an open file, back to back, without mapping it);
+(a packed batch's records in a given order) and ``scatter`` (pieces of one buffer, each to its
+place in another); ``pread_records`` (byte ranges of an open file, back to back, without mapping it);
 ``line_counts`` (the quote and newline bytes of a block, for cutting CSV and JSON Lines);
 ``jsonl_columns`` (a block of JSON Lines -> columns, where provably exact; its twin declines
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
@@ -29,9 +29,9 @@ from types import ModuleType
 from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example",
-           "example_columns", "example_spec", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values",
-           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "split_indices",
-           "sum_numbers"]
+           "example_columns", "example_spec", "feistel", "fill_data_crcs", "gather", "hash_values",
+           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "scatter",
+           "split_indices", "sum_numbers"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
 _KINDS = {"string": 0, "float32": 1, "int64": 2}
@@ -48,10 +48,11 @@ def _implementation() -> tuple[ModuleType, bool]:
 
 
 _impl, NATIVE = _implementation()
-blake2b8, conforms, crc32c, fill_data_crcs, gather, gather_from, interleave, scan, split_indices = (
-    _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.gather_from,
-    _impl.interleave, _impl.scan, _impl.split_indices)
+blake2b8, conforms, crc32c, fill_data_crcs, gather, interleave, scan, split_indices = (
+    _impl.blake2b8, _impl.conforms, _impl.crc32c, _impl.fill_data_crcs, _impl.gather, _impl.interleave, _impl.scan,
+    _impl.split_indices)
 line_counts = _impl.line_counts
+scatter = _impl.scatter  # (blob, int64 starts, lengths, dests, out): blob's pieces to their places in out
 pread_records = _impl.pread_records  # (fd, int64 starts, int64 lengths): those bytes of the file, back to back
 feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
 decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)

@@ -489,66 +489,35 @@ done:
     return out;
 }
 
-/* gather_from(blobs, which, starts, lengths[, out]) -> bytes, or None into ``out``: record j is
- * blobs[which[j]][starts[j]:starts[j] + lengths[j]] (int64 buffers of one length), back to back;
- * ``out``, when given, is a writable buffer of exactly their total size. */
-static PyObject *py_gather_from(PyObject *self, PyObject *args) {
-    PyObject *blobs, *seq, *out = NULL, *target = Py_None;
-    Py_buffer which, starts, lengths, dest = {0};
-    if (!PyArg_ParseTuple(args, "Oy*y*y*|O", &blobs, &which, &starts, &lengths, &target)) return NULL;
-    Py_ssize_t k = 0, got = 0, n = starts.len / 8;
-    Py_buffer *bufs = NULL;
-    if (!(seq = PySequence_Fast(blobs, "gather_from: blobs must be a sequence"))) goto release;
-    k = PySequence_Fast_GET_SIZE(seq);
-    if (!(bufs = PyMem_Calloc((size_t)k + 1, sizeof(Py_buffer)))) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; got < k; got++)
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), bufs + got, PyBUF_SIMPLE) < 0) goto done;
-    const int64_t *w = which.buf, *a = starts.buf, *l = lengths.buf;
-    uint64_t total = 0;
-    int bad = starts.len % 8 || which.len != starts.len || lengths.len != starts.len;
-    for (Py_ssize_t j = 0; j < n && !bad; j++) {
-        if (w[j] < 0 || w[j] >= k || a[j] < 0 || l[j] < 0 || a[j] > bufs[w[j]].len || l[j] > bufs[w[j]].len - a[j])
-            bad = 1;
-        else total += (uint64_t)l[j];
-    }
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "gather_from: which, starts and lengths differ in length, or a piece lies "
-                                          "outside its blob");
-        goto done;
-    }
-    uint8_t *o;
-    if (target == Py_None) {
-        if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total))) goto done;
-        o = (uint8_t *)PyBytes_AS_STRING(out);
+/* scatter(blob, starts, lengths, dests, out): copies blob[starts[i]:starts[i] + lengths[i]] to
+ * out[dests[i]:dests[i] + lengths[i]] for every i (int64 buffers), without the GIL: one piece's records
+ * to their places in a shard, so that a piece's map can close before the next is opened. */
+static PyObject *py_scatter(PyObject *self, PyObject *args) {
+    Py_buffer blob, starts, lengths, dests, dest;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &blob, &starts, &lengths, &dests, &dest)) return NULL;
+    Py_ssize_t n = starts.len / 8;
+    const int64_t *a = starts.buf, *l = lengths.buf, *d = dests.buf;
+    int bad = starts.len % 8 || lengths.len != starts.len || dests.len != starts.len;
+    for (Py_ssize_t i = 0; i < n && !bad; i++)
+        bad = a[i] < 0 || l[i] < 0 || d[i] < 0 || a[i] > blob.len || l[i] > blob.len - a[i] || d[i] > dest.len ||
+              l[i] > dest.len - d[i];
+    if (!bad) {
+        const uint8_t *from = blob.buf;
+        uint8_t *to = dest.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) memcpy(to + d[i], from + a[i], (size_t)l[i]);
+        Py_END_ALLOW_THREADS
     } else {
-        if (PyObject_GetBuffer(target, &dest, PyBUF_WRITABLE) < 0) goto done;
-        if ((uint64_t)dest.len != total) {
-            PyErr_SetString(PyExc_ValueError, "gather_from: out is not the size of the records");
-            goto done;
-        }
-        Py_INCREF(Py_None);
-        out = Py_None;
-        o = dest.buf;
+        PyErr_SetString(PyExc_ValueError, "scatter: starts, lengths and dests differ in length, or a piece lies outside "
+                                          "blob or out");
     }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t j = 0; j < n; j++) {
-        memcpy(o, (const uint8_t *)bufs[w[j]].buf + a[j], (size_t)l[j]);
-        o += l[j];
-    }
-    Py_END_ALLOW_THREADS
-done:
-    if (dest.obj) PyBuffer_Release(&dest);
-    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(bufs + i);
-    PyMem_Free(bufs);
-    Py_XDECREF(seq);
-release:
-    PyBuffer_Release(&which);
+    PyBuffer_Release(&blob);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&lengths);
-    return out;
+    PyBuffer_Release(&dests);
+    PyBuffer_Release(&dest);
+    if (bad) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* fill_data_crcs(buf, ends): framed TFRecords back to back in the writable ``buf``, record i ending
@@ -2080,7 +2049,7 @@ static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "Whole TFRecord frames of a buffer, with status."},
     {"conforms", py_conforms, METH_VARARGS, "Whether Example bytes conform to the spec."},
     {"gather", py_gather, METH_VARARGS, "Records of a packed batch, in a given order."},
-    {"gather_from", py_gather_from, METH_VARARGS, "Pieces of several buffers, back to back."},
+    {"scatter", py_scatter, METH_VARARGS, "Pieces of one buffer, each to its place in another."},
     {"interleave", py_interleave, METH_VARARGS, "Records built from one piece of every column each."},
     {"pread_records", py_pread_records, METH_VARARGS, "Byte ranges of an open file, back to back (pread)."},
     {"fill_data_crcs", py_fill_data_crcs, METH_VARARGS, "Writes each framed record's masked data CRC in place."},

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import google_crc32c
 import numpy as np
 
-__all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "example_columns", "feistel", "fill_data_crcs", "gather", "gather_from", "hash_values", "interleave",
-           "jsonl_columns", "line_counts", "pread_records", "scan", "split_indices", "sum_numbers"]
+__all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "example_columns", "feistel", "fill_data_crcs", "gather", "hash_values", "interleave",
+           "jsonl_columns", "line_counts", "pread_records", "scan", "scatter", "split_indices", "sum_numbers"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -57,25 +57,18 @@ def gather(blob: bytes | memoryview, ends: bytes | memoryview, order: bytes | me
     return b"".join([view[e[i - 1] if i else 0:e[i]] for i in index.tolist()])
 
 
-def gather_from(blobs: Sequence[bytes | memoryview], which: bytes | memoryview, starts: bytes | memoryview,
-                lengths: bytes | memoryview, out: bytearray | memoryview | None = None) -> bytes | None:
-    views = [memoryview(b).cast("B") for b in blobs]
-    w, a, z = (memoryview(x).cast("B") for x in (which, starts, lengths))
-    if len(a) % 8 or len(w) != len(a) or len(z) != len(a):
-        raise ValueError("gather_from: which, starts and lengths differ in length, or a piece lies outside its blob")
-    w, a, z = (np.frombuffer(x, "<i8") for x in (w, a, z))
-    size = np.array([v.nbytes for v in views], np.int64)
-    if len(a) and ((w < 0).any() or (w >= len(views)).any() or (a < 0).any() or (z < 0).any()
-                   or (a + z > size[np.clip(w, 0, max(len(views) - 1, 0))]).any()):
-        raise ValueError("gather_from: which, starts and lengths differ in length, or a piece lies outside its blob")
-    data = b"".join([views[i][x:x + y] for i, x, y in zip(w.tolist(), a.tolist(), z.tolist())])
-    if out is None:
-        return data
-    target = memoryview(out).cast("B")
-    if target.nbytes != len(data):
-        raise ValueError("gather_from: out is not the size of the records")
-    target[:] = data
-    return None
+def scatter(blob: bytes | memoryview, starts: bytes | memoryview, lengths: bytes | memoryview,
+            dests: bytes | memoryview, out: bytearray | memoryview) -> None:
+    view, target = memoryview(blob).cast("B"), memoryview(out).cast("B")
+    a, z, d = (memoryview(x).cast("B") for x in (starts, lengths, dests))
+    if len(a) % 8 or len(z) != len(a) or len(d) != len(a):
+        raise ValueError("scatter: starts, lengths and dests differ in length, or a piece lies outside blob or out")
+    a, z, d = (np.frombuffer(x, "<i8") for x in (a, z, d))
+    if len(a) and ((a < 0).any() or (z < 0).any() or (d < 0).any() or (a + z > len(view)).any()
+                   or (d + z > len(target)).any()):
+        raise ValueError("scatter: starts, lengths and dests differ in length, or a piece lies outside blob or out")
+    for x, y, at in zip(a.tolist(), z.tolist(), d.tolist()):
+        target[at:at + y] = view[x:x + y]
 
 
 def interleave(columns: Sequence[tuple[bytes | memoryview, bytes | memoryview, bytes | memoryview]]) -> bytearray:

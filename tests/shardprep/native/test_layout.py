@@ -1,4 +1,4 @@
-"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``gather_from``),
+"""The layout steps of the hot path (``native.interleave``, ``fill_data_crcs``, ``gather``, ``scatter``),
 the spill's reads (``pread_records``) and the range counter of the cuts (``line_counts``): compiled and Python twins give the same results,
 refuse the same bad input, and build what they say."""
 from __future__ import annotations
@@ -41,17 +41,22 @@ def test_line_counts_count_quotes_and_newlines_of_a_prefix(data_bytes, data):
 
 @settings(max_examples=200, deadline=None)
 @given(_records, st.data())
-def test_gather_and_gather_from_take_records_in_order(records, data):
+def test_gather_and_place_take_records_in_order(records, data):
     blob, ends = _packed(records)
     order = np.array(data.draw(st.lists(st.integers(0, len(records) - 1), max_size=40)), "<i8")
     expected = b"".join(records[i] for i in order)
     assert native.gather(blob, ends, order) == fallback.gather(blob, ends, order) == expected
     cut = data.draw(st.integers(0, len(records)))  # the same records as two batches
     parts = [_packed(records[:cut] or [b""]), _packed(records[cut:] or [b""])]
-    blobs, part_ends = [parts[0][0], parts[1][0]], [parts[0][1], parts[1][1]]
     whole = (records[:cut] or [b""]) + (records[cut:] or [b""])
     perm = np.array(data.draw(st.permutations(range(len(whole)))), np.int64)
-    got, got_ends = spill.gather_from(blobs, part_ends, perm)
+    places = np.argsort(perm)  # record q of the two batches goes to the place p where perm[p] == q
+    placed, first = [], 0
+    for blob, ends in parts:  # each batch a piece, its records' places in the shard
+        starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
+        placed.append(spill.Placed(places[first:first + len(ends)], starts, ends.astype(np.int64) - starts, data=blob))
+        first += len(ends)
+    got, got_ends = spill.place(placed, len(whole))
     assert got.tobytes() == b"".join(whole[i] for i in perm)
     assert got_ends.tolist() == np.cumsum([len(whole[i]) for i in perm]).tolist()  # where each record ends
     assert not len(got) or got.ctypes.data % 4096 == 0  # page-aligned, for writer.write_shard's O_DIRECT
@@ -93,10 +98,11 @@ def test_bad_offsets_are_refused_not_read(twin):
     with pytest.raises(ValueError):
         twin.interleave([(blob, np.array([0], np.int64), np.array([1], np.int64)),
                          (blob, np.array([0, 1], np.int64), np.array([1, 1], np.int64))])
-    with pytest.raises(ValueError):
-        twin.gather_from([blob], np.array([1], np.int64), np.array([0], np.int64), np.array([1], np.int64))
-    with pytest.raises(ValueError):
-        twin.gather_from([blob], np.array([0], np.int64), np.array([4], np.int64), np.array([2], np.int64))
+    for starts, lengths, dests in (([3], [2], [0]),  # past the blob (4 bytes)
+                                   ([0], [2], [2]),  # past out (3 bytes)
+                                   ([-1], [1], [0]), ([0], [-1], [0]), ([0], [1], [-1]), ([0], [1, 1], [0])):
+        with pytest.raises(ValueError, match="scatter"):
+            twin.scatter(blob[:4], *(np.array(x, np.int64) for x in (starts, lengths, dests)), bytearray(3))
     with pytest.raises(ValueError):
         twin.fill_data_crcs(bytearray(20), np.array([15], "<u8"))  # shorter than a frame
 
@@ -140,7 +146,7 @@ def test_pread_records_refuses_bad_ranges_alike(tmp_path):
 
 
 @pytest.mark.parametrize("sparse", [0, 10**9])  # every piece read record by record; every piece mapped
-def test_record_bounds_and_read_scattered_both_ways(tmp_path, monkeypatch, sparse):
+def test_record_bounds_and_scatter_in_place_both_ways(tmp_path, monkeypatch, sparse):
     monkeypatch.setattr(spill, "SPARSE", sparse)
     rng = np.random.default_rng(sparse)
     for trial in range(60):
@@ -153,17 +159,21 @@ def test_record_bounds_and_read_scattered_both_ways(tmp_path, monkeypatch, spars
         which = np.sort(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False)).astype(np.int64)
         starts, stops = spill.record_bounds(url, size, which)
         assert starts.tolist() == [int(ends[i - 1]) if i else 0 for i in which] and stops.tolist() == ends[which].tolist()
-        assert bytes(spill.read_scattered(url, starts, stops)) == b"".join(data[a:b] for a, b in zip(starts, stops))
+        order = rng.permutation(len(which))  # the records in any order: each to its place
+        got, _ = spill.place([spill.Placed(np.argsort(order), starts, stops - starts, url=url)], len(which))
+        assert got.tobytes() == b"".join(data[starts[i]:stops[i]] for i in order)
 
 
-def test_read_scattered_reads_records_in_place(tmp_path):
+def test_scatter_in_place_puts_records_where_told(tmp_path):
     records = [bytes([i]) * (i + 1) for i in range(6)]
     path = tmp_path / "parsed.bin"
     path.write_bytes(b"".join(records))
     ends = np.cumsum([len(r) for r in records])
     take = np.array([4, 1, 5])
-    got = spill.read_scattered(str(path), (ends - [len(r) for r in records])[take], ends[take])
-    assert bytes(got) == records[4] + records[1] + records[5]
+    out = np.zeros(5 + 2 + 6 + 3, np.uint8)
+    spill.scatter_in_place(str(path), (ends - [len(r) for r in records])[take], ends[take] - (ends - [len(r) for r in records])[take],
+                           np.array([3, 0, 8], np.int64), out)
+    assert out.tobytes() == records[1] + b"\0" + records[4] + records[5] + b"\0" * 2
     config = ReshardConfig(output=str(tmp_path), run_id="run-x", features={"x": {"dtype": "int64"}}, sources=(),
                            num_shards=1)
     assert spill.in_place(config, str(path)) and not spill.in_place(config, "gs://bucket/run/spill/parsed-0.bin")
