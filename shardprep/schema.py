@@ -238,7 +238,10 @@ def _infer_plain(values: Sequence[Any]) -> FeatureSpec | None:
 def _infer_plain_lists(values: Sequence[list]) -> FeatureSpec | None:
     items = list(chain.from_iterable(values))
     dtype = _plain_dtype(set(map(type, items)), items) if items else "string"
-    return None if dtype is None else FeatureSpec(dtype, _shape(0, set(map(len, values))))
+    if dtype is None:
+        return None
+    shape = _shape(0, set(map(len, values)))
+    return _SCALAR_SPECS[dtype] if shape == () else FeatureSpec(dtype, shape)  # scalars share a spec, as plain columns do
 
 
 def _plain_dtype(types: set[type], values: Sequence[Any]) -> str | None:
