@@ -432,8 +432,10 @@ def section_profile(results: dict, img: str | None) -> list[str]:
     rows = [[s["stage"], s["seconds"], f"{100 * s['share']:.1f}%"] for s in pr["stages"]]
     return [
         "## Profile: where one run's time goes", "",
-        f"py-spy (main thread, wall clock, idle included) of `python -m shardprep.run` on {pr.get('rows', 0):,} "
-        f"CSV rows, 64 shards: {pr['wall_s']:.1f} s under the profiler.", "",
+        f"py-spy (main thread, wall clock, idle included) of `python -m shardprep.run --local-workers 1` on "
+        f"{pr.get('rows', 0):,} CSV rows, 64 shards: {pr['wall_s']:.1f} s under the profiler. One process runs "
+        "every stage on its main thread; the statistics' counting thread is not sampled, and py-spy "
+        "attaches after the process has started (some of the imports can go unsampled).", "",
         *_table(["stage", "seconds", "share"], rows), "", _meta_line(pr.get("meta")), "", *_img(img),
     ]
 

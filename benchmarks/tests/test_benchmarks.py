@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from benchmarks import balance, report, scaling
+from benchmarks import balance, profile, report, scaling
 from benchmarks.harness import Contender, alternate, run_process, summarize
 from benchmarks.tfrecords import count_records
 
@@ -93,3 +93,22 @@ def test_report_renders_from_results(tmp_path, monkeypatch) -> None:
     with open(results) as f:
         text = report.render(json.load(f))
     assert text.startswith("# Benchmarks") and "Goals at a glance" in text
+
+
+def test_profile_puts_each_stack_in_the_stage_on_it():
+    classify = profile.classify
+    run = ["<module> (shardprep/run.py:1)", "run_job (pipelines/driver.py:59)", "run_inline (shardprep/graph/pool.py:239)"]
+    assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)",
+                     "framed_batches (shardprep/formats/csv_arrow.py:205)"]) == "parse: read + split CSV/JSON/TFRecord"
+    assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)", "spill (shardprep/graph/spill.py:45)",
+                     "pack (shardprep/example/columnar.py:1)"]) == "parse: encode tf.train.Example"  # innermost decides
+    assert classify([*run, "WriteShards.flush (shardprep/graph/stages.py:180)",
+                     "ShardWriter.flush (shardprep/writer.py:90)"]) == "write: write + fsync shard"
+    assert classify([*run, "Commit.process (shardprep/graph/stages.py:279)"]) == "commit: manifest"
+    assert classify([*run, "_pickled (shardprep/job.py:139)", "StringCounts._whole (shardprep/distinct.py:53)"]) \
+        == "statistics: merge"
+    assert classify(["<module> (shardprep/run.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1165)"]) \
+        == "imports and start-up"
+    assert classify(["_schema (shardprep/run.py:178)", "sample_rows (shardprep/formats/files.py:259)"]) \
+        == "plan: list, sample, infer schema"
+    assert classify(["_shutdown (threading.py:1)"]) == "other (interpreter, logging, exit)"
