@@ -34,15 +34,16 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("MergeStats.", "statistics: merge"),
     ("Commit.", "commit: manifest"),
 )
+STATISTICS = ("shardprep/stats", "shardprep/distinct.py", "shardprep/sketches.py")
 PARTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "parse: loop": (
-        ("statistics: count", ("shardprep/stats", "shardprep/distinct.py", "shardprep/sketches.py")),
+        ("statistics: count", STATISTICS),
         ("parse: spill to local files", ("shardprep/graph/spill.py",)),
         ("parse: encode tf.train.Example", ("shardprep/example/",)),
         ("parse: read + split CSV/JSON/TFRecord", ("shardprep/formats/", "shardprep/fs.py")),
     ),
     "write: place records": (
-        ("statistics: count", ("shardprep/stats", "shardprep/distinct.py", "shardprep/sketches.py")),
+        ("statistics: count", STATISTICS),
         ("write: write + fsync shard", ("shardprep/writer.py", "write_atomic")),
     ),
 }
@@ -54,15 +55,15 @@ def classify(frames: Sequence[str]) -> str:
     """The stage of one sampled stack (root first)."""
     if any("_find_and_load" in f for f in frames):
         return "imports and start-up"
-    for frame in reversed(frames):
+    for depth in reversed(range(len(frames))):
         for marker, stage in STAGES:
-            if marker in frame:
-                for inner in reversed(frames[frames.index(frame) + 1:]):
+            if marker in frames[depth]:
+                for inner in reversed(frames[depth + 1:]):
                     for part, patterns in PARTS.get(stage, ()):
                         if any(p in inner for p in patterns):
                             return part
                 return stage
-    if any(p in f for f in frames for p in PARTS["parse: loop"][0][1]):  # partials pickled between stages
+    if any(p in f for f in frames for p in STATISTICS):  # partials pickled between stages
         return "statistics: merge"
     if any("pipelines/" in f or "shardprep/graph/pool.py" in f or "shardprep/job.py" in f for f in frames):
         return "engine: stages, tasks"
