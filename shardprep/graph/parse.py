@@ -19,7 +19,7 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
-from shardprep.graph.pool import Counter
+from shardprep.graph.pool import Counter, in_worker
 from shardprep.graph.spill import joined, pack
 from shardprep.malloc import freeze_startup_objects
 
@@ -66,9 +66,10 @@ class Parse:
         self._total = 0
         self._told_fallback = False  # a unit of this process left the column-wise path (logged once at INFO)
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
-        # the unit's statistics, counted beside its reading (the compiled parts free the GIL: a core of
-        # their own in one process), batch after batch in the order read; waited for at the unit's end
-        self._counting = background.Behind(stats_columns.COUNTING_THREAD)
+        # the unit's statistics, batch after batch in the order read, waited for at the unit's end:
+        # beside its reading in one process (the compiled parts free the GIL: the second core), in
+        # line in a pool's worker (one process per core: a thread would take another worker's core)
+        self._counting = background.Behind(stats_columns.COUNTING_THREAD, inline=in_worker())
 
     def teardown(self) -> None:
         self._counting.close()

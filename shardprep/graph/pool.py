@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from shardprep import lease, malloc
 from shardprep.graph.elements import Tagged
 
-__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "local_pool",
+__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "in_worker", "local_pool",
            "remote_idle", "remote_task", "run_inline", "run_task", "split_output", "tasks_of"]
 
 NAMESPACE = "shardprep"
@@ -56,6 +56,7 @@ class _Process:
         self.records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
         self.one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
         self.joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set
+        self.worker = False  # runs a pool's tasks (``in_worker``)
 
 
 _here = _Process()
@@ -223,6 +224,7 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     """In a worker: the outputs of ``elements`` (tag, value), what the work counted, its log
     records; the work flushed (what it left to finish in the background is done) before they go back."""
     key, blob, elements, side = task
+    _here.worker = True
     if _here.work[0] != key:  # the first task of a stage here: the last stage's work torn down
         getattr(_here.work[1], "teardown", lambda: None)()
         _here.work = key, pickle.loads(blob)
@@ -234,6 +236,12 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
         return outputs, counted, list(_here.records)
     finally:
         _here.records.clear()
+
+
+def in_worker() -> bool:
+    """Whether this process runs a pool's tasks: one process per core (the local pool, a Dask
+    cluster's workers), so a helper thread would only take a core from another worker's steps."""
+    return _here.worker
 
 
 def run_inline(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:

@@ -25,7 +25,7 @@ from shardprep.graph.elements import (
     Tagged,
     shard_key,
 )
-from shardprep.graph.pool import Counter
+from shardprep.graph.pool import Counter, in_worker
 from shardprep.graph.spill import (
     Placed,
     in_place,
@@ -171,8 +171,8 @@ class WriteShards:
         framed, record_ends = place(placed, len(index))
         del placed
         info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip)
-        if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather: the
-            # compiled walk frees the GIL, so one process counts on a second core
+        if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather in
+            # one process (the compiled walk frees the GIL: the second core), in line in a pool's worker
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
                                   self._config.schema)
         self._shards.inc()
@@ -200,7 +200,7 @@ class WriteShards:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _writer=writer.ShardWriter(),
-                             _counting=background.Behind(stats_columns.COUNTING_THREAD))
+                             _counting=background.Behind(stats_columns.COUNTING_THREAD, inline=in_worker()))
 
     def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
         """The pieces in place of a split's listed batches (read once per process)."""

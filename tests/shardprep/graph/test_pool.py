@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 from pipelines.driver import run_job
 from shardprep.graph.elements import Tagged
-from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, local_pool
+from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, in_worker, local_pool
 from shardprep.job import BY_KEY, Job, Stage
 from tests.conftest import ROOT, sample_rows, write_csv
 
@@ -52,6 +53,20 @@ class Pairs:
     def process(self, n: int) -> object:
         yield n % 3, n * 10
         yield n % 3, n * 10 + 1
+
+
+class WhereAmI:
+    """Says whether it runs in a pool's worker, and where its helper calls run (``background.Behind``
+    as the statistics' counting uses it)."""
+
+    def process(self, n: int) -> object:
+        from shardprep import background
+
+        helper = background.Behind("test-helper", inline=in_worker())
+        ran_on: list[int] = []
+        helper.submit(lambda: ran_on.append(threading.get_ident()))
+        helper.close()
+        yield in_worker(), ran_on == [threading.get_ident()]
 
 
 class Total:
@@ -248,3 +263,12 @@ def test_a_pool_process_hands_the_gil_over_sooner_than_pythons_default():
     with local_pool(1) as workers:
         interval = workers.executor.submit(sys.getswitchinterval).result()
     assert interval == pytest.approx(SWITCH_INTERVAL_S) and interval < 0.005
+
+
+def test_a_pool_worker_counts_in_line_and_one_process_on_a_thread_of_its_own():
+    """A pool runs one process per core: a helper thread there would take another worker's core, so
+    the statistics are counted in line; the launcher running a stage itself has the second core."""
+    job = _job(Stage("Where", WhereAmI(), over=("",), heavy=True), inputs=(1, 2, 3))
+    assert run_job(job, None)[0] == [(False, False)] * 3
+    with local_pool(2) as workers:
+        assert run_job(job, workers)[0] == [(True, True)] * 3
