@@ -68,7 +68,7 @@ class Parse:
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
         # the unit's statistics, batch after batch in the order read, waited for at the unit's end:
         # beside its reading in one process (the compiled parts free the GIL: the second core), in
-        # line in a pool's worker (one process per core: a thread would take another worker's core)
+        # line in a local pool's process (one per core: a thread would take another worker's core)
         self._counting = background.Behind(stats_columns.COUNTING_THREAD, inline=in_worker())
 
     def teardown(self) -> None:

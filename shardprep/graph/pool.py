@@ -56,7 +56,7 @@ class _Process:
         self.records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
         self.one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
         self.joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set
-        self.worker = False  # runs a pool's tasks (``in_worker``)
+        self.worker = False  # a process of the local pool (``in_worker``)
 
 
 _here = _Process()
@@ -180,10 +180,11 @@ def _collect_logs(level: int) -> None:
 def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (not of the launcher's
     handlers, which came with the fork) and on Linux with the launcher; hand the GIL over sooner
-    (``SWITCH_INTERVAL_S``); collect log records."""
+    (``SWITCH_INTERVAL_S``); count statistics in line (``in_worker``); collect log records."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    _here.worker = True
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # it died before the prctl
@@ -224,7 +225,6 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     """In a worker: the outputs of ``elements`` (tag, value), what the work counted, its log
     records; the work flushed (what it left to finish in the background is done) before they go back."""
     key, blob, elements, side = task
-    _here.worker = True
     if _here.work[0] != key:  # the first task of a stage here: the last stage's work torn down
         getattr(_here.work[1], "teardown", lambda: None)()
         _here.work = key, pickle.loads(blob)
@@ -239,8 +239,9 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
 
 
 def in_worker() -> bool:
-    """Whether this process runs a pool's tasks: one process per core (the local pool, a Dask
-    cluster's workers), so a helper thread would only take a core from another worker's steps."""
+    """Whether this is a process of the local pool: one process per core, so a helper thread there
+    would only take a core from another worker's steps. (Another engine's worker may run our tasks
+    one at a time with cores to spare: not counted as one.)"""
     return _here.worker
 
 

@@ -172,7 +172,7 @@ class WriteShards:
         del placed
         info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip)
         if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather in
-            # one process (the compiled walk frees the GIL: the second core), in line in a pool's worker
+            # one process (the compiled walk frees the GIL: the second core), in line in a local pool's process
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
                                   self._config.schema)
         self._shards.inc()

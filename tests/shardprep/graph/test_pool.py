@@ -266,8 +266,8 @@ def test_a_pool_process_hands_the_gil_over_sooner_than_pythons_default():
 
 
 def test_a_pool_worker_counts_in_line_and_one_process_on_a_thread_of_its_own():
-    """A pool runs one process per core: a helper thread there would take another worker's core, so
-    the statistics are counted in line; the launcher running a stage itself has the second core."""
+    """The local pool runs one process per core: a helper thread there would take another worker's
+    core, so the statistics are counted in line; the launcher running a stage itself has the second core."""
     job = _job(Stage("Where", WhereAmI(), over=("",), heavy=True), inputs=(1, 2, 3))
     assert run_job(job, None)[0] == [(False, False)] * 3
     with local_pool(2) as workers:
