@@ -295,7 +295,7 @@ def section_tfrecord(results: dict) -> list[str]:
                 f"shard) is **{part['fixed_cost']['wall_s']:.2f} s**. One run cannot overlap it with its own work; two "
                 "runs at once overlap theirs, one per core. If the rest of its work kept both cores busy, and two runs "
                 "at once each went as fast as one alone, the default would reach 1 - fixed / (2 x default) of that "
-                f"ceiling: **{part['ratios']['fixed_cost_bound']:.3f}x** here, against "
+                f"ceiling: **{part['ratios']['fixed_cost_estimate']:.3f}x** here, against "
                 f"{part['ratios']['default_of_ceiling']:.3f}x measured.", ""]
     if "no_statistics_vs_tfdata_batched" in part["ratios"]:
         out += [f"Without the statistics (`--statistics off`; they are on by default) shardprep runs at "

@@ -332,7 +332,7 @@ def part_tfrecord(p: Profile, state: dict) -> dict:
         "ratios": {"fraction_of_cp": round(fraction, 4), "vs_tfdata_batched": round(vs_script, 3),
                    "vs_tfdata_batched_1w": round(vs_script_1w, 3), "one_file_2w_vs_1w": round(cut, 3),
                    "default_of_ceiling": round(of_ceiling, 3),
-                   "fixed_cost_bound": round(1 - fixed["wall_s"] / (2 * summary["shardprep"]["wall_s"]), 3),
+                   "fixed_cost_estimate": round(1 - fixed["wall_s"] / (2 * summary["shardprep"]["wall_s"]), 3),
                    # the share of the default's time that storing its output durably takes alone: a
                    # phase after every record is parsed (a shard holds records of every unit)
                    "durable_write_of_default": round(summary["durable_write"]["wall_s"] / summary["shardprep"]["wall_s"], 3),

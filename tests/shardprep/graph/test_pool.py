@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from pipelines.driver import run_job
+from shardprep import background
 from shardprep.graph.elements import Tagged
 from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, in_worker, local_pool
 from shardprep.job import BY_KEY, Job, Stage
@@ -60,8 +61,6 @@ class WhereAmI:
     as the statistics' counting uses it)."""
 
     def process(self, n: int) -> object:
-        from shardprep import background
-
         helper = background.Behind("test-helper", inline=in_worker())
         ran_on: list[int] = []
         helper.submit(lambda: ran_on.append(threading.get_ident()))
