@@ -55,14 +55,12 @@ def classify(frames: Sequence[str]) -> str:
     """The stage of one sampled stack (root first)."""
     if any("_find_and_load" in f for f in frames):
         return "imports and start-up"
-    for depth in reversed(range(len(frames))):
-        for marker, stage in STAGES:
-            if marker in frames[depth]:
-                for inner in reversed(frames[depth + 1:]):
-                    for part, patterns in PARTS.get(stage, ()):
-                        if any(p in inner for p in patterns):
-                            return part
-                return stage
+    found = next(((depth, stage) for depth in reversed(range(len(frames)))
+                  for marker, stage in STAGES if marker in frames[depth]), None)
+    if found:
+        depth, stage = found
+        return next((part for inner in reversed(frames[depth + 1:]) for part, patterns in PARTS.get(stage, ())
+                     if any(p in inner for p in patterns)), stage)
     if any(p in f for f in frames for p in STATISTICS):  # partials pickled between stages
         return "statistics: merge"
     if any("pipelines/" in f or "shardprep/graph/pool.py" in f or "shardprep/job.py" in f for f in frames):

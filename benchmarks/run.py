@@ -13,7 +13,6 @@ import platform
 import shlex
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from benchmarks import balance, data, harness, images, scaling
 from benchmarks.config import DEFAULT_PARTS, PARTS, PROFILES, Profile
 from benchmarks.harness import PYTHON, Contender, Run, alternate, paired_ratio, run_process, summarize
 from benchmarks.tfrecords import count_files
+from shardprep import framing
 from shardprep.formats import auto_unit_bytes
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -225,13 +225,12 @@ def _schema_without_text(work: str) -> str:
 
 
 def _first_record(src: str, dst: str) -> str:
-    """Writes ``src``'s first TFRecord frame (length, its CRC, the data, its CRC) to ``dst``."""
+    """Writes ``src``'s first TFRecord record, framed, to ``dst``."""
     with open(src, "rb") as f:
-        head = f.read(12)
-        frame = head + f.read(struct.unpack("<Q", head[:8])[0] + 4)
+        record = next(framing.read_records(f))
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     with open(dst, "wb") as f:
-        f.write(frame)
+        f.write(framing.frame(record))
     return dst
 
 

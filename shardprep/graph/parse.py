@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import background, formats, framing, planning, stats_columns, writer
+from shardprep import formats, framing, planning, stats_columns, writer
 from shardprep.commit import UnitFact
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
@@ -19,7 +19,7 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
-from shardprep.graph.pool import Counter, in_worker
+from shardprep.graph.pool import Counter, helper
 from shardprep.graph.spill import joined, pack
 from shardprep.malloc import freeze_startup_objects
 
@@ -66,10 +66,8 @@ class Parse:
         self._total = 0
         self._told_fallback = False  # a unit of this process left the column-wise path (logged once at INFO)
         self._cuts: CutTable | None = None  # from the CountRanges side input, built on first use
-        # the unit's statistics, batch after batch in the order read, waited for at the unit's end:
-        # beside its reading in one process (the compiled parts free the GIL: the second core), in
-        # line in a local pool's process (one per core: a thread would take another worker's core)
-        self._counting = background.Behind(stats_columns.COUNTING_THREAD, inline=in_worker())
+        # the unit's statistics, batch after batch in the order read, waited for at the unit's end
+        self._counting = helper(stats_columns.COUNTING_THREAD)
 
     def teardown(self) -> None:
         self._counting.close()

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
-from shardprep import lease, malloc
+from shardprep import background, lease, malloc
 from shardprep.graph.elements import Tagged
 
-__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "in_worker", "local_pool",
+__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "helper", "in_worker", "local_pool",
            "remote_idle", "remote_task", "run_inline", "run_task", "split_output", "tasks_of"]
 
 NAMESPACE = "shardprep"
@@ -243,6 +243,12 @@ def in_worker() -> bool:
     would only take a core from another worker's steps. (Another engine's worker may run our tasks
     one at a time with cores to spare: not counted as one.)"""
     return _here.worker
+
+
+def helper(name: str) -> background.Behind:
+    """Work beside a step's (``background.Behind``): on a thread of its own where a core is free
+    (one process: its compiled parts free the GIL), in line in a local pool's process (``in_worker``)."""
+    return background.Behind(name, inline=in_worker())
 
 
 def run_inline(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import background, fs, naming, planning, stats, stats_columns, writer
+from shardprep import fs, naming, planning, stats, stats_columns, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
@@ -25,7 +25,7 @@ from shardprep.graph.elements import (
     Tagged,
     shard_key,
 )
-from shardprep.graph.pool import Counter, in_worker
+from shardprep.graph.pool import Counter, helper
 from shardprep.graph.spill import (
     Placed,
     in_place,
@@ -147,7 +147,7 @@ class WriteShards:
         self._shards = Counter("shards_written")
         self._listings: dict[str, list[ShardPiece]] = {}
         self._writer = writer.ShardWriter()  # stores a shard while the next is gathered; ``flush``
-        self._counting = background.Behind(stats_columns.COUNTING_THREAD)  # a shard's statistics, the same way
+        self._counting = helper(stats_columns.COUNTING_THREAD)  # a shard's statistics, beside the next gather
         self._partial: dict[int, dict] = {}  # split -> feature -> the statistics of its shards since ``flush``
 
     def process(self, item: tuple[tuple[int, int, int], Iterable[ShardPiece]]) -> Iterator[ShardFact]:
@@ -171,8 +171,7 @@ class WriteShards:
         framed, record_ends = place(placed, len(index))
         del placed
         info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip)
-        if self._config.statistics and not self._config.statistics_in_parse:  # counted beside the next gather in
-            # one process (the compiled walk frees the GIL: the second core), in line in a local pool's process
+        if self._config.statistics and not self._config.statistics_in_parse:
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
                                   self._config.schema)
         self._shards.inc()
@@ -200,7 +199,7 @@ class WriteShards:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _writer=writer.ShardWriter(),
-                             _counting=background.Behind(stats_columns.COUNTING_THREAD, inline=in_worker()))
+                             _counting=helper(stats_columns.COUNTING_THREAD))
 
     def _listed(self, split: int, batches: ShardBatches) -> list[ShardPiece]:
         """The pieces in place of a split's listed batches (read once per process)."""

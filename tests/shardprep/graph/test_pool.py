@@ -18,9 +18,8 @@ import psutil
 import pytest
 
 from pipelines.driver import run_job
-from shardprep import background
 from shardprep.graph.elements import Tagged
-from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, in_worker, local_pool
+from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, helper, in_worker, local_pool
 from shardprep.job import BY_KEY, Job, Stage
 from tests.conftest import ROOT, sample_rows, write_csv
 
@@ -57,14 +56,14 @@ class Pairs:
 
 
 class WhereAmI:
-    """Says whether it runs in a pool's worker, and where its helper calls run (``background.Behind``
-    as the statistics' counting uses it)."""
+    """Says whether it runs in a pool's worker, and where its helper's calls run (``pool.helper``, as
+    the statistics' counting uses it)."""
 
     def process(self, n: int) -> object:
-        helper = background.Behind("test-helper", inline=in_worker())
+        beside = helper("test-helper")
         ran_on: list[int] = []
-        helper.submit(lambda: ran_on.append(threading.get_ident()))
-        helper.close()
+        beside.submit(lambda: ran_on.append(threading.get_ident()))
+        beside.close()
         yield in_worker(), ran_on == [threading.get_ident()]
 
 
