@@ -1,6 +1,10 @@
-"""``python -m trainer.launch --workers W -- <trainer.train args>``: W real workers on loopback.
+"""``python -m trainer.launch --workers W -- <trainer.train flags | program and its args>``: W real workers on loopback.
 
-Picks free loopback ports, gives each worker its TF_CONFIG, prefixes every output line with the
+What follows ``--`` is either ``trainer.train``'s flags (its first word starts with ``-``: each worker
+runs ``python -m trainer.train`` with them) or any program (any other first word: each worker runs it
+as given, as ``torchrun`` does for PyTorch): ``python``/``python3`` as the first word, or a ``.py``
+path, runs on the launcher's own interpreter; any other word is an executable found on ``PATH``
+(``worker_command``). Picks free loopback ports, gives each worker its TF_CONFIG, prefixes every output line with the
 worker's index, forwards Ctrl-C, and when one worker fails, stops the others and exits non-zero
 naming the worker and showing its last lines; with ``--restarts N`` (default 1) it then restarts
 the whole local cluster, which resumes from the chief's last checkpoint, as Kubeflow's TFJob
@@ -15,6 +19,7 @@ import glob
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,9 +34,10 @@ from shardprep.errors import UsageError
 from trainer import report
 from trainer.cluster import make_tf_config
 
-__all__ = ["Launcher", "free_ports", "main"]
+__all__ = ["Launcher", "free_ports", "main", "worker_command"]
 
 PROG = "trainer.launch"
+TRAINER = "trainer.train"
 _TAIL_LINES = 20
 # What TensorFlow prints while it probes for CUDA on a machine without a GPU (before its log level applies).
 _CPU_NOISE = re.compile(
@@ -60,6 +66,32 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         for s in sockets:
             s.close()
     return ports
+
+
+def worker_command(rest: Sequence[str], *, module: str | None = None) -> tuple[list[str], bool]:
+    """The command every worker runs for the words after ``--``, and whether it is the trainer.
+
+    ``module`` (a hidden flag, for tests): ``python -m module`` with all the words, as the trainer. Otherwise a first word starting with ``-`` is the trainer's flags; ``python``/``python3`` or a ``.py`` path runs
+    on this interpreter (``sys.executable``); any other first word must be an executable on ``PATH``
+    (``UsageError`` otherwise, before any worker starts).
+    """
+    if not rest:
+        raise UsageError("give the trainer's flags or a program after '--' (e.g. -- --data DIR --label L, or "
+                         "-- python my_loop.py ARGS)")
+    first = rest[0]
+    if module is not None:
+        return [sys.executable, "-m", module, *rest], True
+    if first.startswith("-"):
+        return [sys.executable, "-m", TRAINER, *rest], True
+    if first in ("python", "python3"):
+        return [sys.executable, *rest[1:]], False
+    if first.endswith(".py"):
+        if not os.path.isfile(first):
+            raise UsageError(f"{first!r} does not exist: give the program's path after '--'")
+        return [sys.executable, *rest], False
+    if shutil.which(first) is None:
+        raise UsageError(f"{first!r} is neither a trainer flag (they start with '-') nor an executable on PATH")
+    return list(rest), False
 
 
 def _describe_exit(code: int) -> str:
@@ -183,19 +215,25 @@ def _main(argv: Sequence[str] | None) -> int:
         own, rest = argv[:cut], argv[cut + 1:]
     else:
         own, rest = argv, []
-    p = argparse.ArgumentParser(prog=PROG, usage=f"python -m {PROG} --workers W -- <trainer.train args>", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog=PROG, usage=f"python -m {PROG} --workers W [--restarts N] -- (<trainer.train flags> | <program> [ARGS])",
+        description=__doc__.splitlines()[0],
+        epilog="After '--': a first word starting with '-' is trainer.train's flags (each worker runs python -m "
+               "trainer.train with them); any other first word is a program each worker runs as given, with its own "
+               "TF_CONFIG: 'python' or 'python3' (the launcher's interpreter), a .py path, or an executable on PATH. "
+               "Example: python -m trainer.launch --workers 3 -- python examples/custom_loop.py --data DIR",
+    )
     p.add_argument("--workers", type=int, required=True, help="local worker processes")
     p.add_argument("--restarts", type=int, default=1,
-                   help="after a worker dies, restart all workers from the last checkpoint up to this many times "
-                        "(default: %(default)s; 0: never)")
-    p.add_argument("--module", default="trainer.train", help=argparse.SUPPRESS)
+                   help="after a worker dies, restart all workers up to this many times (the trainer resumes from its "
+                        "last checkpoint; a program, from whatever it saved) (default: %(default)s; 0: never)")
+    p.add_argument("--module", help=argparse.SUPPRESS)
     args = p.parse_args(own)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: expected at least 1")
     if args.restarts < 0:
         raise UsageError(f"--restarts {args.restarts}: expected 0 or more")
-    if not rest:
-        raise UsageError("give the trainer's arguments after '--'")
+    command, is_trainer = worker_command(rest, module=args.module)
     current: list[Launcher] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -207,17 +245,18 @@ def _main(argv: Sequence[str] | None) -> int:
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     for attempt in range(args.restarts + 1):
-        launcher = Launcher(workers=args.workers, command=[sys.executable, "-m", args.module, *rest])
+        launcher = Launcher(workers=args.workers, command=command)
         current.append(launcher)
         launcher.start()
         code = launcher.wait()
         if code != 1 or launcher.failure is None or launcher.failure[1] == _USAGE_EXIT or attempt == args.restarts:
             break
         index, exit_code = launcher.failure
+        resume = "which resume from the last checkpoint" if is_trainer else "which start the program again"
         launcher._print(f"[launch] restart {attempt + 1} of {args.restarts}: worker {index} {_describe_exit(exit_code)}; "
-                        f"restarting all {args.workers} worker(s), which resume from the last checkpoint")
-    model_dir = report.model_dir_of(rest)
-    if code == 0 and args.module == "trainer.train" and model_dir:
+                        f"restarting all {args.workers} worker(s), {resume}")
+    model_dir = report.model_dir_of(rest) if is_trainer else None
+    if code == 0 and model_dir:
         try:
             report.print_report(report.read_summaries(model_dir, args.workers))
         except (OSError, ValueError, KeyError) as e:  # the run succeeded: a report it cannot read is only noted
