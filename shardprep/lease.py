@@ -7,7 +7,9 @@ that finds it refuses with a one-line ``RunError`` naming the owner, unless the 
 
 - it was not renewed for ``ttl_s`` seconds (default 10 minutes; the holder's clock), or
 - it was taken on this host and its pid is no longer alive (a run killed with SIGKILL), or
-- it cannot be parsed (only a damaged folder holds such a file).
+- it is damaged: not JSON, or a field of the wrong type or out of range (NaN, infinity, a pid no
+  process can have, a renewal time more than a day in the future: ``Lease.damage``); only a damaged
+  folder holds such a file.
 
 A stale lease is removed only if it is still the version that was judged stale (GCS: a delete
 with ``ifGenerationMatch``; locally under a short break lock), then the breaker competes for a
@@ -29,11 +31,15 @@ from collections.abc import Iterator
 from shardprep import fs, naming, versioned
 from shardprep.errors import RunError
 
-__all__ = ["DEFAULT_TTL_S", "LEASE", "Lease", "acquire", "check", "hold", "pause", "release", "renew"]
+__all__ = ["DEFAULT_TTL_S", "LEASE", "MAX_CLOCK_AHEAD_S", "MAX_PID", "MAX_TTL_S", "Lease", "acquire", "check", "hold", "pause", "release", "renew"]
 
 LEASE = "_lease.json"
 DEFAULT_TTL_S = 600.0
 _BREAK_LOCK_TTL_S = 30.0
+MAX_PID = (1 << 31) - 1  # pid_t's range: a larger number is no process id on any host
+MAX_TTL_S = 86400.0  # a day: runs renew every ttl_s / 5, so no writer of this module asks for more
+MAX_CLOCK_AHEAD_S = 86400.0  # another host's clock may run ahead of ours, but not by a day
+_MAX_NAME = 1000
 log = logging.getLogger("shardprep")
 
 
@@ -52,15 +58,52 @@ class Lease:
 
     @classmethod
     def parse(cls, data: bytes) -> Lease | None:
-        try:
-            doc = json.loads(data)
-            return cls(str(doc["run_id"]), str(doc["host"]), int(doc["pid"]), float(doc["renewed"]), float(doc["ttl_s"]))
-        except (ValueError, KeyError, TypeError):
+        """The lease ``data`` holds, or None when it is damaged (``damage``)."""
+        doc = _document(data)
+        if isinstance(doc, str):
             return None
+        return cls(doc["run_id"], doc["host"], doc["pid"], float(doc["renewed"]), float(doc["ttl_s"]))
+
+    @staticmethod
+    def damage(data: bytes) -> str | None:
+        """Why ``data`` is no lease this module could have written (not JSON, a field missing or of the
+        wrong type, a number out of range), or None when it is one."""
+        doc = _document(data)
+        return doc if isinstance(doc, str) else None
 
     def describe(self) -> str:
         age = time.time() - self.renewed
         return f"run {self.run_id} (host {self.host}, pid {self.pid}, renewed {age:.0f} s ago)"
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _document(data: bytes) -> dict | str:
+    """The lease's fields, checked as ``_new`` writes them; or why they are not (a damaged lease).
+
+    A number a live run cannot have written (NaN, infinity, a pid outside 1 .. ``MAX_PID``, a TTL
+    outside (0, ``MAX_TTL_S``], a renewal time before 1970 or more than ``MAX_CLOCK_AHEAD_S`` ahead of
+    this host's clock) makes the lease damaged, so it is broken like unparseable bytes, never a lock
+    that outlives every run."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return "it is not JSON"
+    if not isinstance(doc, dict):
+        return "it is not a JSON object"
+    for key in ("run_id", "host"):
+        if not isinstance(doc.get(key), str) or not doc[key] or len(doc[key]) > _MAX_NAME:
+            return f"its {key} is not a name ({doc.get(key)!r:.40})"
+    pid, renewed, ttl_s = doc.get("pid"), doc.get("renewed"), doc.get("ttl_s")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 1 <= pid <= MAX_PID:
+        return f"its pid {pid!r:.40} is not a process id"
+    if not _number(ttl_s) or not 0 < ttl_s <= MAX_TTL_S:  # NaN fails both comparisons
+        return f"its ttl_s {ttl_s!r:.40} is not a number of seconds up to {MAX_TTL_S:.0f}"
+    if not _number(renewed) or not 0 <= renewed <= time.time() + MAX_CLOCK_AHEAD_S:
+        return f"its renewal time {renewed!r:.40} is not a time up to a day ahead of this host's clock"
+    return doc
 
 
 def pause(step: str) -> None:
@@ -88,10 +131,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _stale_reason(lease: Lease | None) -> str | None:
-    """Why a lease may be broken (see the module docstring), or None while it holds."""
+def _stale_reason(lease: Lease | None, data: bytes) -> str | None:
+    """Why the lease ``data`` (``lease`` parsed) may be broken (see the module docstring), or None while it holds."""
     if lease is None:
-        return "it cannot be read"
+        return f"it is damaged: {Lease.damage(data) or 'a number out of range'}"
     if time.time() - lease.renewed > lease.ttl_s:
         return f"it was not renewed for {lease.ttl_s:.0f} s"
     if lease.host == socket.gethostname() and not _pid_alive(lease.pid):
@@ -141,7 +184,7 @@ def acquire(root: str, run_id: str, *, ttl_s: float = DEFAULT_TTL_S) -> bool:
         holder = Lease.parse(data)
         if holder is not None and holder.run_id == run_id:
             return False
-        reason = _stale_reason(holder)
+        reason = _stale_reason(holder, data)
         if reason is None:
             raise RunError(
                 f"another run owns {root}: {holder.describe()} holds {_url(root)}; wait for it to finish "

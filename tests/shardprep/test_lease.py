@@ -113,6 +113,47 @@ def test_a_live_lease_refuses_and_a_stale_one_is_broken(tmp_path) -> None:
     assert verify.verify(str(out))[0] == [] and manifest.load(str(out)).run_ids == {_run_id(4)}
 
 
+ABSURD_LEASES = {  # issue 57 item 6: each parses as JSON, yet no live run could have written it
+    "renewed NaN": {"renewed": float("nan")},
+    "renewed infinite": {"renewed": float("inf")},
+    "renewed in the year 3000": {"renewed": 32503680000.0},
+    "renewed before 1970": {"renewed": -1e12},
+    "renewed a string": {"renewed": "now"},
+    "ttl NaN": {"ttl_s": float("nan")},
+    "ttl infinite": {"ttl_s": float("inf")},
+    "ttl negative": {"ttl_s": -600.0},
+    "ttl of centuries": {"ttl_s": 1e10},
+    "ttl true": {"ttl_s": True},
+    "pid huge": {"pid": 10 ** 30},
+    "pid negative": {"pid": -1},
+    "pid zero": {"pid": 0},
+    "pid a float": {"pid": 123.0},
+    "pid a string": {"pid": str(os.getpid())},
+    "run id a number": {"run_id": 7},
+    "host null": {"host": None},
+}
+
+
+@pytest.mark.parametrize("fields", ABSURD_LEASES.values(), ids=ABSURD_LEASES)
+@pytest.mark.parametrize("host", ["this", "elsewhere"])
+def test_a_lease_of_absurd_numbers_or_types_is_damaged_and_broken(tmp_path, caplog, fields, host) -> None:
+    out = tmp_path / "ds"
+    _write_lease(out, **{**({} if host == "this" else {"host": "elsewhere"}), **fields})  # else alive and fresh
+    data = (out / lease.LEASE).read_bytes()
+    assert lease.Lease.parse(data) is None and lease.Lease.damage(data)
+    assert lease.acquire(str(out), _run_id(1)) is True  # the next run takes the folder, it does not fail forever
+    assert "broke the stale lease" in caplog.text and "it is damaged" in caplog.text
+    lease.check(str(out), _run_id(1))
+
+
+def test_a_lease_at_the_edges_of_its_ranges_is_not_damaged(tmp_path) -> None:
+    out = tmp_path / "ds"
+    _write_lease(out, host="elsewhere", renewed=time.time() + 3600, ttl_s=lease.MAX_TTL_S, pid=lease.MAX_PID)
+    assert lease.Lease.damage((out / lease.LEASE).read_bytes()) is None  # a clock an hour ahead: still a lease
+    with pytest.raises(RunError, match="another run owns"):
+        lease.acquire(str(out), _run_id(1))
+
+
 def test_lease_is_reentrant_renewed_and_released_only_by_its_owner(tmp_path) -> None:
     root = str(tmp_path / "ds")
     assert lease.acquire(root, _run_id(1)) is True
