@@ -6,6 +6,7 @@ Layout (docs/design.md, "Output layout and commit protocol")::
     DIR/manifest.json
     DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
     DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
+    DIR/<run-id>/vocab.txt                (a text run's vocabulary, named by the manifest's ``text.vocab``)
     DIR/<run-id>/report.json              (only when a run refused to commit)
     DIR/<run-id>/units.bin                (the run's work units and input list, staged by the launcher)
     DIR/<run-id>/_outcome                 ("commit" or "discard": who claimed the run's fate first)
@@ -50,6 +51,7 @@ __all__ = [
     "tfds_shard_template",
     "units_path",
     "validate_split_name",
+    "vocab_path",
 ]
 
 MANIFEST = "manifest.json"
@@ -145,6 +147,12 @@ def tfds_shard_template(run_id: str) -> str:
 def rejected_path(run_id: str, index: int, count: int) -> str:
     """Path of a dead-letter file relative to the data set folder."""
     return f"{run_id}/{REJECTED}/{_file_name(REJECTED, index, count, 'jsonl', False)}"
+
+
+def vocab_path(run_id: str) -> str:
+    """A text run's vocabulary, in its own run folder: a run that fails or is interrupted leaves the
+    committed data set's vocabulary as it was (older data sets hold it at ``DIR/vocab.txt``)."""
+    return f"{run_id}/vocab.txt"
 
 
 def report_path(run_id: str) -> str:

@@ -283,7 +283,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
     text_plan = None
     if args.task:  # the document store and the units over it, inside the run's lease (text.launch)
-        text_launch.share_vocab(vocab, cfg.output)
+        text_launch.share_vocab(vocab, cfg.output, cfg.run_id)
         column_units: dict[int, list] = {}
         for u in units:
             column_units.setdefault(u.file.index, []).append(u)

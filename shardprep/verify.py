@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from shardprep import cli, framing, fs, manifest, naming, shard_reader
 from shardprep.example import RecordError, decode_example
 
-__all__ = ["feature_problems", "main", "shard_problems", "verify"]
+__all__ = ["feature_problems", "main", "shard_problems", "verify", "vocab_problems"]
 
 
 def _stored_crc32c(info: dict) -> str | None:
@@ -138,10 +138,29 @@ def _listing_problems(root: str, m: manifest.Manifest) -> list[str]:
     return out
 
 
+def vocab_problems(root: str, text: dict | None) -> list[str]:
+    """A text run's vocabulary against the manifest's size and crc32c (older data sets record neither)."""
+    if not text or "vocab_crc32c" not in text:
+        return []
+    path, size = text["vocab"], text["vocab_num_bytes"]
+    try:
+        with shard_reader.open_shard(root, path, limit=size) as stream:
+            whole = stream.drain()
+    except FileNotFoundError:
+        return [f"{path}: the vocabulary is missing"]
+    except shard_reader.ShardReadError as e:
+        return [str(e)]
+    if not whole or stream.num_bytes != size:
+        return [f"{path}: the vocabulary is not the {size} bytes the manifest names (the file was replaced)"]
+    if stream.crc32c != text["vocab_crc32c"]:
+        return [f"{path}: crc32c {stream.crc32c}, the manifest says {text['vocab_crc32c']} (the vocabulary was changed)"]
+    return []
+
+
 def verify(root: str, *, deep: bool = False, jobs: int = 4) -> tuple[list[str], int, int]:
     """Returns (problems, shards checked, records covered)."""
     m = manifest.load(root)
-    problems = manifest.problems(m) + _listing_problems(root, m)
+    problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text)
     shards = [s for split in m.splits.values() for s in split.shards]
     check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:

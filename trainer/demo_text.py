@@ -75,7 +75,7 @@ def majority_baseline(data_dir: str) -> tuple[str, float]:
     accuracy of always predicting it."""
     token = _masked_tokens(data_dir, "train").most_common(1)[0][0]
     held = _masked_tokens(data_dir, "eval")
-    with open(naming.join(data_dir, "vocab.txt")) as f:
+    with open(naming.join(data_dir, manifest.load(data_dir).text["vocab"])) as f:
         vocab = f.read().split("\n")
     return vocab[token], held[token] / sum(held.values())
 

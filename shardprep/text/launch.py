@@ -2,8 +2,8 @@
 
 Order, so that a bad flag or vocabulary costs no input read: ``check`` (the flags, and a given
 ``--vocab`` loaded and judged: missing special tokens, or a case that does not match ``--cased``,
-is one line and exit 2), then, inside the run's lease, ``plan``: ``vocab.txt`` written into the data
-set folder, the document store (``text.store``; with a given vocabulary, a pre-training run's
+is one line and exit 2), then, inside the run's lease, ``plan``: ``vocab.txt`` written into the run's
+folder, the document store (``text.store``; with a given vocabulary, a pre-training run's
 documents tokenized as it is built), or the store, ``--train-vocab``'s pass over it and then
 ``vocab.txt``; and the job's work units (byte ranges of the store, a ``TextSpec`` on each).
 """
@@ -36,9 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--task", choices=TASKS, help="make BERT's features instead of re-sharding records: "
                    "bert-pretraining (create_pretraining_data.py's instances) or text-classification "
                    "(run_classifier.py's examples, with --label) (default: re-shard the records as they are)")
-    t.add_argument("--vocab", metavar="FILE", help="WordPiece vocab.txt (local or gs://), copied to DIR/vocab.txt")
+    t.add_argument("--vocab", metavar="FILE", help="WordPiece vocab.txt (local or gs://), or a data set folder made by a "
+                   "text run (its vocabulary); copied into the new data set (the manifest's text.vocab names it)")
     t.add_argument("--train-vocab", type=int, metavar="SIZE", help="learn a WordPiece vocabulary of at most SIZE "
-                   "tokens from the input first (deterministic; one more pass), written to DIR/vocab.txt")
+                   "tokens from the input first (deterministic; one more pass), written into the data set (the manifest's "
+                   "text.vocab names it)")
     t.add_argument("--cased", action="store_true", help="keep case and accents (default: lower-case and strip "
                    "accents, as BERT's uncased models); must match the vocabulary")
     t.add_argument("--text-column", metavar="C", help="CSV / JSON Lines / Parquet column holding the text: one "
@@ -84,7 +86,7 @@ def check(args: argparse.Namespace) -> Vocab | None:
             raise UsageError(f"--train-vocab {args.train_vocab}: a vocabulary needs more than its 5 special tokens")
         return None
     try:
-        vocab = load_vocab(args.vocab, cased=args.cased)
+        vocab = load_vocab(vocab_file(args.vocab), cased=args.cased)
     except (OSError, FileNotFoundError) as e:
         raise UsageError(f"--vocab {args.vocab}: cannot be read ({e})") from None
     except ValueError as e:
@@ -92,6 +94,19 @@ def check(args: argparse.Namespace) -> Vocab | None:
     if vocab.warning:
         raise UsageError(f"--vocab {args.vocab}: {vocab.warning}")
     return vocab
+
+
+def vocab_file(given: str) -> str:
+    """``--vocab``'s file: a vocab.txt, or the vocabulary a data set folder's manifest names (``text.vocab``),
+    so a classification run can take a pre-training data set's vocabulary by its folder."""
+    from shardprep import manifest
+
+    if not manifest.exists(given):
+        return given
+    text = manifest.load(given).text or {}
+    if not isinstance(text.get("vocab"), str):
+        raise UsageError(f"--vocab {given}: that data set was not made by a text run (its manifest names no vocabulary)")
+    return naming.join(given, text["vocab"])
 
 
 def config(args: argparse.Namespace) -> PretrainingConfig:
@@ -107,10 +122,10 @@ def schema_of(args: argparse.Namespace) -> Schema:
     return bert_schema(args.max_seq_length, args.max_predictions_per_seq)
 
 
-def share_vocab(vocab: Vocab | None, output: str) -> None:
-    """Before the engine's workers start: the given vocabulary is the one the run writes to
-    DIR/vocab.txt, so a process forked from here tokenizes with it instead of loading that file again."""
-    remember_vocab(naming.join(output, "vocab.txt"), vocab)
+def share_vocab(vocab: Vocab | None, output: str, run_id: str) -> None:
+    """Before the engine's workers start: the given vocabulary is the one the run writes to its
+    vocab.txt, so a process forked from here tokenizes with it instead of loading that file again."""
+    remember_vocab(naming.join(output, naming.vocab_path(run_id)), vocab)
 
 
 def unit_bytes(total: int, given_mb: float | None) -> int:
@@ -123,7 +138,8 @@ def unit_bytes(total: int, given_mb: float | None) -> int:
 def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFile], column_units: dict[int, list],
          output: str, run_id: str, max_line_bytes: int,
          run_stage: Callable[[Any, list], list] | None = None, on_workers: bool = True) -> tuple[list[WorkUnit], dict]:
-    """Writes the store and DIR/vocab.txt; the job's units and the manifest's ``text`` entry. ``run_stage``:
+    """Writes the store and the run's vocab.txt (in its run folder, so a failed run leaves the committed
+    data set's as it was); the job's units and the manifest's ``text`` entry. ``run_stage``:
     the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``);
     ``on_workers``: it runs where the job's stages will (``Engine.plans_on_workers``), so the store's
     parts are tokenized as they are built (else, on Beam's engines, in the launcher before the graph:
@@ -136,10 +152,10 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
         raise UsageError("--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt")
     folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
     total = sum(f.size for f in files)
-    vocab_url = naming.join(output, "vocab.txt")
+    vocab_url = naming.join(output, naming.vocab_path(run_id))
     tokenize = None
     if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
-        write_vocab(list(vocab.tokens), vocab_url)
+        written = write_vocab(list(vocab.tokens), vocab_url)
         tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and on_workers else None
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
                          columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
@@ -150,7 +166,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     if vocab is None:
         tokens = train_vocab(sentences(f"{folder}/store.jsonl"), args.train_vocab, cased=args.cased)
         log.info("trained a vocabulary of %d tokens", len(tokens))
-        write_vocab(tokens, vocab_url)
+        written = write_vocab(tokens, vocab_url)
     else:
         tokens = list(vocab.tokens)
     spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
@@ -162,5 +178,6 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
         units.append(WorkUnit(by_index[u.file_index], k, u.start, u.end, u.first_doc))
     log.info("%d documents, %d sentences, %d bad lines -> %d work units of the document store",
              result.num_documents, result.stats.sentences, result.stats.bad_lines, len(units))
-    return units, spec.manifest_entry(len(tokens))
+    return units, spec.manifest_entry(len(tokens), vocab=naming.vocab_path(run_id), vocab_bytes=written[0],
+                                      vocab_crc32c=written[1])
 

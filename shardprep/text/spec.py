@@ -23,15 +23,17 @@ class TextSpec:
     store_url: str  # the run's document store (``text.store``): one JSON line per document or bad line
     index_url: str  # the store's byte offset of each document id (.npy, int64)
     num_documents: int
-    vocab_url: str  # the data set's vocab.txt
+    vocab_url: str  # the run's vocab.txt (``naming.vocab_path``)
     cased: bool
     config: PretrainingConfig = PretrainingConfig()
     labels: tuple[str, ...] = ()  # classification: the label vocabulary, sorted; a label's id is its place
 
-    def manifest_entry(self, vocab_size: int) -> dict:
-        """The manifest's top-level ``"text"`` object (the trainer's contract)."""
+    def manifest_entry(self, vocab_size: int, *, vocab: str, vocab_bytes: int, vocab_crc32c: str) -> dict:
+        """The manifest's top-level ``"text"`` object (the trainer's contract). ``vocab``: the vocabulary's
+        path relative to the data set folder, with its size and crc32c (checked by ``verify``)."""
         c = self.config
-        entry = {"task": self.task, "vocab": "vocab.txt", "vocab_size": vocab_size, "cased": self.cased,
+        entry = {"task": self.task, "vocab": vocab, "vocab_num_bytes": vocab_bytes, "vocab_crc32c": vocab_crc32c,
+                 "vocab_size": vocab_size, "cased": self.cased,
                  "max_seq_length": c.max_seq_length, "max_predictions_per_seq": c.max_predictions_per_seq,
                  "masked_lm_prob": c.masked_lm_prob, "short_seq_prob": c.short_seq_prob, "dupe_factor": c.dupe_factor,
                  "whole_word_masking": c.whole_word_mask, "seed": c.seed}

@@ -237,7 +237,7 @@ def vocab_of(url: str, cased: bool) -> Vocab:
 
 
 def remember_vocab(url: str, vocab: Vocab | None) -> None:
-    """``vocab`` is what ``url`` will hold (the run's DIR/vocab.txt, written from its tokens): this
+    """``vocab`` is what ``url`` will hold (the run's vocab.txt, written from its tokens): this
     process, and the pool processes it forks next, take it as it is instead of loading the file
     (None: forget ``url``'s, a vocabulary yet to be trained)."""
     for cased in (False, True):
@@ -338,12 +338,15 @@ def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_fre
     return vocab
 
 
-def write_vocab(tokens: Sequence[str], url: str | os.PathLike) -> None:
-    """Writes ``tokens`` as a vocab.txt: one per line, in id order, UTF-8."""
-    from shardprep import fs
+def write_vocab(tokens: Sequence[str], url: str | os.PathLike) -> tuple[int, str]:
+    """Writes ``tokens`` as a vocab.txt: one per line, in id order, UTF-8. Returns the file's size and
+    crc32c (hex), for the manifest."""
+    from shardprep import fs, native
 
     bad = [t for t in tokens if not t or t != t.strip() or "\n" in t]
     if bad:
         raise ValueError(f"tokens {bad[:5]!r} cannot be written one per line")
+    data = "".join(t + "\n" for t in tokens).encode("utf-8")
     with fs.write_atomic(os.fspath(url)) as f:
-        f.write("".join(t + "\n" for t in tokens).encode("utf-8"))
+        f.write(data)
+    return len(data), f"{native.crc32c(data):08x}"

@@ -13,6 +13,7 @@ import json
 import random
 from pathlib import Path
 
+import google_crc32c
 import pytest
 
 from shardprep import manifest, run
@@ -77,11 +78,14 @@ def test_txt_and_gz_give_berts_features_read_by_run_pretrainings_spec(corpus, tm
     out = tmp_path / "ds"
     assert _run(out, "--input", corpus / "*.txt*", "--vocab", corpus / "v" / "vocab.txt", *BASE) == 0
     doc = json.loads((out / "manifest.json").read_text())
-    vocab = (corpus / "v" / "vocab.txt").read_text().split("\n")[:-1]
-    assert doc["text"] == {"task": "bert-pretraining", "vocab": "vocab.txt", "vocab_size": len(vocab), "cased": False,
+    given = (corpus / "v" / "vocab.txt").read_bytes()
+    vocab = given.decode().split("\n")[:-1]
+    (run_id,) = manifest.load(str(out)).run_ids
+    assert doc["text"] == {"task": "bert-pretraining", "vocab": f"{run_id}/vocab.txt", "vocab_num_bytes": len(given),
+                           "vocab_crc32c": f"{google_crc32c.value(given):08x}", "vocab_size": len(vocab), "cased": False,
                            "max_seq_length": 64, "max_predictions_per_seq": 10, "masked_lm_prob": 0.15,
                            "short_seq_prob": 0.1, "dupe_factor": 2, "whole_word_masking": False, "seed": 42}
-    assert (out / "vocab.txt").read_text() == (corpus / "v" / "vocab.txt").read_text()
+    assert (out / doc["text"]["vocab"]).read_bytes() == given and not (out / "vocab.txt").exists()
     rows = _bert_records(out, 64, 10)
     assert len(rows) == doc["accounting"]["written"] > 200
     sizes = [len(s["shards"]) for s in doc["splits"].values()]
@@ -106,13 +110,46 @@ def test_a_csv_text_column_and_a_trained_vocabulary(corpus, tmp_path):
     out = tmp_path / "ds"
     assert _run(out, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
     doc = json.loads((out / "manifest.json").read_text())
-    tokens = (out / "vocab.txt").read_text().split("\n")[:-1]
+    tokens = (out / doc["text"]["vocab"]).read_text().split("\n")[:-1]
     assert doc["text"]["vocab_size"] == len(tokens) <= 200 and tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert len(_bert_records(out, 64, 10)) == doc["accounting"]["written"] > 20
     again = tmp_path / "again"
     assert _run(again, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
-    assert (again / "vocab.txt").read_bytes() == (out / "vocab.txt").read_bytes()
+    again_vocab = json.loads((again / "manifest.json").read_text())["text"]["vocab"]
+    assert (again / again_vocab).read_bytes() == (out / doc["text"]["vocab"]).read_bytes()
     assert _shard_digests(again) == _shard_digests(out)
+
+
+def test_a_failed_or_interrupted_run_leaves_the_committed_vocabulary_as_it_was(corpus, tmp_path):
+    """The vocabulary lives in its run's folder: an --overwrite run that fails changes nothing of the
+    committed data set, and verify notices a vocabulary replaced behind the manifest's back."""
+    out = tmp_path / "ds"
+    assert _run(out, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    other = tmp_path / "other.txt"
+    other.write_text("".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]))
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "bad.txt").write_bytes(b"a b c.\nb c a.\n\nthe \xff line.\nc a b.\n")
+    proc = run_cli("shardprep.run", "--input", raw / "bad.txt", "--output", out, "--overwrite", "--vocab", other, *BASE)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr  # one bad line, --max-bad-records 0
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if k in before} == before  # the failed run wrote only in its own folder
+    assert run_cli("shardprep.verify", out).returncode == 0
+    vocab = out / json.loads((out / "manifest.json").read_text())["text"]["vocab"]
+    vocab.write_bytes(other.read_bytes())  # a vocabulary swapped behind the manifest's back
+    proc = run_cli("shardprep.verify", out)
+    assert proc.returncode == 1 and "vocab" in proc.stdout, proc.stdout
+
+
+def test_a_data_set_folder_gives_its_vocabulary(corpus, tmp_path):
+    pre = tmp_path / "pre"
+    assert _run(pre, "--input", corpus / "c.csv", "--text-column", "body", "--train-vocab", 200, *BASE) == 0
+    out = tmp_path / "cls"
+    assert _run(out, "--input", corpus / "c.csv", "--task", "text-classification", "--text-column", "body",
+                "--label", "topic", "--vocab", pre, "--max-seq-length", 32, "--num-shards", 2) == 0
+    vocab_of = {d: json.loads((d / "manifest.json").read_text())["text"]["vocab"] for d in (pre, out)}
+    assert (out / vocab_of[out]).read_bytes() == (pre / vocab_of[pre]).read_bytes()
 
 
 def test_text_classification_maps_sorted_labels(corpus, tmp_path):

@@ -49,7 +49,7 @@ def classification(demo, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = folder / "ds"
     code = shardprep_run.main([
         "--input", str(folder / "docs.csv"), "--output", str(out), "--task", "text-classification", "--text-column", "body",
-        "--label", "topic", "--vocab", str(demo[0] / "ds" / "vocab.txt"), "--max-seq-length", "64", "--num-shards", "3",
+        "--label", "topic", "--vocab", str(demo[0] / "ds"), "--max-seq-length", "64", "--num-shards", "3",
         "--split", "train=0.8,eval=0.2",
     ])
     assert code == 0
@@ -66,7 +66,7 @@ def test_demo_text_pretrains_on_two_equal_workers(demo) -> None:
     for s in (a, b):
         assert 0 < s["masked_lm_accuracy"] < 1 and 0 < s["next_sentence_accuracy"] < 1 and "accuracy" not in s
     config = json.loads((out / "run" / "bert.json").read_text())
-    vocab = (out / "ds" / "vocab.txt").read_text().split("\n")[:-1]
+    vocab = (out / "ds" / manifest.load(str(out / "ds")).text["vocab"]).read_text().split("\n")[:-1]
     assert config["size"] == "tiny" and config["vocab_size"] == len(vocab) and config["max_seq_length"] == 64
     lines = proc.stdout.splitlines()
     assert "equal steps on every worker: True; empty replica-steps: 0" in lines
