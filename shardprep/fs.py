@@ -12,9 +12,10 @@ import logging
 import os
 import posixpath
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import fsspec
@@ -26,6 +27,9 @@ __all__ = [
     "is_local",
     "isdir",
     "listdir",
+    "match",
+    "Matches",
+    "not_regular",
     "open_file",
     "read_bytes",
     "remove",
@@ -89,33 +93,73 @@ def _url(fs: fsspec.AbstractFileSystem, path: str, like: str) -> str:
 log = logging.getLogger("shardprep")
 
 
+def not_regular(url: str) -> str | None:
+    """What a local path is when it is not a regular file, links followed, from ``os.stat`` alone (a
+    FIFO is never opened): "a folder", "a FIFO (named pipe)", "a character device" (``/dev/zero``),
+    "a block device", "a socket", "a link to nothing"; None for a regular file, a missing path or a URL."""
+    if not is_local(url):
+        return None
+    path = local_path(url)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else None
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+class Matches(NamedTuple):
+    """What a pattern matched: its regular files (sorted URLs), and the names it matched but left out,
+    each with why ("a FIFO (named pipe)", "a folder", ...: ``not_regular``)."""
+
+    files: list[str]
+    left_out: list[tuple[str, str]]
+
+
 def glob(pattern: str) -> list[str]:
-    """Files matching ``pattern``, sorted, as URLs of the same kind as the pattern. A local wildcard is
-    matched by ``_local_glob`` (fsspec's pattern rules; folders it cannot read logged and skipped)."""
+    """Files matching ``pattern``, sorted, as URLs of the same kind as the pattern (``match``'s files)."""
+    return match(pattern).files
+
+
+def match(pattern: str) -> Matches:
+    """The regular files matching ``pattern``, as URLs of the same kind as the pattern, and the names it
+    matched that are no regular file, with why. A local wildcard is matched by ``_local_glob``
+    (fsspec's pattern rules; folders it cannot read logged and skipped). A pattern without a wildcard
+    that names something other than a regular file matches nothing (``not_regular`` says what it is)."""
     if is_local(pattern):
         path = local_path(pattern)
         if os.path.isfile(path):
-            return [pattern]
+            return Matches([pattern], [])
         if any(c in path for c in "*?["):
             return _local_glob(path)
-        return []
+        return Matches([], [])
     fs, path = filesystem(pattern)
     if fs.isfile(path):
-        return [_url(fs, path, pattern)]
-    return sorted(_url(fs, p, pattern) for p in fs.glob(path) if fs.isfile(p))
+        return Matches([_url(fs, path, pattern)], [])
+    found = sorted(fs.glob(path))
+    kinds = [(p, fs.isfile(p)) for p in found]
+    return Matches([_url(fs, p, pattern) for p, is_file in kinds if is_file],
+                   [(_url(fs, p, pattern), "a folder") for p, is_file in kinds if not is_file])
 
 
-def _local_glob(path: str) -> list[str]:
+def _local_glob(path: str) -> Matches:
     """Files matching the local pattern ``path`` (absolute, as fsspec strips it), as fsspec's glob finds
     them: below the folder before the first wildcard, as deep as the pattern reaches (``**``: any
     depth), links to folders not followed (so a link loop is never walked), links to files kept. A
-    folder that cannot be listed (permissions, a name too long, I/O error) is skipped with one log
-    line, never fatal."""
+    matching name that is no regular file (a FIFO, a link to a device or to nothing, a folder the
+    pattern does not reach into) is left out, with why. A folder that cannot be listed (permissions, a
+    name too long, I/O error) is skipped with one log line, never fatal."""
     first = min(i for i in (path.find(c) for c in "*?[") if i >= 0)
     root = path[:path.rindex("/", 0, first) + 1] if "/" in path[:first] else ""
     depth = None if "**" in path else path[len(root):].count("/") + 1
     parts = path.split("/")
     out: list[str] = []
+    left_out: list[tuple[str, str]] = []
     stack = [(root.rstrip("/") or "/", 1)]
     while stack:
         folder, level = stack.pop()
@@ -127,12 +171,15 @@ def _local_glob(path: str) -> list[str]:
                 log.warning("skipped %s: cannot be listed (%s)", folder, e.strerror or e)
             continue
         for entry, is_dir in listed:
-            if is_dir:
-                if depth is None or level < depth:
-                    stack.append((entry, level + 1))
-            elif glob_match(parts, entry.split("/")) and os.path.isfile(entry):
-                out.append(entry)
-    return sorted(out)
+            if is_dir and (depth is None or level < depth):
+                stack.append((entry, level + 1))
+            elif glob_match(parts, entry.split("/")):
+                what = "a folder" if is_dir else not_regular(entry)
+                if what is None:
+                    out.append(entry)
+                else:
+                    left_out.append((entry, what))
+    return Matches(sorted(out), sorted(left_out))
 
 
 def glob_match(parts: Sequence[str], names: Sequence[str]) -> bool:

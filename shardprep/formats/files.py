@@ -128,7 +128,9 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
     """The files matching ``patterns``: sorted, without duplicates, indexed in that order.
 
     A wildcard skips names starting with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files of Spark/Hadoop),
-    saying so; a local file reached by several names (symlinks, hard links) is read once, by the
+    saying so, and every match that is no regular file (a FIFO, a link to a device or to nothing, a
+    folder: ``fs.match``), naming each with why; a pattern that names such a thing directly is one
+    ``InputError`` saying what it is. A local file reached by several names (symlinks, hard links) is read once, by the
     first name in sorted order, saying which names were skipped.
     ``--format images``: one ``ImageSource`` for the folder or listing (``formats.images``).
     """
@@ -145,9 +147,11 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
     urls: set[str] = set()
     for pattern in patterns:
         try:
-            found = fs.glob(pattern)
+            found, left_out = fs.match(pattern)
         except (OSError, ValueError) as e:
             raise InputError(f"--input {pattern!r} cannot be listed: {e}") from None
+        for url, what in left_out:
+            log.warning("--input %s: left out %s: %s, not a regular file", pattern, url, what)
         if any(c in pattern for c in "*?["):
             hidden = [u for u in found if posixpath.basename(u).startswith((".", "_"))]
             if hidden:
@@ -160,6 +164,13 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
             if _is_folder(pattern):
                 raise InputError(f"--input {pattern!r} is a folder: give a pattern for its files, e.g. "
                                  f"{pattern.rstrip('/')}/*, or --format images for a folder of class folders of images")
+            what = fs.not_regular(pattern)
+            if what is not None:
+                raise InputError(f"--input {pattern!r} is {what}, not a regular file: shardprep reads regular files "
+                                 "only (a FIFO or device is never opened; copy its data to a file)")
+            if left_out:
+                raise InputError(f"--input {pattern!r} matches no regular file: {len(left_out)} match(es) left out, "
+                                 f"e.g. {left_out[0][0]} ({left_out[0][1]})")
             raise InputError(f"--input {pattern!r} matches no files: check the path (quote a pattern so the shell "
                              "does not expand it)")
         urls.update(_normal(url) for url in found)
@@ -169,6 +180,9 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
         form, gz = detect_format(url) if fmt == "auto" else (fmt, url.lower().endswith(".gz"))
         if fmt == "auto" and url.lower().removesuffix(".gz").endswith(".json") and is_json_array(url, gz):
             form = "json"  # one JSON array of objects, not JSON Lines
+        what = fs.not_regular(url)  # changed since it was listed: stat, never an open that waits on a FIFO
+        if what is not None:
+            raise InputError(f"input file {url!r} is {what}, not a regular file: shardprep reads regular files only")
         try:
             version = fs.version(url)
             size = fs.size(url)

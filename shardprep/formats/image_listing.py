@@ -5,8 +5,10 @@ their class); files directly in ROOT and names starting with ``.`` or ``_`` are 
 recursive listing gives every name and size (one paged request on GCS). Listing layout: a CSV (with a
 header) or JSON Lines file with a path column and a label column (class names); relative paths
 resolve against the listing's folder, sizes come from one listing per folder. Classes sort by name
-(numerically when every name is an integer) and label ids follow that order. Only names and sizes
-are read here, never image bytes.
+(numerically when every name is an integer) and label ids follow that order, unless
+``ImageOptions.classes`` gives them (``--labels-from``/``--label-vocab``, ``shardprep.label_vocab``):
+then ids are that vocabulary's and a class it lacks is refused. Only names and sizes are read here,
+never image bytes.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from shardprep import fs
 from shardprep.errors import InputError
 from shardprep.formats.image_headers import MAX_IMAGE_PIXELS
+from shardprep.label_vocab import apply_vocabulary
 
 __all__ = ["ImageEntries", "ImageOptions", "Listing", "list_images", "resolve"]
 
@@ -42,6 +45,7 @@ class ImageOptions:
     path_column: str = "path"
     label_column: str = "label"
     max_pixels: int = MAX_IMAGE_PIXELS  # more in the header: dead letter image_too_large
+    classes: tuple[str, ...] = ()  # the class names in id order (--labels-from / --label-vocab); empty: sorted found
 
     def __post_init__(self) -> None:
         if self.check not in CHECKS:
@@ -89,7 +93,9 @@ class Listing:
     listed: bool = False
 
 
-def _class_order(names: set[str]) -> tuple[str, ...]:
+def _class_order(names: set[str], given: tuple[str, ...] = (), *, what: str = "input") -> tuple[str, ...]:
+    if names and given:
+        return apply_vocabulary(given, names, what=what)
     if names and all(n.isdigit() for n in names):
         return tuple(sorted(names, key=lambda n: (int(n), n)))
     return tuple(sorted(names))
@@ -104,7 +110,7 @@ def list_images(patterns: Sequence[str], options: ImageOptions, normal: Callable
     url = normal(patterns[0]).rstrip("/") or "/"
     filesystem, path = fs.filesystem(url)
     if filesystem.isdir(path):
-        return _folder(url, filesystem, path)
+        return _folder(url, filesystem, path, options.classes)
     if filesystem.isfile(path):
         if not url.lower().endswith(LISTING_EXTENSIONS):
             raise InputError(f"--input {url!r} is a file: --format images expects a folder ROOT/<class>/<image> or a "
@@ -118,7 +124,8 @@ def _walk_local(folder: str, prefix: str = "", seen: set[tuple[int, int]] | None
 
     Symbolic links are followed, each real folder walked once (entries in name order, links after
     the rest): a link back up the tree (a loop) or a second way to a folder already walked is skipped with a log line, and so is an entry that
-    cannot be read (a dangling link, a folder that refuses a listing); neither stops the run."""
+    cannot be read (a dangling link, a folder that refuses a listing) or is no regular file (a FIFO, a link to
+    a device: named with what it is); neither stops the run."""
     seen = set() if seen is None else seen
     try:
         info = os.stat(folder)
@@ -145,11 +152,11 @@ def _walk_local(folder: str, prefix: str = "", seen: set[tuple[int, int]] | None
             continue
         if is_dir:
             yield from _walk_local(entry.path, f"{prefix}{name}/", seen)
-        elif entry.is_symlink():
-            log.warning("skipped %s: a link to nothing", entry.path)
+        else:  # a FIFO, a socket, a device or a link to one, a link to nothing: never opened
+            log.warning("skipped %s: %s, not a regular file", entry.path, fs.not_regular(entry.path) or "gone")
 
 
-def _folder(url: str, filesystem, path: str) -> Listing:
+def _folder(url: str, filesystem, path: str, given: tuple[str, ...] = ()) -> Listing:
     if fs.is_local(url):  # os.scandir: several times faster than fsspec's find on a large tree
         found: Iterable[tuple[str, int]] = _walk_local(url.removeprefix("file://"))  # hidden names skipped
     else:  # one recursive listing (paged) of the whole prefix
@@ -162,7 +169,7 @@ def _folder(url: str, filesystem, path: str) -> Listing:
     sizes = {rel: size for rel, size in found if "/" in rel}  # files in class folders (paths are distinct)
     paths = sorted(sizes)
     tops = [rel[:rel.index("/")] for rel in paths]
-    classes = _class_order(set(tops))
+    classes = _class_order(set(tops), given, what=f"class folders of {url}")
     if not classes:
         raise InputError(f"--input {url!r} holds no class folders with images: expected ROOT/<class>/<image>, found "
                          f"{len(found)} file(s) directly in the folder and no class folder holding files")
@@ -199,7 +206,7 @@ def _listing(url: str, options: ImageOptions) -> Listing:
         raise InputError(f"listing {url!r} names no images: expected rows with columns {options.path_column} and "
                          f"{options.label_column}")
     root = posixpath.dirname(url)
-    classes = _class_order({label for _, label in rows if label})
+    classes = _class_order({label for _, label in rows if label}, options.classes, what=f"labels of listing {url}")
     ids = {c: i for i, c in enumerate(classes)}
     sizes: dict[str, dict[str, int]] = {}
     paths, found, labels, problems = [], [], [], []

@@ -428,3 +428,25 @@ def test_a_csv_record_over_the_limit_across_many_quoted_lines_ends_where_its_quo
     assert [row for _, _, row, _ in records[1:]] == [["2", "ok"], ["3", 'a "q" b']]
     kept = sum(len(raw) for _, raw, _ in records[0][1])
     assert kept <= 100_000 + base.RAW_HEAD_BYTES and sum(reading.line_size(raw) for _, raw, _ in records[0][1]) == len(data) - 19
+
+
+# --- issue 57 item 5: inputs that are no regular file ----------------------------------------------
+
+def test_non_regular_inputs_are_named_in_the_log_or_refused_in_one_line(tmp_path):
+    """A FIFO, a link to /dev/zero and a folder matched by ``*.csv`` are each logged with what they are
+    (the run reads the regular file, never opening the FIFO); named directly, one line and exit 2."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "good.csv").write_text("x\n1\n2\n")
+    os.mkfifo(data / "pipe.csv")
+    os.symlink("/dev/zero", data / "zero.csv")
+    (data / "folder.csv").mkdir()
+    proc = run_cli(RUN, "--input", data / "*.csv", "--output", tmp_path / "out", "--num-shards", 1, check=True)
+    for name, what in [("pipe.csv", "a FIFO (named pipe)"), ("zero.csv", "a character device"),
+                       ("folder.csv", "a folder")]:
+        assert f"left out {data / name}: {what}, not a regular file" in proc.stderr, proc.stderr
+    assert sum(s.num_records for s in manifest.load(str(tmp_path / "out")).splits.values()) == 2
+    for name, what in [("pipe.csv", "a FIFO (named pipe)"), ("zero.csv", "a character device")]:
+        proc = run_cli(RUN, "--input", data / name, "--output", tmp_path / "out2", "--num-shards", 1)
+        line = _one_error_line(proc, 2)
+        assert f"is {what}, not a regular file" in line and "matches no files" not in line, line

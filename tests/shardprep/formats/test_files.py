@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import fsspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardprep import fs
+from shardprep.errors import InputError
 from shardprep.formats import expand_inputs
 
 PATTERNS = ["**/*.csv", "*/*.csv", "**", "a*/**/x?.csv", "[ab]/*", "*.csv", "b/**/*.jsonl"]
@@ -79,3 +82,45 @@ def test_an_unreadable_folder_is_skipped_with_one_line(tmp_path, monkeypatch, ca
     assert got == [str(tmp_path / "d/a.csv")]
     lines = [r.getMessage() for r in caplog.records if "cannot be listed" in r.getMessage()]
     assert lines == [f"skipped {locked}: cannot be listed (Permission denied)"]
+
+
+def _hostile_tree(root):
+    """A folder of *.csv names, three of them no regular file: a FIFO, a link to /dev/zero, a folder."""
+    (root / "good.csv").write_text("c\n1\n")
+    os.mkfifo(root / "pipe.csv")
+    os.symlink("/dev/zero", root / "zero.csv")
+    os.symlink(root / "missing", root / "dangling.csv")
+    (root / "folder.csv").mkdir()
+    (root / "folder.csv" / "inner.csv").write_text("c\n2\n")
+
+
+def test_a_wildcard_names_each_match_it_leaves_out_with_why(tmp_path, caplog):
+    """Issue 57 item 5: every non-regular match is logged with what it is, none is opened (a FIFO would hang)."""
+    _hostile_tree(tmp_path)
+    found = fs.match(str(tmp_path / "*.csv"))
+    assert found.files == [str(tmp_path / "good.csv")]
+    assert dict(found.left_out) == {str(tmp_path / "dangling.csv"): "a link to nothing",
+                                    str(tmp_path / "folder.csv"): "a folder",
+                                    str(tmp_path / "pipe.csv"): "a FIFO (named pipe)",
+                                    str(tmp_path / "zero.csv"): "a character device"}
+    with caplog.at_level(logging.WARNING, logger="shardprep"):
+        files = expand_inputs([str(tmp_path / "*.csv")])
+    assert [f.url for f in files] == [str(tmp_path / "good.csv")]
+    lines = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(lines) == 4 and all("not a regular file" in line for line in lines), lines
+    assert any("pipe.csv: a FIFO" in line for line in lines) and any("zero.csv: a character device" in line
+                                                                      for line in lines)
+    assert fs.match(str(tmp_path / "**" / "*.csv")).files == [str(tmp_path / "folder.csv" / "inner.csv"),
+                                                               str(tmp_path / "good.csv")]  # ** reaches inside
+
+
+def test_a_fifo_or_device_named_directly_is_one_error_saying_what_it_is(tmp_path):
+    _hostile_tree(tmp_path)
+    for name, what in [("pipe.csv", "a FIFO (named pipe)"), ("zero.csv", "a character device"),
+                       ("dangling.csv", "a link to nothing")]:
+        with pytest.raises(InputError, match=rf"is {re.escape(what)}, not a regular file") as e:
+            expand_inputs([str(tmp_path / name)])
+        assert "\n" not in str(e.value)
+    os.remove(tmp_path / "good.csv")
+    with pytest.raises(InputError, match=r"matches no regular file: 4 match\(es\) left out"):
+        expand_inputs([str(tmp_path / "*.csv")])

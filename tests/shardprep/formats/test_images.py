@@ -159,11 +159,15 @@ def test_loops_second_links_and_dangling_links_in_the_tree_are_skipped_with_a_li
     (root / "circle" / "gone.png").symlink_to(tmp_path / "nothing.png")
     (root / "square" / "deep").mkdir()
     (root / "square" / "deep" / "up").symlink_to(root / "square")
+    os.mkfifo(root / "square" / "pipe.png")  # issue 57 item 5: named with what it is, never opened
+    (root / "square" / "zero.png").symlink_to("/dev/zero")
     out = tmp_path / "ds"
     assert run.main(["--input", str(root), "--format", "images", "--output", str(out), "--num-shards", "1"]) == 0
     skipped = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[shardprep] skipped ")]
-    assert len(skipped) == 4, skipped
+    assert len(skipped) == 6, skipped
     assert any("gone.png: a link to nothing" in line for line in skipped), skipped
+    assert any("pipe.png: a FIFO (named pipe), not a regular file" in line for line in skipped), skipped
+    assert any("zero.png: a character device, not a regular file" in line for line in skipped), skipped
     got = records(str(out))
     assert len(got) == 2 * len(CLASSES) and not dead_letters(str(out))  # every image once, nothing lost
 
