@@ -11,18 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
-from shardprep import fs
+from shardprep import fs, manifest
 from shardprep.schema import FeatureSpec
-from trainer import image_input
+from trainer import elastic, image_input
 from trainer.features import MISSING_INT64
 from trainer.labels import out_of_range_message
 from trainer.preflight import InputPlan
 
 __all__ = [
-    "batch_spec", "compression_type", "distribute", "eval_batches", "floor_probe", "input_options", "options", "parser", "parse_spec",
-    "record_ids", "worker_batches", "worker_records",
+    "batch_spec", "compression_type", "dataset_fn", "distribute", "epoch_positions", "eval_batches", "floor_probe",
+    "handover_batches", "input_options", "options", "parser", "parse_spec", "record_ids", "worker_batches",
+    "worker_positions", "worker_records",
 ]
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -87,16 +89,40 @@ def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None
 
     ``parallel``: read the pieces in parallel (default: when some of them are remote).
     """
-    pieces = plan.pieces(worker)
-    paths = tf.constant([plan.shard_urls[p.shard] for p in pieces], tf.string)
-    skips = tf.constant([p.skip for p in pieces], tf.int64)
-    takes = tf.constant([p.take for p in pieces], tf.int64)
     compression = compression_type(plan)
 
-    def read(path: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
+    def read(path: tf.Tensor, first: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
         return tf.data.TFRecordDataset(path, compression_type=compression).skip(skip).take(take)
 
-    pieces_ds = tf.data.Dataset.from_tensor_slices((paths, skips, takes))
+    ds = _interleave(plan, worker, read, parallel=parallel)
+    label = plan.feature_spec[plan.label]
+    if label.nullable:  # --skip-missing-label (trainer.job planned the batches for the records that remain)
+        ds = ds.filter(_has(plan.label, _DTYPES[label.dtype]))
+    return ds
+
+
+def worker_positions(plan: InputPlan, worker: int, *, parallel: bool | None = None) -> tf.data.Dataset:
+    """The global positions (int64: manifest shard order, then record order) of the records ``worker_records``
+    yields, in the same order, read from no file: interleave and shuffle do not look at what they move."""
+
+    def read(path: tf.Tensor, first: tf.Tensor, skip: tf.Tensor, take: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.Dataset.range(first + skip, first + skip + take)
+
+    return _interleave(plan, worker, read, parallel=parallel)
+
+
+def _interleave(plan: InputPlan, worker: int, read: Callable[..., tf.data.Dataset], *,
+                parallel: bool | None) -> tf.data.Dataset:
+    """``read(path, first position of the shard, skip, take)`` of each of ``worker``'s pieces, interleaved."""
+    pieces = plan.pieces(worker)
+    firsts = [0]
+    for shard in plan.shards:
+        firsts.append(firsts[-1] + shard.num_records)
+    paths = tf.constant([plan.shard_urls[p.shard] for p in pieces], tf.string)
+    starts = tf.constant([firsts[p.shard] for p in pieces], tf.int64)
+    skips = tf.constant([p.skip for p in pieces], tf.int64)
+    takes = tf.constant([p.take for p in pieces], tf.int64)
+    pieces_ds = tf.data.Dataset.from_tensor_slices((paths, starts, skips, takes))
     cycle = min(len(pieces), _MAX_CYCLE)
     if parallel is None:
         parallel = not all(fs.is_local(plan.shard_urls[p.shard]) for p in pieces)
@@ -109,9 +135,6 @@ def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         ).unbatch()
-    label = plan.feature_spec[plan.label]
-    if label.nullable:  # --skip-missing-label (trainer.job planned the batches for the records that remain)
-        ds = ds.filter(_has(plan.label, _DTYPES[label.dtype]))
     return ds
 
 
@@ -190,6 +213,37 @@ def epoch_shuffle(ds: tf.data.Dataset, buffer: int, *, seed: int, epoch: tf.Tens
     return ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
 
 
+def epoch_positions(plan: InputPlan, worker: int, *, epoch: int, shuffle_buffer: int, seed: int,
+                    parallel: bool | None = None) -> np.ndarray:
+    """The global positions of the records ``worker`` trains on in ``epoch`` (``steps_per_epoch`` per-worker
+    batches), in its stream's order, replayed without reading a record (``trainer.elastic``)."""
+    ds = worker_positions(plan, worker, parallel=parallel)
+    if shuffle_buffer:
+        ds = epoch_shuffle(ds, shuffle_buffer, seed=seed, epoch=tf.constant(epoch, tf.int64))
+    ds = ds.take(plan.steps_per_epoch * plan.per_worker_batch).batch(1 << 16)
+    return np.concatenate([np.zeros(0, np.int64), *ds.as_numpy_iterator()])
+
+
+def handover_batches(old: InputPlan, new: InputPlan, handover: elastic.Handover, *, worker: int, batch_size: int,
+                     shuffle_buffer: int, seed: int) -> tf.data.Dataset:
+    """Serialized per-replica batches of ``batch_size`` for ``worker`` of ``new`` over the rest of the epoch
+    that ``old``'s workers started (``trainer.elastic``): ``old.steps_per_epoch - handover.done`` steps."""
+    streams = [epoch_positions(old, w, epoch=handover.epoch, shuffle_buffer=shuffle_buffer, seed=seed)
+               for w in range(old.num_workers)]
+    mine = elastic.deal(streams, global_batch=old.global_batch, start=handover.done, stop=old.steps_per_epoch,
+                        workers=new.num_workers, worker=worker)
+    split = manifest.SplitInfo(old.num_records, sum(s.num_bytes for s in old.shards), old.shards)
+
+    def batches() -> Iterator[Any]:
+        for chunk in elastic.read_positions(old.root, split, mine, compression=old.compression, split_name=old.split,
+                                            chunk=batch_size * 64):
+            for i in range(0, len(chunk), batch_size):
+                yield chunk[i:i + batch_size]
+
+    ds = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([batch_size], tf.string))
+    return ds.apply(tf.data.experimental.assert_cardinality(len(mine) // batch_size))
+
+
 def worker_batches(
     plan: InputPlan,
     *,
@@ -201,12 +255,15 @@ def worker_batches(
     shuffle_buffer: int = 0,
     seed: int = 0,
     with_ids: bool = False,
+    stop_epoch: int | None = None,
+    head: tf.data.Dataset | None = None,
 ) -> tf.data.Dataset:
-    """Endless stream of parsed ``(features, label)`` batches, ``batches_per_epoch`` per epoch.
+    """Stream of parsed ``(features, label)`` batches, ``batches_per_epoch`` per epoch.
 
-    Starts at ``start_epoch``, ``skip_batches`` into it. Infinite on purpose: the loop counts its
-    steps, and TF then needs no per-step cross-worker check for exhausted inputs. ``with_ids`` adds
-    each record's ``record_ids`` as a third element.
+    Starts at ``start_epoch``, ``skip_batches`` into it, after the serialized batches of ``head`` (an
+    elastic resume's rest of an epoch: ``handover_batches``). ``stop_epoch`` None: infinite, so that a
+    loop counting its steps needs no per-step cross-worker check for exhausted inputs; else it ends
+    before ``stop_epoch``. ``with_ids`` adds each record's ``record_ids`` as a third element.
     """
     records = worker_records(plan, worker)
 
@@ -217,8 +274,17 @@ def worker_batches(
         ds = ds.batch(batch_size, drop_remainder=True).take(batches_per_epoch)
         return ds.skip(tf.where(index == start_epoch, tf.constant(skip_batches, tf.int64), 0))
 
-    ds = tf.data.Dataset.counter(start_epoch).flat_map(epoch)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    if stop_epoch is None:
+        ds = tf.data.Dataset.counter(start_epoch).flat_map(epoch)
+        cardinality = tf.data.INFINITE_CARDINALITY
+    else:
+        ds = tf.data.Dataset.range(start_epoch, max(start_epoch, stop_epoch)).flat_map(epoch)
+        cardinality = max(0, (stop_epoch - start_epoch) * batches_per_epoch - skip_batches)
+    if head is not None:
+        ds = head.concatenate(ds)
+        if stop_epoch is not None:
+            cardinality += int(head.cardinality())
+    ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
     ds = ds.map(parser(plan, with_ids=with_ids), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(options())
 
@@ -229,29 +295,47 @@ def eval_batches(plan: InputPlan, *, worker: int, batch_size: int) -> tf.data.Da
     return ds.map(parser(plan, training=False), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def distribute(
-    strategy: tf.distribute.Strategy,
+def dataset_fn(
     plan: InputPlan,
     *,
+    num_replicas: int,
     start_step: int = 0,
+    stop_step: int | None = None,
     shuffle_buffer: int = 0,
     seed: int = 0,
     with_ids: bool = False,
-) -> tf.distribute.DistributedDataset:
-    """The distributed input of ``plan`` from global step ``start_step`` on.
+    handover: elastic.Handover | None = None,
+    old_plan: InputPlan | None = None,
+) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """The ``distribute_datasets_from_function`` function of ``plan`` from global step ``start_step`` on.
 
     Each local replica receives its own per-replica batches in turn, so an epoch is
-    ``steps_per_epoch * local replicas`` per-replica batches on every worker.
+    ``steps_per_epoch * local replicas`` per-replica batches on every worker. ``stop_step`` None: endless;
+    else it must end an epoch. ``handover`` (with ``old_plan``, the plan of the workers that started the
+    epoch): the rest of that epoch is dealt from their streams (``trainer.elastic``).
     """
-    per_replica = plan.global_batch // strategy.num_replicas_in_sync
-    local_replicas = strategy.num_replicas_in_sync // plan.num_workers
+    per_replica = plan.global_batch // num_replicas
+    local_replicas = num_replicas // plan.num_workers
     start_epoch, done = divmod(start_step, plan.steps_per_epoch)
+    stop_epoch = None
+    if stop_step is not None:
+        stop_epoch, rest = divmod(stop_step, plan.steps_per_epoch)
+        if rest:
+            raise ValueError(f"stop step {stop_step} does not end an epoch of {plan.steps_per_epoch} steps")
+    if handover is not None:
+        if old_plan is None or handover.epoch != start_epoch:
+            raise ValueError("a handover needs the old plan, at the epoch the input starts in")
+        start_epoch, done = start_epoch + 1, 0
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+    def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
         if context.num_input_pipelines != plan.num_workers:
             raise ValueError(
                 f"the strategy has {context.num_input_pipelines} input pipelines, the plan {plan.num_workers} workers"
             )
+        head = None
+        if handover is not None and old_plan is not None:
+            head = handover_batches(old_plan, plan, handover, worker=context.input_pipeline_id, batch_size=per_replica,
+                                    shuffle_buffer=shuffle_buffer, seed=seed)
         return worker_batches(
             plan,
             worker=context.input_pipeline_id,
@@ -262,9 +346,29 @@ def distribute(
             shuffle_buffer=shuffle_buffer,
             seed=seed,
             with_ids=with_ids,
+            stop_epoch=stop_epoch,
+            head=head,
         )
 
-    return strategy.distribute_datasets_from_function(dataset_fn, options=input_options())
+    return make
+
+
+def distribute(
+    strategy: tf.distribute.Strategy,
+    plan: InputPlan,
+    *,
+    start_step: int = 0,
+    shuffle_buffer: int = 0,
+    seed: int = 0,
+    with_ids: bool = False,
+    handover: elastic.Handover | None = None,
+    old_plan: InputPlan | None = None,
+    stop_step: int | None = None,
+) -> tf.distribute.DistributedDataset:
+    """The distributed input of ``plan`` from global step ``start_step`` on (``dataset_fn``)."""
+    make = dataset_fn(plan, num_replicas=strategy.num_replicas_in_sync, start_step=start_step, stop_step=stop_step,
+                      shuffle_buffer=shuffle_buffer, seed=seed, with_ids=with_ids, handover=handover, old_plan=old_plan)
+    return strategy.distribute_datasets_from_function(make, options=input_options())
 
 
 def floor_probe(strategy: tf.distribute.Strategy, plan: InputPlan) -> Iterator[Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardprep import manifest, planning
 from shardprep.schema import FeatureSpec, schema_from_json
-from trainer import bert_task, defaults, labels, preflight, resume
+from trainer import bert_task, defaults, elastic, labels, preflight, resume
 from trainer.cluster import ClusterInfo
 from trainer.config import AUTO, ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
@@ -215,7 +215,11 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
 
     gpus = strategy.local_gpus()
     plan, eval_plan, identity, run_id, config = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
+    saved = resume.saved_identity(config.model_dir)
+    plan, identity = _elastic_cap(plan, identity, saved)
     resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief, run_id=run_id, data=config.data)
+    order = resume.epoch_order(config.model_dir, saved) or elastic.EpochOrder.start(plan.num_workers)
+    old_plans = {w: preflight.replan(plan, w) for _, w in order.segments if w != plan.num_workers}
     if config.verify_records:  # before the strategy connects: a damaged shard stops this worker before step 1
         started = time.monotonic()
         read = preflight.verify_records(plan, cluster.worker_index)
@@ -238,13 +242,23 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
             f"the checkpoint in {config.model_dir} is at step {start_step}, past this job's {total_steps} "
             f"steps ({config.epochs} epochs x {ses.plan.steps_per_epoch}): use a new --model-dir or more --epochs"
         )
+    handover = elastic.handover(order, start_step=start_step, steps_per_epoch=plan.steps_per_epoch,
+                                workers=plan.num_workers)
+    if handover is not None:
+        log.info("elastic resume: epoch %d was started by %d worker(s); its last %d steps are dealt to these %d "
+                 "(every record of the epoch once), then each worker reads its own records", handover.epoch,
+                 handover.old_workers, plan.steps_per_epoch - handover.done, plan.num_workers)
+    if cluster.is_chief:
+        resume.write_epoch_order(config.model_dir, order.resumed(
+            start_step=start_step, steps_per_epoch=plan.steps_per_epoch, workers=plan.num_workers))
     meter = metrics.Meter()
     progress = metrics.Progress(
         enabled=cluster.is_chief, total_steps=total_steps, global_batch=ses.plan.global_batch, every=config.log_every,
         logdir=f"{config.model_dir.rstrip('/')}/tensorboard",
     )
     settings = controller.LoopSettings(start_step, total_steps, ses.plan.steps_per_epoch, config.checkpoint_every)
-    runner = _make_runner(ses, meter)
+    runner = _make_runner(ses, meter, start_step=start_step, handover=handover,
+                          old_plan=old_plans.get(handover.old_workers) if handover else None)
     try:
         result = controller.Controller(
             session=ses, settings=settings, meter=meter, progress=progress, checkpoints=checkpoints
@@ -260,15 +274,38 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
     return summary
 
 
-def _make_runner(ses: Session, meter: Meter) -> StepRunner:
-    """The step runner ``--loop`` names: the custom ``strategy.run`` step, or Keras ``fit``."""
+def _elastic_cap(plan: preflight.InputPlan, identity: dict[str, Any],
+                 saved: dict[str, Any] | None) -> tuple[preflight.InputPlan, dict[str, Any]]:
+    """A resume with another worker count keeps the checkpoints' steps per epoch when this count's plan gives
+    more (``resume`` refuses fewer); a label some records lack (``--skip-missing-label``) is refused: which
+    records remain is known only by reading them, so the old workers' streams cannot be replayed."""
+    if saved is None or saved.get("num_workers") in (None, plan.num_workers):
+        return plan, identity
+    if plan.feature_spec[plan.label].nullable:
+        raise preflight.DataSetError(
+            f"the checkpoints were saved with {saved['num_workers']} workers: a resume with {plan.num_workers} cannot "
+            "skip records without a label (--skip-missing-label) exactly; resume with the same worker count"
+        )
+    steps = saved.get("steps_per_epoch")
+    if isinstance(steps, int) and 1 <= steps < plan.steps_per_epoch:
+        plan = dataclasses.replace(plan, steps_per_epoch=steps)
+        identity = {**identity, "steps_per_epoch": steps}
+    return plan, identity
+
+
+def _make_runner(ses: Session, meter: Meter, *, start_step: int = 0, handover: elastic.Handover | None = None,
+                 old_plan: preflight.InputPlan | None = None) -> StepRunner:
+    """The step runner ``--loop`` names: the custom ``strategy.run`` step, or Keras ``fit``. ``handover``: the
+    input that starts at ``start_step`` finishes an epoch ``old_plan``'s workers started (``trainer.elastic``)."""
     from trainer import data, fit, idlog, loop
 
     config, strat, plan = ses.config, ses.strategy, ses.plan
 
     def batches(step: int) -> Any:
+        here = handover if step == start_step else None
         return data.distribute(
-            strat, plan, start_step=step, shuffle_buffer=config.shuffle_buffer, seed=config.seed, with_ids=config.record_ids
+            strat, plan, start_step=step, shuffle_buffer=config.shuffle_buffer, seed=config.seed, with_ids=config.record_ids,
+            handover=here, old_plan=old_plan if here else None,
         )
 
     if config.loop == "fit":

@@ -2,22 +2,24 @@
 
 TF-free and collective-free, so every worker reaches the same verdict (and the same refusal) before
 the strategy connects the workers. The arithmetic is ``shardprep.planning``'s; this module adds the
-checks a training job needs: label and features exist, every shard is present at its recorded size,
-and every worker gets at least one full batch.
+checks a training job needs: label and features exist, every shard is present at its recorded size
+(locally: a regular file inside the data set folder, ``shardprep.members``), and every worker gets at
+least one full batch.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 import posixpath
+import sys
 from collections.abc import Mapping, Sequence
 
-from shardprep import fs, manifest, naming, planning
+from shardprep import fs, manifest, members, naming, planning
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer.bert_task import BertTask
 from trainer.errors import TrainerError
 
-__all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "verify_records"]
+__all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "replan", "verify_records"]
 
 
 class DataSetError(TrainerError):
@@ -148,7 +150,7 @@ def plan_input(
             f"fewer workers, or more data"
         )
     if check_files:
-        check_shards(root, shards)
+        check_shards(root, shards, split=split)
     return InputPlan(
         root=root,
         split=split,
@@ -167,31 +169,70 @@ def plan_input(
     )
 
 
-def check_shards(root: str, shards: Sequence[manifest.ShardInfo]) -> None:
-    """Refuses a missing shard or one whose size differs from the manifest (one listing per folder)."""
+def replan(plan: InputPlan, num_workers: int) -> InputPlan:
+    """``plan`` read by ``num_workers`` workers: the same global batch and steps per epoch (an elastic resume's
+    other side, ``trainer.elastic``); refused when the global batch does not divide or a worker falls short."""
+    if plan.global_batch % num_workers:
+        raise DataSetError(f"global batch {plan.global_batch} does not divide among {num_workers} workers: an elastic "
+                           f"resume keeps the global batch; use a worker count that divides it")
+    try:
+        worker_plan = planning.plan_workers([s.num_records for s in plan.shards], num_workers)
+        full = worker_plan.steps_per_epoch(plan.global_batch // num_workers)
+    except planning.PlanError as e:
+        raise DataSetError(str(e)) from None
+    if full < plan.steps_per_epoch:
+        raise DataSetError(
+            f"with {num_workers} workers an epoch of split {plan.split!r} has {full} full steps of global batch "
+            f"{plan.global_batch}, fewer than the {plan.steps_per_epoch} the checkpoints were saved with: resume with "
+            "another worker count"
+        )
+    return dataclasses.replace(plan, worker_plan=worker_plan, per_worker_batch=plan.global_batch // num_workers,
+                               full_steps_per_epoch=full)
+
+
+def check_shards(root: str, shards: Sequence[manifest.ShardInfo], *, split: str = "") -> None:
+    """Refuses a missing shard or one whose size differs from the manifest; locally also one that is
+    not a regular file inside ``root`` (``shardprep.members``: a FIFO would block TensorFlow's read,
+    a link could leave the data set), on object stores an entry that is not a file (one listing per
+    folder). ``split``: the shards' split, for the manifest field named in a refusal."""
+    if fs.is_local(root):
+        for i, shard in enumerate(shards):
+            try:
+                size = members.resolve_member(root, shard.path, field=f"splits.{split or '*'}.shards[{i}].path",
+                                              cap=sys.maxsize).size
+            except FileNotFoundError:
+                size = None
+            _check_size(root, shard, size)
+        return
     by_folder: dict[str, list[manifest.ShardInfo]] = collections.defaultdict(list)
     for shard in shards:
         by_folder[posixpath.dirname(shard.path)].append(shard)
-    for folder, members in by_folder.items():
+    for folder, in_folder in by_folder.items():
         filesystem, path = fs.filesystem(naming.join(root, folder))
         try:
             listing = filesystem.ls(path, detail=True)
         except FileNotFoundError:
             listing = []
-        sizes = {posixpath.basename(str(e["name"]).rstrip("/")): e.get("size") for e in listing}
-        for shard in members:
+        sizes = {posixpath.basename(str(e["name"]).rstrip("/")): e.get("size") for e in listing
+                 if e.get("type", "file") == "file"}
+        for shard in in_folder:
             size = sizes.get(posixpath.basename(shard.path))
-            if size is None:
-                raise DataSetError(
-                    f"shard {naming.join(root, shard.path)} listed in the manifest is missing: the data set "
-                    f"is incomplete; run `python -m shardprep.verify {root}` or re-create it"
-                )
-            if int(size) != shard.num_bytes:
-                raise DataSetError(
-                    f"shard {naming.join(root, shard.path)} is {size} bytes, the manifest says "
-                    f"{shard.num_bytes}: the file was changed or copied incompletely; run "
-                    f"`python -m shardprep.verify {root}`"
-                )
+            _check_size(root, shard, None if size is None else int(size))
+
+
+def _check_size(root: str, shard: manifest.ShardInfo, size: int | None) -> None:
+    """Refuses a shard that is missing (``size`` None) or not the manifest's size."""
+    if size is None:
+        raise DataSetError(
+            f"shard {naming.join(root, shard.path)} listed in the manifest is missing: the data set "
+            f"is incomplete; run `python -m shardprep.verify {root}` or re-create it"
+        )
+    if size != shard.num_bytes:
+        raise DataSetError(
+            f"shard {naming.join(root, shard.path)} is {size} bytes, the manifest says "
+            f"{shard.num_bytes}: the file was changed or copied incompletely; run "
+            f"`python -m shardprep.verify {root}`"
+        )
 
 
 def verify_records(plan: InputPlan, worker: int) -> int:
@@ -204,7 +245,8 @@ def verify_records(plan: InputPlan, worker: int) -> int:
         shard, url = plan.shards[index], plan.shard_urls[index]
         where = " of the decompressed stream" if plan.compression != "none" else ""
         try:
-            with shard_reader.open_shard(plan.root, shard.path, limit=shard.num_bytes) as stream:
+            with shard_reader.open_shard(plan.root, shard.path, limit=shard.num_bytes,
+                                         field=f"splits.{plan.split}.shards[{index}].path") as stream:
                 for _ in shard_reader.records(stream, compression=plan.compression):
                     count += 1
         except framing.CorruptRecordError as e:

@@ -2,10 +2,12 @@
 
 The loop maps global step S to epoch S // steps_per_epoch and that many batches into it, from the
 records the plan gives each worker, in an order set by the shuffle buffer and seed. A restart with
-another data set, split, worker count, per-worker batch, steps per epoch, shuffle buffer or seed
-would resume at the wrong records (some seen twice, some never). So the chief writes the plan's
-identity to ``model_dir/checkpoints/input_plan.json`` before its first checkpoint, and every worker
-refuses, before any collective, to resume from a checkpoint whose plan differs. TF-free.
+another data set, split, global batch, steps per epoch, shuffle buffer or seed would resume at the
+wrong records (some seen twice, some never). So the chief writes the plan's identity to
+``model_dir/checkpoints/input_plan.json`` before its first checkpoint, and every worker refuses,
+before any collective, to resume from a checkpoint whose plan differs. Another worker count is not
+a change of identity: ``trainer.elastic`` finishes the epoch exactly, from the epoch order kept in
+``checkpoints/epoch_order.json`` (which worker count started which epoch). TF-free.
 """
 from __future__ import annotations
 
@@ -15,10 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardprep import fs, manifest, naming
+from trainer.elastic import ElasticError, EpochOrder
 from trainer.errors import TrainerError
 from trainer.preflight import InputPlan
 
-__all__ = ["ResumeError", "check_resume", "pinned_run", "plan_changes", "plan_identity", "plan_url"]
+__all__ = [
+    "ResumeError", "check_resume", "epoch_order", "pinned_run", "plan_changes", "plan_identity", "plan_url", "saved_identity",
+    "write_epoch_order",
+]
+_FREE = ("num_workers", "per_worker_batch")  # recorded, not compared: a resume may change the worker count
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +34,7 @@ _NAMES = {
     "data": "data set (--data)",
     "split": "split (--split)",
     "split_records": "records in the split",
-    "num_workers": "workers",
-    "per_worker_batch": "per-worker batch (--per-replica-batch / --global-batch)",
+    "global_batch": "global batch (--per-replica-batch x replicas / --global-batch)",
     "steps_per_epoch": "steps per epoch (--steps-per-epoch)",
     "shuffle_buffer": "--shuffle-buffer",
     "seed": "--seed",
@@ -46,6 +52,7 @@ def plan_identity(plan: InputPlan, *, data_manifest: manifest.Manifest, shuffle_
         "data": f"created {data_manifest.created or '?'} run {runs}",
         "split": plan.split,
         "split_records": plan.num_records,
+        "global_batch": plan.global_batch,
         "num_workers": plan.num_workers,
         "per_worker_batch": plan.per_worker_batch,
         "steps_per_epoch": plan.steps_per_epoch,
@@ -55,7 +62,12 @@ def plan_identity(plan: InputPlan, *, data_manifest: manifest.Manifest, shuffle_
 
 
 def plan_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """``name saved -> current`` for every field that differs (a field missing on one side counts)."""
+    """``name saved -> current`` for every compared field that differs (a field missing on one side counts)."""
+    saved = dict(saved)
+    if "global_batch" not in saved and "per_worker_batch" in saved and "num_workers" in saved:  # an older trainer's file
+        saved["global_batch"] = saved["per_worker_batch"] * saved["num_workers"]
+    saved = {k: v for k, v in saved.items() if k not in _FREE}
+    current = {k: v for k, v in current.items() if k not in _FREE}
     return [
         f"{_NAMES.get(key, key)} {saved.get(key, '?')} -> {current.get(key, '?')}"
         for key in sorted(set(saved) | set(current), key=lambda k: list(_NAMES).index(k) if k in _NAMES else len(_NAMES))
@@ -65,6 +77,43 @@ def plan_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[s
 
 def plan_url(model_dir: str) -> str:
     return naming.join(model_dir, "checkpoints/input_plan.json")
+
+
+def _order_url(model_dir: str) -> str:
+    return naming.join(model_dir, "checkpoints/epoch_order.json")
+
+
+def saved_identity(model_dir: str) -> dict[str, Any] | None:
+    """The identity the checkpoints in ``model_dir`` were saved under; None without checkpoints or file."""
+    url = plan_url(model_dir)
+    if not fs.exists(naming.join(model_dir, "checkpoints/checkpoint")) or not fs.exists(url):
+        return None
+    try:
+        saved = json.loads(fs.read_bytes(url))
+    except (ValueError, RecursionError) as e:
+        raise ResumeError(f"{url} is damaged ({type(e).__name__}): remove it, or use a new --model-dir") from None
+    return saved if isinstance(saved, dict) else None
+
+
+def epoch_order(model_dir: str, saved: Mapping[str, Any] | None) -> EpochOrder | None:
+    """Which worker count started which epoch of the checkpointed run (``trainer.elastic``); None without
+    checkpoints. A run without the file (an older trainer) ran every epoch on its saved worker count."""
+    if saved is None:
+        return None
+    url = _order_url(model_dir)
+    if fs.exists(url):
+        try:
+            return EpochOrder.from_json(fs.read_bytes(url))
+        except ElasticError as e:
+            raise ResumeError(f"{url}: {e}; remove it only if every epoch ran on one worker count") from None
+    workers = saved.get("num_workers")
+    return EpochOrder.start(int(workers)) if isinstance(workers, int) and workers > 0 else None
+
+
+def write_epoch_order(model_dir: str, order: EpochOrder) -> None:
+    """The chief records the epoch order before this run's first checkpoint."""
+    with fs.write_atomic(_order_url(model_dir)) as f:
+        f.write(order.to_json().encode() + b"\n")
 
 
 def _pin_url(model_dir: str) -> str:
