@@ -31,6 +31,7 @@ from shardprep import (
     formats,
     fs,
     interrupts,
+    label_vocab,
     lease,
     manifest,
     naming,
@@ -42,6 +43,7 @@ from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import dialect
 from shardprep.formats import tfds as tfds_input
 from shardprep.formats.dialect import DEFAULT_NULL_VALUES
+from shardprep.formats.images import LABEL as IMAGE_LABEL
 from shardprep.formats.images import ImageOptions
 from shardprep.summary import print_summary
 from shardprep.text import launch as text_launch
@@ -137,6 +139,12 @@ def parser() -> argparse.ArgumentParser:
     img.add_argument("--image-path-column", default="path", metavar="NAME", help="listing column of image paths (default: %(default)s)")
     img.add_argument("--image-label-column", default="label", metavar="NAME",
                      help="listing column of class names (default: %(default)s)")
+    cls = p.add_argument_group("class ids shared with another data set (--format images, --task text-classification)")
+    cls.add_argument("--labels-from", metavar="DIR",
+                     help="take the class names and ids of the data set at DIR (its manifest's class names), so that "
+                     "a test set prepared apart gets the training set's ids; a class DIR lacks is refused")
+    cls.add_argument("--label-vocab", metavar="FILE",
+                     help="the class names in id order, one a line (as TFDS's labels.txt); a class FILE lacks is refused")
     run = p.add_argument_group("execution")
     run.add_argument("--runner", default="direct", choices=engines.RUNNERS, help=engines.HELP + " (default: %(default)s)")
     run.add_argument("--dask-address", metavar="HOST:PORT", help="join this Dask scheduler instead of starting one")
@@ -224,6 +232,17 @@ def _spill_in_place(on_this_machine: bool, files: Sequence[formats.InputFile]) -
     return False
 
 
+def _given_classes(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--labels-from``/``--label-vocab``'s class names (``shardprep.label_vocab``); kept on ``args.label_classes``
+    for a text-classification run."""
+    if (args.labels_from or args.label_vocab) and args.format != "images" and args.task != text_launch.CLASSIFICATION:
+        raise UsageError(f"{'--labels-from' if args.labels_from else '--label-vocab'} goes with --format images or --task "
+                         "text-classification (other formats keep the label values the input holds)")
+    args.label_classes = label_vocab.resolve_flags(labels_from_dir=args.labels_from, label_vocab=args.label_vocab,
+                                                   feature=IMAGE_LABEL if args.format == "images" else None)
+    return args.label_classes
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args, beam_args = parser().parse_known_args(argv)
     cli.configure_logging(args.verbose)
@@ -237,11 +256,14 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
     _refuse_finished(args.output, args.overwrite)
+    classes = _given_classes(args)  # before any input is read
     files = formats.expand_inputs(args.input, args.format, ImageOptions(
-        args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column, args.max_image_pixels))
+        args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column, args.max_image_pixels,
+        classes if args.format == "images" else ()))
     own = formats.own_splits(files, args.split)  # the TFDS splits kept, unless --split merges and re-splits them
     if own is not None:
         files, splits = own
+    text_launch.check_inputs(args, files)  # a text flag the input does not fit: one line, before any input is read
     _refuse_output_in_input(args.output, files)
     files = formats.prepare_inputs(files, _input_options(args))
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
@@ -290,7 +312,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         def text_plan(run_stage: Callable[[Any, list], list]) -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
             text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
-                                                 min(max_record_bytes, 1 << 20), run_stage, engine.plans_on_workers)
+                                                 max_record_bytes, run_stage, engine.plans_on_workers)
             return dataclasses.replace(cfg, text=entry), text_units
     try:
         return _run(cfg, units, options, text_plan)

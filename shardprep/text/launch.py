@@ -18,13 +18,14 @@ from typing import Any
 from shardprep import formats, naming
 from shardprep.errors import InputError, UsageError
 from shardprep.formats.base import InputFile, WorkUnit
+from shardprep.label_vocab import apply_vocabulary
 from shardprep.schema import Schema
 from shardprep.text.pretraining import PretrainingConfig, bert_schema
 from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
 from shardprep.text.store import build_store, sentences
 from shardprep.text.vocab import Vocab, load_vocab, remember_vocab, train_vocab, write_vocab
 
-__all__ = ["add_arguments", "check", "plan", "schema_of", "share_vocab"]
+__all__ = ["add_arguments", "check", "check_inputs", "plan", "schema_of", "share_vocab"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
@@ -41,36 +42,72 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--train-vocab", type=int, metavar="SIZE", help="learn a WordPiece vocabulary of at most SIZE "
                    "tokens from the input first (deterministic; one more pass), written into the data set (the manifest's "
                    "text.vocab names it)")
-    t.add_argument("--cased", action="store_true", help="keep case and accents (default: lower-case and strip "
-                   "accents, as BERT's uncased models); must match the vocabulary")
+    t.add_argument("--cased", action="store_true", default=None, help="keep case and accents (default: lower-case "
+                   "and strip accents, as BERT's uncased models); must match the vocabulary")
     t.add_argument("--text-column", metavar="C", help="CSV / JSON Lines / Parquet column holding the text: one "
                    "document per record, its sentences the text's non-blank lines")
     t.add_argument("--text-pair-column", metavar="P", help="text-classification: the second text of a pair")
     t.add_argument("--label", metavar="L", help="text-classification: the label column (labels are mapped to "
-                   "ids in sorted order, kept in the manifest's text.labels)")
+                   "ids in sorted order, or in --labels-from/--label-vocab's order, kept in the manifest's text.labels)")
+    d = PretrainingConfig()  # defaults None here, so that a flag given to a task it does not fit is refused (check)
+    t.add_argument("--max-seq-length", type=int, metavar="N", help="tokens per sequence, "
+                   f"[CLS] and [SEP]s included (default: {d.max_seq_length})")
+    t.add_argument("--max-predictions-per-seq", type=int, metavar="N", help="bert-pretraining: masked LM "
+                   f"predictions per sequence at most, up to --max-seq-length - 3 (default: {d.max_predictions_per_seq})")
+    t.add_argument("--masked-lm-prob", type=float, metavar="P",
+                   help=f"bert-pretraining: share of tokens masked (default: {d.masked_lm_prob})")
+    t.add_argument("--short-seq-prob", type=float, metavar="P", help="bert-pretraining: share of sequences given a "
+                   f"shorter random target length (default: {d.short_seq_prob})")
+    t.add_argument("--dupe-factor", type=int, metavar="N",
+                   help="bert-pretraining: copies of each document, each masked and paired anew: BERT's default, kept so "
+                   "that the data set matches create_pretraining_data.py's; the output (and time) grows with N, so try "
+                   f"1-2 for a quick look (default: {d.dupe_factor})")
+    t.add_argument("--whole-word-masking", action="store_true", default=None,
+                   help="bert-pretraining: mask all pieces of a word together")
+
+
+_PRETRAINING_ONLY = ("max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor", "whole_word_masking")
+_TEXT_FLAGS = ("vocab", "train_vocab", "cased", "text_column", "text_pair_column", "label", "max_seq_length",
+               *_PRETRAINING_ONLY)
+
+
+def _given(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags of ``names`` given on the command line (their defaults are None), as ``--flag-name``s."""
+    return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None) is not None]
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    """The text flags left out set to their defaults (``PretrainingConfig``'s; uncased)."""
     d = PretrainingConfig()
-    t.add_argument("--max-seq-length", type=int, default=d.max_seq_length, metavar="N", help="tokens per sequence, "
-                   "[CLS] and [SEP]s included (default: %(default)s)")
-    t.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq, metavar="N",
-                   help="masked LM predictions per sequence at most (default: %(default)s)")
-    t.add_argument("--masked-lm-prob", type=float, default=d.masked_lm_prob, metavar="P",
-                   help="share of tokens masked (default: %(default)s)")
-    t.add_argument("--short-seq-prob", type=float, default=d.short_seq_prob, metavar="P",
-                   help="share of sequences given a shorter random target length (default: %(default)s)")
-    t.add_argument("--dupe-factor", type=int, default=d.dupe_factor, metavar="N",
-                   help="copies of each document, each masked and paired anew: BERT's default, kept so that the "
-                   "data set matches create_pretraining_data.py's; the output (and time) grows with N, so try 1-2 "
-                   "for a quick look (default: %(default)s)")
-    t.add_argument("--whole-word-masking", action="store_true", help="mask all pieces of a word together")
+    for name, value in (("max_seq_length", d.max_seq_length), ("max_predictions_per_seq", d.max_predictions_per_seq),
+                        ("masked_lm_prob", d.masked_lm_prob), ("short_seq_prob", d.short_seq_prob),
+                        ("dupe_factor", d.dupe_factor), ("whole_word_masking", d.whole_word_mask), ("cased", False)):
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
 
 
 def check(args: argparse.Namespace) -> Vocab | None:
-    """The text flags, before any input is read; the given ``--vocab`` loaded (None: trained later, or no task)."""
-    text_flags = [f for f in ("vocab", "train_vocab", "text_column", "text_pair_column", "label") if getattr(args, f)]
+    """The text flags, before any input is read; the given ``--vocab`` loaded (None: trained later, or no task).
+
+    A flag that does not apply is one line (``UsageError``, exit 2), never ignored: any text flag without
+    ``--task``; ``--schema`` with a task (its features are the task's); the masking flags
+    (``_PRETRAINING_ONLY``) with text-classification; ``--label`` and ``--text-pair-column`` with
+    bert-pretraining; more ``--max-predictions-per-seq`` than ``--max-seq-length - 3`` (the tokens a
+    sequence has besides [CLS] and two [SEP], the only ones masked). The flags left out are then set to
+    their defaults. ``check_inputs`` judges the flags against the input files once they are found."""
+    given = _given(args, _TEXT_FLAGS)
     if args.task is None:
-        if text_flags:
-            raise UsageError(f"--{text_flags[0].replace('_', '-')} goes with --task bert-pretraining|text-classification")
+        if given:
+            raise UsageError(f"{given[0]} goes with --task bert-pretraining|text-classification")
         return None
+    if getattr(args, "schema", None):
+        raise UsageError(f"--schema does not go with --task {args.task}: a text run's features are the task's "
+                         "(BERT's input_ids, input_mask, segment_ids, ...), fixed by its flags")
+    masking = _given(args, _PRETRAINING_ONLY)
+    if args.task == CLASSIFICATION and masking:
+        raise UsageError(f"{masking[0]} goes with --task bert-pretraining: text-classification masks no token and "
+                         "makes one example per record")
+    _defaults(args)
     if (args.vocab is None) == (args.train_vocab is None):
         raise UsageError(f"--task {args.task}: give --vocab FILE or --train-vocab SIZE (one of them)")
     if args.task == CLASSIFICATION and (args.label is None or args.text_column is None):
@@ -78,9 +115,13 @@ def check(args: argparse.Namespace) -> Vocab | None:
     if args.task == PRETRAINING and (args.label or args.text_pair_column):
         raise UsageError("--label and --text-pair-column go with --task text-classification")
     try:
-        config(args)
+        c = config(args)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.task == PRETRAINING and c.max_predictions_per_seq > c.max_seq_length - 3:
+        raise UsageError(f"--max-predictions-per-seq {c.max_predictions_per_seq} is more than --max-seq-length "
+                         f"{c.max_seq_length} allows: a sequence has at most {c.max_seq_length - 3} tokens to mask "
+                         "([CLS] and its two [SEP] never are)")
     if args.train_vocab is not None:
         if args.train_vocab <= 5:
             raise UsageError(f"--train-vocab {args.train_vocab}: a vocabulary needs more than its 5 special tokens")
@@ -107,6 +148,21 @@ def vocab_file(given: str) -> str:
     if not isinstance(text.get("vocab"), str):
         raise UsageError(f"--vocab {given}: that data set was not made by a text run (its manifest names no vocabulary)")
     return naming.join(given, text["vocab"])
+
+
+def check_inputs(args: argparse.Namespace, files: Sequence[InputFile]) -> None:
+    """The text flags against the input files found, before any is read (``UsageError``, one line):
+    ``--text-column`` names a column of CSV / JSON Lines / Parquet input, so input of .txt files alone
+    refuses it; text-classification reads such columns only, never .txt."""
+    if args.task is None or not files:
+        return
+    text = [f for f in files if f.format == "text"]
+    if args.text_column is not None and len(text) == len(files):
+        raise UsageError(f"--text-column goes with CSV / JSON Lines / Parquet input: {text[0].url} is .txt, read in "
+                         "BERT's layout (a sentence a line, a blank line between documents); leave --text-column out")
+    if args.task == CLASSIFICATION and text:
+        raise UsageError(f"--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt "
+                         f"({text[0].url})")
 
 
 def config(args: argparse.Namespace) -> PretrainingConfig:
@@ -169,8 +225,11 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
         written = write_vocab(tokens, vocab_url)
     else:
         tokens = list(vocab.tokens)
+    labels = result.labels
+    if args.task == CLASSIFICATION and getattr(args, "label_classes", ()):  # --labels-from / --label-vocab
+        labels = apply_vocabulary(args.label_classes, result.labels, what=f"label column {args.label!r}")
     spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
-                    args.cased, config(args), result.labels)
+                    args.cased, config(args), labels)
     by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}
     units, count = [], {}
     for u in result.units:
