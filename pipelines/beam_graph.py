@@ -1,5 +1,5 @@
 """The Beam engine: the job (``shardprep.job``) as a Beam graph, for Dataflow and the portable
-runners, and on Beam's in-process runner for checking it (``--runner beam``).
+runners, and on Beam's in-process FnApiRunner for checking it (``--runner beam``).
 
 Each stage becomes one step under the stage's name, a ``ParDo`` of ``StageFn`` over its input with
 its side inputs as ``AsList`` and its side outputs tagged; a stage over several outputs reads their
@@ -39,7 +39,7 @@ from shardprep.formats import WorkUnit
 from shardprep.graph import pool, units
 from shardprep.job import BY_KEY, ONE_GROUP, Job, Plan, Stage, group_values, reshard_job
 
-__all__ = ["BeamEngine", "Reshard", "StageFn", "in_process_runner"]
+__all__ = ["BeamEngine", "Reshard", "StageFn"]
 
 log = logging.getLogger("shardprep")
 
@@ -122,8 +122,9 @@ def build(pipeline: beam.Pipeline, config: ReshardConfig, num_units: int, *, dis
 
 
 class BeamEngine:
-    """The graph on Beam's runner ``runner`` (``pipelines.engines.Engine``); ``in_process``: on
-    Beam's in-process runner, in this process; ``dataflow``: with Dataflow's flags and checks."""
+    """The graph on Beam's runner ``runner``, one of Beam's known runner names, passed as its
+    ``--runner`` flag (``pipelines.engines.Engine``); ``in_process``: the runner runs the job in this
+    process (``FnApiRunner``); ``dataflow``: with Dataflow's flags and checks."""
 
     plans_on_workers = False
 
@@ -150,7 +151,7 @@ class BeamEngine:
         here = self._in_process
         if self._dataflow:
             check_locations(config.output, sorted({unit.file.url for unit in units_}))
-        pipeline = beam.Pipeline(runner=in_process_runner(beam_options) if here else None, options=beam_options)
+        pipeline = beam.Pipeline(options=beam_options)
         build(pipeline, config, len(units_), distribute=not here)
         dry = beam_options.view_as(TestOptions).dry_run
         if not dry:
@@ -184,15 +185,3 @@ def _wait(result: PipelineResult, *, cancel: bool) -> None:
                             "since this run's folder is claimed for removal", job, e)
         raise
 
-
-def in_process_runner(options: PipelineOptions) -> Any:
-    """Beam's FnApiRunner, the engine its DirectRunner picks for a batch job like this one, chosen here:
-    the DirectRunner first tries its Prism runner, a binary it downloads (docs/design.md, "Runners and
-    storage"). The provision info is what the DirectRunner gives it."""
-    from apache_beam.portability.api import beam_provision_api_pb2
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-    from apache_beam.runners.portability.portable_runner import JobServiceHandle
-
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))

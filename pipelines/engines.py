@@ -32,7 +32,7 @@ _BEAM = "pipelines.beam_graph", "BeamEngine"
 _ENGINES = {  # runner name -> (module, class, its arguments)
     "direct": ("pipelines.local", "LocalEngine", {}),
     "dask": ("pipelines.dask_engine", "DaskEngine", {}),
-    "beam": (*_BEAM, {"runner": "DirectRunner", "in_process": True}),
+    "beam": (*_BEAM, {"runner": "FnApiRunner", "in_process": True}),  # not DirectRunner: it tries Prism first
     "dataflow": (*_BEAM, {"runner": "DataflowRunner", "dataflow": True}),
     "flink": (*_BEAM, {"runner": "FlinkRunner"}),
     "spark": (*_BEAM, {"runner": "SparkRunner"}),

@@ -11,7 +11,6 @@ import argparse
 import math
 import os
 from collections.abc import Sequence
-from types import ModuleType
 
 from shardprep import fs
 from shardprep.capacity import machine_cores
@@ -24,17 +23,14 @@ _MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each me
 
 
 def _beam_unknown(args: Sequence[str]) -> list[str]:
-    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them)."""
-    from apache_beam.options import pipeline_options as po
+    """The arguments that no registered Beam ``PipelineOptions`` class knows (Beam would discard them),
+    as Beam's own parser of every registered option leaves them: ``get_all_options`` builds that
+    parser and hands it to its public ``add_extra_args_fn`` hook, where it parses ``args``."""
+    from apache_beam.options.pipeline_options import PipelineOptions
 
-    return _unknown_to(po, args)
-
-
-def _unknown_to(po: ModuleType, args: Sequence[str]) -> list[str]:
-    parser = po._BeamArgumentParser(allow_abbrev=False)  # noqa: SLF001 - the parser Beam itself uses
-    for cls in {str(c): c for c in po.PipelineOptions.__subclasses__()}.values():
-        cls._add_argparse_args(parser)  # noqa: SLF001
-    _, unknown = parser.parse_known_args(list(args))
+    unknown: list[str] = []
+    PipelineOptions([]).get_all_options(
+        add_extra_args_fn=lambda parser: unknown.extend(parser.parse_known_args(list(args))[1]))
     return unknown
 
 

@@ -72,7 +72,7 @@ def test_images_on_beams_runner_give_the_local_engines_bytes(tmp_path):
 @pytest.mark.slow
 def test_a_beam_run_goes_straight_to_the_in_process_runner(tmp_path):
     """Beam's DirectRunner would first try its Prism runner (a binary downloaded from GitHub):
-    ``pipelines.beam_graph.in_process_runner`` goes straight to the FnApiRunner."""
+    ``--runner beam`` names Beam's ``FnApiRunner`` and goes straight to it."""
     src = tmp_path / "in.csv"
     src.write_text("a,b\n" + "".join(f"{i},{i % 3}\n" for i in range(50)))
     code = textwrap.dedent(f"""
