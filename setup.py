@@ -37,6 +37,8 @@ EXTRAS = {
         # tests/shardprep/formats/test_tfds.py proves our TFDS metadata with the real library; never a core dependency.
         "tensorflow-datasets==4.9.*",
         "importlib_resources>=6",  # tensorflow-datasets 4.9.10 imports it without declaring it
+        # tests/shardprep/test_verify_tfrecord_lite.py reads our shards with a second, TF-free reader; never a core dependency.
+        "tfrecord-lite>=0.0.8",
     ],
 }
 EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})
@@ -53,7 +55,6 @@ setuptools.setup(
         "gcsfs>=2024.2",  # Dataflow workers install the sdist without extras and must reach gs://
         "protobuf>=4.21",
         "google-crc32c>=1.5",
-        "tfrecord-lite>=0.0.8",
         "pyarrow>=25,<26",  # csv_arrow reads CSV as the csv module does: property-tested on this series
         "numpy>=1.24",
         "tokenizers>=0.20,<1",  # shardprep.text: BERT WordPiece tokenization (Rust; no torch)
