@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import sys
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from shardprep.display import shown
 from shardprep.errors import RunError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "SafeFormatter", "UsageError", "configure_logging", "exit_now",
@@ -28,17 +27,8 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
-
-
-def safe(text: object) -> str:
-    """``text`` with control and bidi-override characters escaped (``\\x1b``, ``\\n``, ``\\u202e``):
-    file names and record text cannot forge log lines or drive the terminal (log injection)."""
-    s = str(text)
-    if not _UNSAFE.search(s):
-        return s
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii")
-                       if unicodedata.category(m.group()) == "Cc" else f"\\u{ord(m.group()):04x}", s)
+# log lines, error lines and anything else printed from names and data go through the one escape
+safe = shown
 
 
 class SafeFormatter(logging.Formatter):

@@ -1,4 +1,7 @@
-"""``python -m shardprep.inspect DIR``: what a data set holds and how it divides among workers."""
+"""``python -m shardprep.inspect DIR``: what a data set holds and how it divides among workers.
+
+Every name and value from the manifest or the records is printed through ``display.shown`` (the
+tables escape their cells): control, bidi and zero-width characters cannot reorder or hide output."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardprep import cli, manifest, planning, shard_reader
+from shardprep.display import shown
 from shardprep.example import decode_example
 from shardprep.report_flags import MAGIC, shown_value, top_values
 from shardprep.summary import human_bytes, split_stats, table
@@ -83,7 +87,7 @@ def _stats_row(name: str, s: dict) -> list:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    p = argparse.ArgumentParser(prog="python -m shardprep.inspect", description=__doc__.split(": ", 1)[1])
+    p = argparse.ArgumentParser(prog="python -m shardprep.inspect", description=__doc__.split("\n", 1)[0].split(": ", 1)[1])
     p.add_argument("dir", metavar="DIR", help="data set folder (local, NFS or gs://)")
     p.add_argument("--samples", type=int, default=3, help="decoded records to show per split (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -96,8 +100,8 @@ def _main(argv: Sequence[str] | None) -> int:
                           "statistics": m.statistics,
                           "accounting": m.to_json()["accounting"]}, indent=2))
         return 0
-    print(f"{args.dir}: {sum(s['records'] for s in stats.values()):,} records, compression {m.compression}, "
-          f"seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {m.created}")
+    print(shown(f"{args.dir}: {sum(s['records'] for s in stats.values()):,} records, compression {m.compression}, "
+                f"seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {m.created}"))
     print(table(
         ["split", "shards", "records", "bytes", "records/shard min/median/max", "bytes/shard min/median/max",
          "bytes spread"],
@@ -110,22 +114,22 @@ def _main(argv: Sequence[str] | None) -> int:
     print(table(["feature", "dtype", "shape", "class names"],
                 [[k, v["dtype"] + (f" ({v['unit']})" if v.get("unit") else ""), v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
     for split, features in m.statistics.items():
-        print(f"\nstatistics of {split!r}:")
+        print(f"\nstatistics of '{shown(split)}':")
         print(table(["feature", "count", "missing", "min", "max", "mean", "std", "p5 / median / p95", "lengths", "distinct", "most frequent"],
                     [_stats_row(k, s) for k, s in features.items()]))
     for name in m.splits:
-        print(f"\nworker counts that read whole shards of {name!r} (file mode): "
+        print(f"\nworker counts that read whole shards of '{shown(name)}' (file mode): "
               f"{', '.join(map(str, workers[name]))}; any other count reads exact record ranges (range mode)")
     acc = m.accounting
     print(f"\naccounting: read {acc.read:,} = written {acc.written:,} + rejected {acc.rejected:,}"
-          + (f"; rejected by reason: {m.rejected.by_reason}" if acc.rejected else ""))
+          + (f"; rejected by reason: {shown(m.rejected.by_reason)}" if acc.rejected else ""))
     for name in m.splits:
         samples = sample_records(args.dir, m, name, args.samples)
         if samples:
-            print(f"\nfirst {len(samples)} records of {name!r}:")
+            print(f"\nfirst {len(samples)} records of '{shown(name)}':")
             keys = sorted(m.features)
             print(table(keys, [[_show(r.get(k, [])) for k in keys] for r in samples]))
-    print(f"\nreport: python -m shardprep.report {args.dir} -o report.html")
+    print(f"\nreport: python -m shardprep.report {shown(args.dir)} -o report.html")
     return 0
 
 

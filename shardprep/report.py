@@ -1,9 +1,13 @@
 """``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, dead letters, feature statistics and red flags).
 
 The page has inline CSS and inline SVG charts drawn here: no JavaScript, nothing fetched, so it
-opens from a file, a mail attachment or a bucket. Every string from the data (feature names, values,
-dead letters' raw records, file names) is escaped with ``html.escape``: data is hostile.
-Statistics fields a manifest lacks (an older tool, ``--statistics off``) are left out, never guessed.
+opens from a file, a mail attachment or a bucket. Every string from the data or the manifest
+(feature, split and class names, values, dead letters' raw records, file names) goes through
+``display.html_text``: control, bidi and zero-width characters escaped, then HTML; element ids are
+index-based. Statistics fields a manifest lacks (an older tool, ``--statistics off``) are left out,
+never guessed. At any feature count the page stays light: up to ``FULL_FEATURES`` features are
+drawn in full (flagged ones first), the rest are compact rows in closed pages of ``PAGE_FEATURES``
+that a browser lays out only when opened, and red flags past ``FLAGS_LISTED`` fold away likewise.
 """
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from shardprep import cli, fs, manifest, naming
+from shardprep import cli, fs, manifest, members, naming
+from shardprep.display import html_text, shown
 from shardprep.errors import UsageError
 from shardprep.report_charts import bar_chart, histogram_chart, rebin
 from shardprep.report_flags import (
@@ -32,14 +37,18 @@ from shardprep.report_flags import (
 )
 from shardprep.summary import human_bytes
 
-__all__ = ["build", "dead_letter_examples", "main", "render"]
+__all__ = ["FLAGS_LISTED", "FULL_FEATURES", "PAGE_FEATURES", "build", "dead_letter_examples", "drawn_features", "main", "render"]
 
 EXAMPLES_PER_REASON = 3
+FULL_FEATURES = 100  # features drawn in full (charts, quantiles, top values); the rest as compact rows
+PAGE_FEATURES = 500  # compact rows' features per page (a <details> element, laid out only when opened)
+FLAGS_LISTED = 100  # red flags listed at the top; the rest in a closed <details> under them
 _MAX_DEAD_LETTER_LINES = 100_000  # read at most this many dead letters for examples
+_MAX_DEAD_LETTER_BYTES = 64 << 20  # and at most this many bytes of each dead-letter file
 _RAW_CHARS = 300
 _QUANTILES = ("p1", "p5", "p25", "p50", "p75", "p95", "p99")
 
-e = html.escape
+e = html_text  # every string from the data or the manifest: bidi and zero-width controls escaped, then HTML
 
 
 def _num(v: Any) -> str:
@@ -61,10 +70,10 @@ def dead_letter_examples(root: str, m: manifest.Manifest, per_reason: int = EXAM
     notes: list[str] = []
     wanted = set(m.rejected.by_reason) or None
     seen = 0
-    for path in m.rejected.paths:
-        url = naming.join(root, path)
-        try:
-            with fs.open_file(url, "rb") as f:
+    for i, path in enumerate(m.rejected.paths):
+        try:  # a FIFO, a device, a link out of DIR: MemberError (exit 2); a large file: its first bytes
+            with members.open_member(root, path, field=f"rejected.paths[{i}]", cap=_MAX_DEAD_LETTER_BYTES,
+                                     prefix=True) as f:
                 for line in f:
                     seen += 1
                     if seen > _MAX_DEAD_LETTER_LINES:
@@ -109,6 +118,8 @@ td.v{max-width:420px;overflow-wrap:anywhere;text-align:left;font-family:ui-monos
 .chart{max-width:100%;height:auto;display:block}.ax{font-size:10px;fill:#5a6272}
 .charts{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
 .charts figure{margin:0}.charts figcaption{font-size:12px;color:#5a6272}
+details.page{margin:8px 0}details.page>summary{cursor:pointer;font-weight:600;padding:4px 0}
+pre.rows{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;margin:4px 0;overflow-x:auto}
 .tag{display:inline-block;background:#eef1f6;border-radius:3px;padding:0 5px;margin-left:6px;font-size:12px;color:#40495a}
 """
 
@@ -261,36 +272,143 @@ def _top_tables(name: str, m: manifest.Manifest, limit: int = 10) -> str:
     return f'<div class="charts">{"".join(tables)}</div>' if tables else ""
 
 
+def _feature_card(index: int, name: str, m: manifest.Manifest, *, divs: dict[str, tuple[float, str]], flagged: bool) -> str:
+    """One feature drawn in full: its tags, statistics per split, quantiles, charts and top values."""
+    spec = m.features[name]
+    shape = "scalar" if spec.get("shape") == [] else json.dumps(spec.get("shape"))
+    tags = [e(str(spec.get("dtype"))), e(shape)]
+    if spec.get("unit"):
+        tags.append(e(str(spec["unit"])))
+    if spec.get("nullable"):
+        tags.append("nullable")
+    if spec.get("names"):
+        names = [str(x) for x in spec["names"]]
+        tags.append(e(f"{len(names)} classes: " + ", ".join(names[:8]) + (" …" if len(names) > 8 else "")))
+    if flagged:
+        tags.append('<span class="bad">red flag</span>')
+    body = [f'<h3>{e(name)}{"".join(f"<span class=tag>{t}</span>" for t in tags)}</h3>']
+    rows = _stats_rows(name, m, divs)
+    if rows:
+        body.append(_table(["split", "count", "missing", "min", "max", "mean", "std", "zeros", "distinct", "lengths",
+                            "bytes min/mean/max", f"divergence from {reference_split(m)}"], rows, drop_empty=True))
+    q = _quantile_rows(name, m)
+    if q:
+        body.append(_table(["split", *_QUANTILES], q, drop_empty=True))
+    body.append(_feature_charts(name, m))
+    body.append(_top_tables(name, m))
+    return f'<div class="card" id="{_feature_id(index)}">{"".join(body)}</div>'
+
+
+def _feature_id(index: int) -> str:
+    """The anchor of the feature at ``index`` in the manifest: unique and safe whatever its name holds."""
+    return f"feature-{index}"
+
+
+def _short(v: Any) -> str:
+    """A number of the compact rows: four significant digits, integers in full."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else ""
+
+
+class _Row(NamedTuple):
+    """One line of a compact page: its cells as plain text (``display.shown`` applied, not yet HTML)
+    and whether it belongs to a flagged feature (drawn in red)."""
+
+    cells: list[str]
+    flagged: bool
+
+
+_COMPACT_HEAD = ("#", "feature", "type", "split", "count", "missing", "min", "max", "mean", "std", "divergence",
+                 "distinct", "most frequent")
+_COMPACT_LEFT = frozenset({1, 2, 3, 12})  # text columns, aligned left (the longest last: lines end early)
+_NAME_WIDTH = 48  # longer names are written in full, pushing their own line's later columns right
+
+
+def _compact_rows(index: int, name: str, m: manifest.Manifest, *, divs: dict[str, tuple[float, str]],
+                  flagged: bool) -> list[_Row]:
+    """The feature at ``index`` as lines of a compact page, one per split with statistics."""
+    spec = m.features[name]
+    shape = "" if spec.get("shape") == [] else " " + json.dumps(spec.get("shape"))
+    head = [f"{index + 1:,}", shown(name), shown(f"{spec.get('dtype')}{shape}")]
+    rows = []
+    for split, features in m.statistics.items():
+        s = features.get(name)
+        if not isinstance(s, dict):
+            continue
+        count, missing = s.get("count") or 0, s.get("missing") or 0
+        top = top_values(s)
+        most = ""
+        if top:
+            v = shown_value(top[0][0])
+            most = (v if len(v) <= 24 else v[:24] + "…") + (f" ({100 * share_of(top[0][1], count):.0f}%)" if count else "")
+        d = divs.get(split)
+        distinct = _short(s.get("distinct")) + ("+" if s.get("distinct") is not None and s.get("distinct_capped") else "")
+        rows.append(_Row([*(head if not rows else ["", "", ""]), shown(split), f"{count:,}",
+                          f"{100 * share_of(missing, count + missing):.1f}%", _short(s.get("min")), _short(s.get("max")),
+                          _short(s.get("mean")), _short(s.get("std")), f"{d[0]:.3f}" if d else "", distinct, most], flagged))
+    return rows or [_Row([*head, *[""] * (len(_COMPACT_HEAD) - 3)], flagged)]
+
+
+def _compact_page(rows: list[_Row], *, first: int, last: int, flagged: int, is_open: bool) -> str:
+    """A page of compact rows: a ``<details>`` holding one preformatted text block (one DOM node, not a
+    table of thousands of cells), laid out only once it is opened. Columns blank on every line are left out."""
+    keep = [i for i in range(len(_COMPACT_HEAD)) if i < 2 or any(r.cells[i] for r in rows)]
+    widths = {i: max(len(_COMPACT_HEAD[i]), *(len(r.cells[i]) for r in rows)) for i in keep}
+    widths[1] = min(widths[1], _NAME_WIDTH)
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cells[i].ljust(widths[i]) if i in _COMPACT_LEFT else cells[i].rjust(widths[i])
+                         for i in keep).rstrip()
+
+    text = [html.escape(line(_COMPACT_HEAD))]
+    for r in rows:
+        shown_line = html.escape(line(r.cells))
+        text.append(f'<span class="bad">{shown_line}</span>' if r.flagged else shown_line)
+    note = f", {flagged:,} with red flags" if flagged else ""
+    return (f'<details class="page"{" open" if is_open else ""}><summary>features {first:,} – {last:,}{note}</summary>'
+            f'<pre class="rows">{chr(10).join(text)}</pre></details>')
+
+
+def drawn_features(m: manifest.Manifest, flagged: set[str], *, limit: int = FULL_FEATURES) -> list[int]:
+    """The indexes (manifest order) of the features drawn in full: all of them up to ``limit``; beyond,
+    the flagged ones first, then the first features, ``limit`` in all."""
+    names = list(m.features)
+    if len(names) <= limit:
+        return list(range(len(names)))
+    chosen = [i for i, name in enumerate(names) if name in flagged][:limit]
+    taken = set(chosen)
+    chosen += [i for i in range(len(names)) if i not in taken][:limit - len(chosen)]
+    return sorted(chosen)
+
+
 def _features_html(m: manifest.Manifest, flags: list[Flag]) -> str:
     divs = divergences(m)
     flagged = {f.where.split(" in ", 1)[0][len("feature "):] for f in flags if f.where.startswith("feature ")}
-    cards = []
-    for name, spec in m.features.items():
-        shape = "scalar" if spec.get("shape") == [] else json.dumps(spec.get("shape"))
-        tags = [e(str(spec.get("dtype"))), e(shape)]
-        if spec.get("unit"):
-            tags.append(e(str(spec["unit"])))
-        if spec.get("nullable"):
-            tags.append("nullable")
-        if spec.get("names"):
-            names = [str(x) for x in spec["names"]]
-            tags.append(e(f"{len(names)} classes: " + ", ".join(names[:8]) + (" …" if len(names) > 8 else "")))
-        if name in flagged:
-            tags.append('<span class="bad">red flag</span>')
-        body = [f'<h3>{e(name)}{"".join(f"<span class=tag>{t}</span>" for t in tags)}</h3>']
-        rows = _stats_rows(name, m, divs.get(name, {}))
-        if rows:
-            body.append(_table(["split", "count", "missing", "min", "max", "mean", "std", "zeros", "distinct", "lengths",
-                                "bytes min/mean/max", f"divergence from {reference_split(m)}"], rows, drop_empty=True))
-        q = _quantile_rows(name, m)
-        if q:
-            body.append(_table(["split", *_QUANTILES], q, drop_empty=True))
-        body.append(_feature_charts(name, m))
-        body.append(_top_tables(name, m))
-        cards.append(f'<div class="card" id="feature-{e(name)}">{"".join(body)}</div>')
+    names = list(m.features)
+    drawn = drawn_features(m, flagged)
+    cards = [_feature_card(i, names[i], m, divs=divs.get(names[i], {}), flagged=names[i] in flagged) for i in drawn]
     note = "" if m.statistics else ('<p class="meta">The manifest holds no statistics: rerun '
                                     "<code>shardprep.run</code> with <code>--statistics on</code> to see them here.</p>")
-    return note + "".join(cards)
+    if len(drawn) == len(names):
+        return note + "".join(cards)
+    in_full = set(drawn)
+    rest = [i for i in range(len(names)) if i not in in_full]
+    pages = []
+    for start in range(0, len(rest), PAGE_FEATURES):
+        page = rest[start:start + PAGE_FEATURES]
+        rows = [row for i in page for row in _compact_rows(i, names[i], m, divs=divs.get(names[i], {}),
+                                                           flagged=names[i] in flagged)]
+        pages.append(_compact_page(rows, first=page[0] + 1, last=page[-1] + 1, is_open=not start,
+                                   flagged=sum(names[i] in flagged for i in page)))
+    flagged_drawn = sum(names[i] in flagged for i in drawn)
+    intro = (f'<p class="meta">{len(names):,} features: {len(drawn):,} are drawn in full below'
+             f'{f" ({flagged_drawn:,} with red flags first)" if flagged_drawn else ""}; the other {len(rest):,} '
+             f"are listed after them, one line per split, in pages of {PAGE_FEATURES:,} (open a page to see it; "
+             "the browser's find searches closed pages too). Numbers are the manifest's statistics; "
+             "quantiles, histograms and top values beyond the first are in "
+             "<code>python -m shardprep.inspect DIR --json</code>.</p>")
+    return note + intro + "".join(cards) + f'<h3 id="more-features">The other {len(rest):,} features</h3>' + "".join(pages)
 
 
 def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
@@ -298,8 +416,13 @@ def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
     flags = red_flags(m, label=label)
     total = sum(s.num_records for s in m.splits.values())
     if flags:
-        items = "".join(f"<li><b>{e(f.where)}</b>: {e(f.why)}</li>" for f in flags)
-        flags_html = f'<div class="card"><ul class="flags">{items}</ul></div>'
+        items = "".join(f"<li><b>{e(f.where)}</b>: {e(f.why)}</li>" for f in flags[:FLAGS_LISTED])
+        more = ""
+        if len(flags) > FLAGS_LISTED:
+            rest = "".join(f"<li><b>{e(f.where)}</b>: {e(f.why)}</li>" for f in flags[FLAGS_LISTED:])
+            more = (f'<details class="page"><summary>{len(flags) - FLAGS_LISTED:,} more red flags</summary>'
+                    f'<ul class="flags">{rest}</ul></details>')
+        flags_html = f'<div class="card"><ul class="flags">{items}</ul>{more}</div>'
     else:
         flags_html = '<div class="card"><p class="ok">No red flags.</p></div>'
     return "".join([

@@ -1,13 +1,14 @@
 """Inline SVG charts for ``shardprep.report``, drawn in Python: no JavaScript, no network.
 
-Every label that reaches the SVG goes through ``html.escape`` (data is hostile); numbers are
+Every label that reaches the SVG goes through ``display.html_text`` (data is hostile); numbers are
 formatted here, so a chart reads the same in any browser and in the HTML source.
 """
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
+
+from shardprep.display import html_text
 
 __all__ = ["bar_chart", "histogram_chart", "js_divergence", "rebin", "short_number"]
 
@@ -15,23 +16,30 @@ _BAR = "#4c78a8"
 _ALT = "#f58518"
 
 
+_UNITS = ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
+
+
 def short_number(v: float) -> str:
-    """``1234567`` -> ``1.23M``, ``0.000123`` -> ``0.000123``: short axis and tooltip labels."""
+    """An axis or tooltip label of three significant digits: ``145011`` -> ``145k``, ``999999`` -> ``1M``,
+    ``1234567`` -> ``1.23M``, ``999`` -> ``999``, ``0.000123`` -> ``0.000123``."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return html.escape(str(v))
+        return html_text(v)
     a = abs(v)
-    for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k")):
-        if a >= size:
-            return f"{v / size:.3g}{unit}"
-    if isinstance(v, int) or float(v).is_integer():
-        return f"{int(v)}"
-    return f"{v:.3g}"
+    if a < 999.5:  # three digits without a unit (999.5 would round to 1000)
+        return f"{int(v)}" if isinstance(v, int) or float(v).is_integer() else f"{v:.3g}"
+    sign = "-" if v < 0 else ""
+    for size, unit in _UNITS[:-1]:  # the smallest unit that keeps the rounded figure under 1000 (999,999: 1M)
+        rounded = float(f"{a / size:.3g}")
+        if rounded < 1000:
+            return f"{sign}{rounded:g}{unit}"
+    size, unit = _UNITS[-1]
+    return f"{sign}{float(f'{a / size:.3g}'):g}{unit}"
 
 
 def _svg(width: int, height: int, body: list[str], title: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
-            f'width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">'
-            f"<title>{html.escape(title)}</title>{''.join(body)}</svg>")
+            f'width="{width}" height="{height}" role="img" aria-label="{html_text(title)}">'
+            f"<title>{html_text(title)}</title>{''.join(body)}</svg>")
 
 
 def bar_chart(values: Sequence[float], *, title: str, labels: Sequence[str] | None = None,
@@ -53,10 +61,10 @@ def bar_chart(values: Sequence[float], *, title: str, labels: Sequence[str] | No
         x = left + i * step + gap / 2
         label = labels[i] if labels else str(i)
         body.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{max(step - gap, 0.5):.1f}" '
-                    f'height="{h:.1f}" fill="{color}"><title>{html.escape(label)}: {short_number(v)}</title></rect>')
+                    f'height="{h:.1f}" fill="{color}"><title>{html_text(label)}: {short_number(v)}</title></rect>')
     for i in sorted({0, n // 2, n - 1}):  # a few shard indexes under the bars
         body.append(f'<text x="{left + (i + 0.5) * step:.1f}" y="{height - 6}" text-anchor="middle" class="ax">'
-                    f"{html.escape(labels[i] if labels else str(i))}</text>")
+                    f"{html_text(labels[i] if labels else str(i))}</text>")
     return _svg(width, height, body, title)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from shardprep import manifest
+from shardprep.display import shown
 from shardprep.report_charts import js_divergence, rebin
 from shardprep.summary import human_bytes
 
@@ -56,13 +57,13 @@ def histogram(s: dict) -> tuple[list[float], list[float]] | None:
 
 
 def shown_value(value: str) -> str:
-    """A top value as a reader should see it: printable text as it is, other text with its control
-    characters escaped; bytes that are not UTF-8 (kept backslash-escaped by the statistics: an image,
+    """A top value as a reader should see it: text through ``display.shown`` (control, bidi and
+    zero-width characters escaped); bytes that are not UTF-8 (kept backslash-escaped by the statistics: an image,
     a serialized message) by their kind, never raw."""
     if _ESCAPED_BYTE.search(value):
         kind = next((k for magic, k in _ESCAPED_MAGIC if value.startswith(magic)), "binary")
         return f"<{kind} bytes>"
-    return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+    return shown(value)
 
 
 # the file kinds a bytes value is known by (``inspect`` shows its values by them too)

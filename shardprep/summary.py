@@ -1,10 +1,12 @@
-"""Human-readable tables of a data set, shared by ``run`` (final summary) and ``inspect``."""
+"""Human-readable tables of a data set, shared by ``run`` (final summary) and ``inspect``; names and
+paths from the data are escaped by ``display.shown``."""
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
 
 from shardprep import naming
+from shardprep.display import shown
 from shardprep.manifest import Manifest, SplitInfo
 
 __all__ = ["human_bytes", "print_summary", "split_stats", "table"]
@@ -37,7 +39,9 @@ def split_stats(split: SplitInfo) -> dict[str, float]:
 
 
 def table(header: list[str], rows: Iterable[list[object]]) -> str:
-    rows = [[str(c) for c in r] for r in rows]
+    """A fixed-width text table; every header and cell through ``display.shown`` (names are untrusted)."""
+    header = [shown(h) for h in header]
+    rows = [[shown(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     fmt = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
@@ -54,7 +58,7 @@ def print_summary(root: str, m: Manifest) -> None:
     print(f"read {acc.read:,} = written {acc.written:,} + rejected {acc.rejected:,}", end="")
     if m.rejected.num_records:
         reasons = ", ".join(f"{k}: {v}" for k, v in m.rejected.by_reason.items())
-        print(f" ({reasons}; dead letters: {', '.join(naming.join(root, p) for p in m.rejected.paths)})")
+        print(shown(f" ({reasons}; dead letters: {', '.join(naming.join(root, p) for p in m.rejected.paths)})"))
     else:
         print()
-    print(f"manifest: {naming.join(root, naming.MANIFEST)}")
+    print(f"manifest: {shown(naming.join(root, naming.MANIFEST))}")

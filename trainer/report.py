@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardprep import fs
+from shardprep.display import shown
 from trainer import defaults
 from trainer.metrics import summary_url
 
@@ -42,7 +43,7 @@ def print_table(summaries: Sequence[dict[str, Any]]) -> None:
                     + [_fmt(s.get(key)) for _, key in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        print(shown("  ".join(c.rjust(w) for c, w in zip(r, widths))))
 
 
 def eval_line(summary: dict[str, Any]) -> str | None:
@@ -67,7 +68,7 @@ def print_report(summaries: Sequence[dict[str, Any]]) -> None:
     print_table(summaries)
     line = eval_line(summaries[0])
     if line:
-        print(line)
+        print(shown(line))  # the split's name comes from the data set's manifest
 
 
 def model_dir_of(args: Sequence[str]) -> str | None:
