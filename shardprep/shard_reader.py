@@ -1,31 +1,28 @@
 """Reading a data set's shards safely: the one reader of ``verify`` and ``inspect``.
 
-A shard is read only if it is a regular file whose real path stays inside the data set folder (a
-symlink to ``/etc/passwd``, ``/dev/zero`` or a FIFO is refused before it is opened for a read that
-could block or never end), in pieces of at most ``CHUNK`` bytes, never past the size the manifest
-gives, with the whole-file crc32c computed on the way.
+A shard is read only through ``members.open_member``: a regular file whose real path stays inside
+the data set folder (a symlink to ``/etc/passwd``, ``/dev/zero`` or a FIFO is refused before it is
+opened for a read that could block or never end) and at most the size the manifest gives, read in
+pieces of at most ``CHUNK`` bytes with the whole-file crc32c computed on the way.
 """
 from __future__ import annotations
 
 import contextlib
 import gzip
-import os
-import stat
+import sys
 from collections.abc import Iterator
 from typing import IO
 
 import google_crc32c
 
-from shardprep import framing, fs, naming
+from shardprep import framing, members
 
-__all__ = ["CHUNK", "ShardReadError", "ShardStream", "open_shard", "records"]
+__all__ = ["CHUNK", "ShardReadError", "ShardStream", "check_local", "open_shard", "records"]
 
 CHUNK = 1 << 20
-REMOTE_BLOCK = 64 << 20
 
 
-class ShardReadError(OSError):
-    """A shard that is not a safe, regular file inside the data set folder; the message names it."""
+ShardReadError = members.MemberError  # a shard that is not a safe, regular file inside the data set folder
 
 
 class ShardStream:
@@ -59,37 +56,16 @@ class ShardStream:
         return self.crc.hexdigest().decode()
 
 
-def _open_local(root: str, path: str) -> IO[bytes]:
-    url = naming.join(root, path)
-    real_root, real = os.path.realpath(root), os.path.realpath(url)
-    if os.path.commonpath([real_root, real]) != real_root:
-        raise ShardReadError(f"{path}: a link to {real}, outside the data set folder: refusing to read it")
-    fd = os.open(url, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block the open
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
-            "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ShardReadError(f"{path}: {kind}, not a regular file: refusing to read it")
-    return os.fdopen(fd, "rb", buffering=0)
-
-
-def check_local(root: str, path: str) -> int:
+def check_local(root: str, path: str, *, field: str = "shard") -> int:
     """Size of a local shard after the same checks as ``open_shard``, without reading it."""
-    with _open_local(root, path) as f:
-        return os.fstat(f.fileno()).st_size
+    return members.resolve_member(root, path, field=field, cap=sys.maxsize).size
 
 
 @contextlib.contextmanager
-def open_shard(root: str, path: str, *, limit: int) -> Iterator[ShardStream]:
-    """Opens ``root/path`` (a path from the manifest) for reading at most ``limit`` bytes."""
-    url = naming.join(root, path)
-    if fs.is_local(url):
-        raw = _open_local(root, path)
-    else:  # one ranged download per 64 MiB, not one per small read
-        filesystem, remote = fs.filesystem(url)
-        raw = filesystem.open(remote, "rb", block_size=REMOTE_BLOCK, cache_type="readahead")
-    with raw:
+def open_shard(root: str, path: str, *, limit: int, field: str = "shard") -> Iterator[ShardStream]:
+    """Opens ``root/path`` (a path from the manifest, named by its ``field``) for reading at most
+    ``limit`` bytes, its recorded size (``members.open_member``: a larger file is refused)."""
+    with members.open_member(root, path, field=field, size=limit) as raw:
         yield ShardStream(raw, limit)
 
 

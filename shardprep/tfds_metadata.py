@@ -32,12 +32,13 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from shardprep import fs, manifest, naming
+from shardprep import fs, manifest, members, naming
 
 __all__ = ["VERSION", "Untranslatable", "dataset_info_json", "features_json", "label_files", "restored_on_failure", "write"]
 
 log = logging.getLogger("shardprep")
 
+METADATA_CAP = 256 << 20  # the most bytes of a TFDS file kept to restore (``shardprep.members``: regular files only)
 VERSION = "1.0.0"  # the TFDS version we declare; TFDS needs one, our run ids do the versioning
 _PY = "tensorflow_datasets.core.features."
 _DICT, _TENSOR = _PY + "features_dict.FeaturesDict", _PY + "tensor_feature.Tensor"
@@ -209,7 +210,7 @@ def _present(root: str) -> set[str]:
 def restored_on_failure(root: str) -> Iterator[None]:
     """Puts the TFDS files of ``root`` back as they were if the body fails (the commit wrote new
     ones, then could not write the manifest): they keep describing the committed data set."""
-    before = {name: fs.read_bytes(naming.join(root, name)) for name in _present(root)}
+    before = {name: members.read_member(root, name, field="", cap=METADATA_CAP) for name in _present(root)}
     try:
         yield
     except BaseException:

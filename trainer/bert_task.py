@@ -17,7 +17,7 @@ import json
 import posixpath
 from typing import Any, NamedTuple
 
-from shardprep import fs, naming
+from shardprep import fs, members, naming
 from trainer.errors import TrainerError
 
 __all__ = [
@@ -43,6 +43,7 @@ class BertSize(NamedTuple):
 BERT_SIZES = {"tiny": BertSize(2, 128, 2), "mini": BertSize(4, 256, 4), "small": BertSize(4, 512, 8),
               "base": BertSize(12, 768, 12)}
 DEFAULT_SIZE = "mini"
+VOCAB_CAP = 64 << 20  # a vocabulary's most bytes where the manifest records none (BERT's own: 0.2 MiB)
 PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 PRETRAINING_TARGETS = ("masked_lm_ids", "masked_lm_weights")  # scored with the label next_sentence_labels
 PRETRAINING_LABEL = "next_sentence_labels"
@@ -100,9 +101,11 @@ class BertTask:
 
 
 def vocab_digest(data: str, text: dict[str, Any]) -> str:
-    """sha256 of the data set's vocabulary file."""
-    with fs.open_file(naming.join(data, text.get("vocab", "vocab.txt"))) as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """sha256 of the data set's vocabulary file, the manifest's ``text.vocab`` (``DIR/<run>/vocab.txt``,
+    or ``DIR/vocab.txt`` in older data sets), read through ``shardprep.members``: a regular file inside
+    the data set, at most its recorded ``vocab_num_bytes`` (older manifests: ``VOCAB_CAP``)."""
+    return hashlib.sha256(members.read_member(data, text["vocab"], field="text.vocab", size=text.get("vocab_num_bytes"),
+                                              cap=VOCAB_CAP)).hexdigest()
 
 
 def bert_task(text: dict[str, Any] | None, *, data: str, size: str | None, init_from: str | None,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import google_crc32c
 
-from shardprep import fs
+from shardprep import members
 from trainer.preflight import DataSetError, InputPlan
 
 __all__ = ["stage_shards"]
@@ -31,12 +31,16 @@ def _crc_of_file(path: str) -> str:
     return crc.hexdigest().decode()
 
 
-def _copy(url: str, dest: str) -> str:
-    """Copies ``url`` to ``dest`` through a temp file; returns the hex CRC32C of what was copied."""
+def _copy(plan: InputPlan, index: int, dest: str) -> str:
+    """Copies shard ``index`` of ``plan`` to ``dest`` through a temp file (read through
+    ``shardprep.members``: a regular file inside the data set, at most its recorded size); returns
+    the hex CRC32C of what was copied."""
     tmp = f"{dest}.tmp-{os.getpid()}"
     crc = google_crc32c.Checksum()
+    shard = plan.shards[index]
     try:
-        with fs.open_file(url, "rb") as src, open(tmp, "wb") as out:
+        with members.open_member(plan.root, shard.path, field=f"splits.{plan.split}.shards[{index}].path",
+                                 size=shard.num_bytes) as src, open(tmp, "wb") as out:
             while chunk := src.read(_CHUNK):
                 crc.update(chunk)
                 out.write(chunk)
@@ -60,7 +64,7 @@ def stage_shards(plan: InputPlan, *, shards: Iterable[int], stage_dir: str) -> I
         if os.path.exists(dest) and os.path.getsize(dest) == num_bytes and _crc_of_file(dest) == crc:
             reused += 1
         else:
-            got = _copy(url, dest)
+            got = _copy(plan, index, dest)
             size = os.path.getsize(dest)
             if size != num_bytes or got != crc:
                 os.remove(dest)

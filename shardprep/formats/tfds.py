@@ -13,14 +13,16 @@ No tensorflow-datasets import: the two JSON files are read as documents.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from shardprep import fs, naming, planning
+from shardprep import fs, members, naming, planning
 from shardprep.errors import PlanError
 from shardprep.formats.base import InputError, InputFile
 from shardprep.formats.tfrecord import TFRecordFormat
@@ -32,6 +34,7 @@ __all__ = ["TfdsFormat", "TfdsShard", "expand_tfds", "features_doc", "output_fea
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # TFDS's naming.DEFAULT_FILENAME_TEMPLATE
 _INTS = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
+METADATA_CAP = 256 << 20  # the most bytes of dataset_info.json, features.json or a .labels.txt
 
 
 class TfdsFormat(TFRecordFormat):
@@ -58,10 +61,21 @@ class TfdsShard(InputFile):
 # --- the folder's two documents ----------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _member_of(root: str) -> Iterator[None]:
+    """Around a read of a file of the TFDS folder through ``shardprep.members``: a file that is not a
+    regular one inside the folder (a FIFO, a link out, a path with ``..``) is an ``InputError``."""
+    try:
+        yield
+    except members.MemberError as e:
+        raise InputError(f"--input {root}: {e}") from None
+
+
 def _read_json(root: str, name: str) -> dict[str, Any]:
     url = naming.join(root, name)
     try:
-        doc = json.loads(fs.read_bytes(url))
+        with _member_of(root):
+            doc = json.loads(members.read_member(root, name, field="", cap=METADATA_CAP))
     except FileNotFoundError:
         raise InputError(f"--input {root!r} is not a prepared TFDS data set: {name} is missing (give the folder "
                          "that holds dataset_info.json and features.json, e.g. ~/tensorflow_datasets/mnist/3.0.1)") from None
@@ -79,9 +93,11 @@ def features_doc(root: str) -> dict[str, Any]:
 
 def _labels(root: str) -> Callable[[str], tuple[str, ...]]:
     def read(file_name: str) -> tuple[str, ...]:
-        url = naming.join(root, file_name + naming.TFDS_LABELS_SUFFIX)
+        name = file_name + naming.TFDS_LABELS_SUFFIX
         try:
-            text = fs.read_bytes(url).decode("utf-8")
+            with _member_of(root):
+                text = members.read_member(root, name, field=f"features {file_name!r}", cap=METADATA_CAP,
+                                           document="features.json").decode("utf-8")
         except FileNotFoundError:
             return ()
         return tuple(line.strip() for line in text.split("\n") if line.strip())  # as TFDS reads them
@@ -176,7 +192,7 @@ def expand_tfds(patterns: Sequence[str] | str, normal: Callable[[str], str] = st
     root = normal(patterns[0].rstrip("/"))
     info = _read_json(root, naming.TFDS_INFO)
     files: list[InputFile] = []
-    for split, path, n in shard_paths(info):
+    for i, (split, path, n) in enumerate(shard_paths(info)):
         if n == 0:
             continue
         try:
@@ -185,7 +201,10 @@ def expand_tfds(patterns: Sequence[str] | str, normal: Callable[[str], str] = st
             raise InputError(f"TFDS split {split!r}: {e}; or pass --split to re-split all records by hash") from None
         url = naming.join(root, path)
         try:
-            size, version = fs.size(url), fs.version(url)
+            with _member_of(root):
+                size = members.resolve_member(root, path, field=f"splits {split!r} shard {i}", cap=sys.maxsize,
+                                              document="dataset_info.json").size
+            version = fs.version(url)
         except (OSError, ValueError) as e:
             raise InputError(f"TFDS shard {url} (split {split!r}, {n} records in dataset_info.json) cannot be read: {e}") from None
         files.append(TfdsShard(len(files), url, size, "tfds", False, version, split=split, root=root,
