@@ -65,15 +65,22 @@ def _prefix(name: str, tag: bytes, packed_length: int) -> bytes:
             + varint(len(feature) + packed_length) + feature)
 
 
+_ONE, _ZERO = struct.pack("<f", 1.0), struct.pack("<f", 0.0)
+_KEPT_BYTES = 16 << 20  # what each table keeps: every length of a usual --max-seq-length, some of a huge one
+
+
 class InstanceEncoder:
     """Instances of one config and vocabulary size -> serialized Examples (unframed)."""
 
     def __init__(self, config: PretrainingConfig, vocab_size: int) -> None:
         self.n, self.p = n, p = config.max_seq_length, config.max_predictions_per_seq
         self._varints = [varint(i) for i in range(max(vocab_size, n))]  # ids and positions are below both
-        self._mask = [_prefix("input_mask", b"\x1a", n) + b"\x01" * k + b"\x00" * (n - k) for k in range(n + 1)]
-        one, zero = struct.pack("<f", 1.0), struct.pack("<f", 0.0)
-        self._weights = [_prefix("masked_lm_weights", b"\x12", 4 * p) + one * m + zero * (p - m) for m in range(p + 1)]
+        # The mask and weights of each length, made when first needed and kept: memory grows with the
+        # lengths that occur, never with n x n (a table of every length was 10 GB at n = 100,000).
+        self._mask_prefix = _prefix("input_mask", b"\x1a", n)
+        self._weights_prefix = _prefix("masked_lm_weights", b"\x12", 4 * p)
+        self._mask: dict[int, bytes] = {}
+        self._weights: dict[int, bytes] = {}
         self._labels = [_prefix("next_sentence_labels", b"\x1a", 1) + bytes([v]) for v in (0, 1)]
         self._segments = _prefix("segment_ids", b"\x1a", n)
 
@@ -81,16 +88,30 @@ class InstanceEncoder:
         packed = b"".join(map(self._varints.__getitem__, values)) + b"\x00" * (size - len(values))
         return _prefix(name, b"\x1a", len(packed)) + packed
 
+    def _masked(self, k: int) -> bytes:
+        """``input_mask`` of ``k`` tokens: k ones, then zeros to ``n``."""
+        if len(self._mask) * self.n >= _KEPT_BYTES:
+            self._mask.clear()
+        got = self._mask[k] = self._mask_prefix + b"\x01" * k + b"\x00" * (self.n - k)
+        return got
+
+    def _weighted(self, m: int) -> bytes:
+        """``masked_lm_weights`` of ``m`` predictions: m 1.0s, then 0.0s to ``p``."""
+        if len(self._weights) * 4 * self.p >= _KEPT_BYTES:
+            self._weights.clear()
+        got = self._weights[m] = self._weights_prefix + _ONE * m + _ZERO * (self.p - m)
+        return got
+
     def __call__(self, x: Instance) -> bytes:
         k, m = len(x.input_ids), len(x.masked_lm_positions)
         if k > self.n or m > self.p:
             raise ValueError(f"the instance holds {k} tokens and {m} predictions: more than {self.n} and {self.p}")
         body = b"".join((  # sorted by name, as the generic encoder writes them
             self._list("input_ids", x.input_ids, self.n),
-            self._mask[k],
+            self._mask.get(k) or self._masked(k),
             self._list("masked_lm_ids", x.masked_lm_ids, self.p),
             self._list("masked_lm_positions", x.masked_lm_positions, self.p),
-            self._weights[m],
+            self._weights.get(m) or self._weighted(m),
             self._labels[x.is_random_next],
             self._segments, bytes(x.segment_ids), b"\x00" * (self.n - k),
         ))

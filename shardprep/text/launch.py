@@ -157,12 +157,12 @@ def check_inputs(args: argparse.Namespace, files: Sequence[InputFile]) -> None:
     if args.task is None or not files:
         return
     text = [f for f in files if f.format == "text"]
-    if args.text_column is not None and len(text) == len(files):
-        raise UsageError(f"--text-column goes with CSV / JSON Lines / Parquet input: {text[0].url} is .txt, read in "
-                         "BERT's layout (a sentence a line, a blank line between documents); leave --text-column out")
     if args.task == CLASSIFICATION and text:
         raise UsageError(f"--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt "
                          f"({text[0].url})")
+    if args.text_column is not None and len(text) == len(files):
+        raise UsageError(f"--text-column goes with CSV / JSON Lines / Parquet input: {text[0].url} is .txt, read in "
+                         "BERT's layout (a sentence a line, a blank line between documents); leave --text-column out")
 
 
 def config(args: argparse.Namespace) -> PretrainingConfig:

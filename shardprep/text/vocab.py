@@ -34,6 +34,7 @@ __all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab
 # BERT's special tokens, in the order train_vocab gives them ids ([PAD] is 0: BERT pads ids with 0).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
+BOM = "\ufeff"  # a byte-order mark, as UTF-8 (EF BB BF) opens some files: no part of a token
 
 
 # BERT's BasicTokenizer on ASCII: control characters (Cc but tab, newline, carriage return) dropped,
@@ -187,8 +188,12 @@ class Vocab:
 
 
 def parse_vocab(lines: Iterable[str], *, cased: bool = False) -> Vocab:
-    """A ``Vocab`` from the lines of a vocab.txt; ValueError when a special token is missing or a token repeats."""
+    """A ``Vocab`` from the lines of a vocab.txt; ValueError when a special token is missing or a token repeats.
+    A UTF-8 byte-order mark (U+FEFF) before the first line is the file's encoding mark, not part of its
+    first token: it is dropped (editors on Windows write one)."""
     tokens = [line.strip() for line in lines]  # as BERT's load_vocab
+    if tokens and tokens[0].startswith(BOM):
+        tokens[0] = tokens[0][len(BOM):].strip()
     while tokens and not tokens[-1]:
         tokens.pop()  # a trailing blank line is no token
     ids = dict(zip(tokens, range(len(tokens))))

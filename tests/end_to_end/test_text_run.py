@@ -218,3 +218,86 @@ def test_a_vocabulary_whose_case_does_not_match_cased_is_refused(corpus, tmp_pat
 def test_text_without_a_task_is_refused(corpus, tmp_path):
     proc = run_cli("shardprep.run", "--input", corpus / "a.txt", "--output", tmp_path / "ds", "--num-shards", 2)
     assert proc.returncode == 2 and "--task bert-pretraining" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- issue 57 item 8: text flags and files ----------------------------------------------------------
+
+CLASSIFY = ["--task", "text-classification", "--text-column", "body", "--label", "topic", "--num-shards", 1]
+MISFITS = {  # flags that do not apply to the task (or to no task): one line, exit 2, before any input is read
+    "--cased without --task": (["--num-shards", 1, "--cased"], "c.csv", "--cased goes with --task"),
+    "--max-seq-length without --task": (["--num-shards", 1, "--max-seq-length", 64], "c.csv", "--max-seq-length goes with"),
+    "--dupe-factor without --task": (["--num-shards", 1, "--dupe-factor", 2], "c.csv", "--dupe-factor goes with"),
+    "--schema with pre-training": (["--schema", "SCHEMA", *BASE], "a.txt", "--schema does not go with --task"),
+    "--schema with classification": (["--schema", "SCHEMA", *CLASSIFY], "c.csv", "--schema does not go with --task"),
+    "--text-column with .txt": (["--text-column", "body", *BASE], "a.txt", "--text-column goes with CSV"),
+    "classification of .txt": (["--task", "text-classification", "--text-column", "body", "--label", "topic",
+                                "--num-shards", 1], "a.txt", "not .txt"),
+    "--masked-lm-prob with classification": ([*CLASSIFY, "--masked-lm-prob", 0.2], "c.csv",
+                                             "--masked-lm-prob goes with --task bert-pretraining"),
+    "--max-predictions-per-seq with classification": ([*CLASSIFY, "--max-predictions-per-seq", 5], "c.csv",
+                                                      "--max-predictions-per-seq goes with --task bert-pretraining"),
+    "--dupe-factor with classification": ([*CLASSIFY, "--dupe-factor", 2], "c.csv", "--dupe-factor goes with"),
+    "--short-seq-prob with classification": ([*CLASSIFY, "--short-seq-prob", 0.2], "c.csv", "--short-seq-prob goes"),
+    "--whole-word-masking with classification": ([*CLASSIFY, "--whole-word-masking"], "c.csv", "--whole-word-masking"),
+    "more predictions than the sequence holds": ([*BASE, "--max-seq-length", 16, "--max-predictions-per-seq", 14],
+                                                 "a.txt", "--max-predictions-per-seq 14 is more than --max-seq-length 16"),
+    "--label with pre-training": ([*BASE, "--label", "topic"], "a.txt", "--label and --text-pair-column go with"),
+}
+
+
+@pytest.mark.parametrize("case", MISFITS.values(), ids=MISFITS)
+def test_a_text_flag_that_does_not_fit_the_task_is_one_line_exit_2(corpus, tmp_path, case):
+    flags, source, message = case
+    schema = tmp_path / "s.json"
+    schema.write_text('{"body": {"dtype": "string", "shape": []}}')
+    flags = [schema if f == "SCHEMA" else f for f in flags]
+    vocab = ["--vocab", corpus / "v" / "vocab.txt"] if "--task" in flags else []
+    proc = run_cli("shardprep.run", "--input", corpus / source, "--output", tmp_path / "ds", *vocab, *flags)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "ds").exists()  # refused before the run's folder
+
+
+def test_a_sentence_limit_follows_max_record_mb(corpus, tmp_path):
+    """A line over --max-record-mb is a record_too_large dead letter, one under it a sentence (no fixed 1 MiB)."""
+    raw = tmp_path / "long.txt"
+    line = " ".join(["music"] * 300_000)  # 1.8 MB: over the old fixed 1 MiB
+    raw.write_text(f"the cat sat.\n{line}\nthe dog ran.\n\nthe river.\nthe night.\n")
+    outcomes = {}
+    for mb in (1, 2):
+        out = tmp_path / f"ds{mb}"
+        assert _run(out, "--input", raw, "--vocab", corpus / "v" / "vocab.txt", "--max-record-mb", mb,
+                    "--max-bad-records", 1, *BASE) == 0
+        outcomes[mb] = manifest.load(str(out)).rejected.by_reason
+    assert outcomes == {1: {"record_too_large": 1}, 2: {}}
+
+
+def test_a_vocabulary_with_a_byte_order_mark_reads_as_without(corpus, tmp_path):
+    vocab = tmp_path / "bom.txt"
+    vocab.write_bytes(b"\xef\xbb\xbf" + (corpus / "v" / "vocab.txt").read_bytes())  # as Notepad saves UTF-8
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _run(a, "--input", corpus / "a.txt", "--vocab", vocab, *BASE) == 0
+    assert _run(b, "--input", corpus / "a.txt", "--vocab", corpus / "v" / "vocab.txt", *BASE) == 0
+    assert _shard_digests(a) == _shard_digests(b)
+
+
+def test_a_huge_max_seq_length_stays_in_bounded_memory(tmp_path):
+    """--max-seq-length 100000 on 4 short documents: tens of MB, not the 10 GB of a table per length."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    raw = tmp_path / "four.txt"
+    raw.write_text("\n\n".join(f"the cat sat on the mat {i}.\nthe dog ran over the river.\nmusic at night."
+                               for i in range(4)) + "\n")
+    code = ("import resource, sys; from shardprep import run; rc = run.main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "--input", str(raw), "--output", str(tmp_path / "ds"),
+                           "--task", "bert-pretraining", "--train-vocab", "40", "--max-seq-length", "100000",
+                           "--dupe-factor", "1", "--num-shards", "1", "--local-workers", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    peak_kb = max(int(proc.stdout.split()[-1]), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    assert peak_kb < 1_000_000, peak_kb  # the table per length alone was 10 GB

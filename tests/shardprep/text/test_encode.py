@@ -167,3 +167,18 @@ def test_reader_cache_is_bounded_by_bytes(tmp_path) -> None:
     reader(49)
     assert len(calls) == 50  # the last ones are still cached
     reader.close()
+
+
+def test_an_encoder_of_a_huge_max_seq_length_grows_with_what_it_encodes_not_n_squared():
+    """Issue 57 item 8: no table of every length (n x n bytes: 10 GB at n = 100,000)."""
+    import tracemalloc
+
+    from shardprep.text.pretraining import Instance
+
+    tracemalloc.start()
+    encoder = InstanceEncoder(PretrainingConfig(max_seq_length=100_000, max_predictions_per_seq=20), 50)
+    for k in range(5, 400):
+        encoder(Instance([2] + [7] * (k - 2) + [3], [0] * k, False, [1], [7]))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20, peak

@@ -248,3 +248,13 @@ def test_the_word_memo_starts_with_whole_tokens_as_the_tokenizer_gives_them(case
         assert vocab.tokenizer.encode(word, add_special_tokens=False).ids == list(ids), word
     texts = [" ".join(vocab.tokens), " ".join(odd), " ".join(t.upper() for t in odd)]
     assert vocab.encode_batch(texts) == [vocab.encode(t) for t in texts]
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_token(tmp_path):
+    """Issue 57 item 8: a vocab.txt saved with a UTF-8 byte-order mark reads as the same vocabulary."""
+    tokens = [*SPECIAL_TOKENS, "cat", "##s"]
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    write_vocab(tokens, plain)
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert load_vocab(marked).tokens == load_vocab(plain).tokens == tuple(tokens)
+    assert parse_vocab(["\ufeff[PAD]", *tokens[1:]]).ids["[PAD]"] == 0
