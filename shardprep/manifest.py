@@ -1,17 +1,19 @@
 """The manifest (version 1): the data set's commit marker and its complete accounting.
 
-Key names are the contract of docs/design.md ("Manifest"). ``load`` refuses unknown versions and shard
-paths that escape the data set folder, so no reader ever follows a manifest outside it.
+Key names are the contract of docs/design.md ("Manifest"). ``load`` refuses unknown versions, any
+section of the wrong type (``manifest_schema``: "manifest is malformed: <field>: expected ...") and
+paths that escape the data set folder; the files it names are opened only through
+``shardprep.members``, so no reader ever follows a manifest outside it.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
-import posixpath
+import sys
 from typing import Any
 
-from shardprep import __version__, fs, json_compact, naming, schema
+from shardprep import __version__, fs, json_compact, manifest_schema, members, naming, schema
 from shardprep.errors import ManifestError, SchemaError
 
 __all__ = [
@@ -175,11 +177,16 @@ class Manifest:
             shuffled=_field(doc, "shuffled", bool),
             compression=_field(doc, "compression", str) if "compression" in doc else "none",
             record_type=_field(doc, "record_type", str) if "record_type" in doc else "tf.train.Example",
-            created=str(doc.get("created", "")),
-            tool_version=str(doc.get("tool_version", "")),
-            statistics=_field(doc, "statistics", dict) if "statistics" in doc else {},
-            text=_field(doc, "text", dict) if "text" in doc else None,
+            created=_field(doc, "created", str) if "created" in doc else "",
+            tool_version=_field(doc, "tool_version", str) if "tool_version" in doc else "",
+            statistics=manifest_schema.statistics(doc["statistics"]) if "statistics" in doc else {},
+            text=manifest_schema.text(doc["text"]) if "text" in doc else None,
         )
+        for name, split in manifest.splits.items():  # each path named by its field (members.check_relative)
+            for i, shard in enumerate(split.shards):
+                members.check_relative(shard.path, field=f"splits.{name}.shards[{i}].path")
+        for i, path in enumerate(manifest.rejected.paths):
+            members.check_relative(path, field=f"rejected.paths[{i}]")
         for path in [s.path for split in manifest.splits.values() for s in split.shards] + list(manifest.rejected.paths):
             _check_relative(path)
         if manifest.compression not in naming.COMPRESSIONS:
@@ -187,63 +194,24 @@ class Manifest:
         return manifest
 
 
-_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "true or false"}
-
-
-def _field(doc: dict, key: str, kind: type, where: str = "") -> Any:
-    """``doc[key]`` if it is exactly of ``kind`` (an int is never a bool here, nor a bool an int)."""
-    name = f"{where}.{key}" if where else key
-    if key not in doc:
-        raise ManifestError(f"manifest is malformed: {name} is missing")
-    value = doc[key]
-    if type(value) is not kind:
-        raise ManifestError(f"manifest is malformed: {name} is {json.dumps(value)[:40]}, expected {_TYPE_NAMES[kind]}")
-    return value
-
-
-def _count(doc: dict, key: str, where: str) -> int:
-    value = doc.get(key)
-    if type(value) is not int or value < 0:  # refuses true, 9022.9, " 9022 ", -1
-        shown = json.dumps(value)[:40] if key in doc else "missing"
-        raise ManifestError(f"manifest is malformed: {where}.{key} is {shown}, expected a non-negative integer")
-    return value
-
-
-def _text(value: Any, where: str) -> str:
-    if type(value) is not str:
-        raise ManifestError(f"manifest is malformed: {where} is {json.dumps(value)[:40]}, expected a string")
-    return value
+_field, _count, _text = manifest_schema.typed_key, manifest_schema.count_key, manifest_schema.string
 
 
 def _shard(x: Any, where: str) -> ShardInfo:
-    if type(x) is not dict:
-        raise ManifestError(f"manifest is malformed: {where} is not an object")
-    crc = _field(x, "crc32c", str, where)
-    if len(crc) != 8 or any(c not in "0123456789abcdef" for c in crc):
-        raise ManifestError(f"manifest is malformed: {where}.crc32c is {crc[:20]!r}, expected 8 lower-case hex digits")
+    """A shard entry: path, counts and crc32c; other keys a later tool adds are accepted."""
+    manifest_schema.mapping(x, where)
+    crc = manifest_schema.crc32c(_field(x, "crc32c", str, where), f"{where}.crc32c")
     return ShardInfo(_field(x, "path", str, where), _count(x, "num_records", where), _count(x, "num_bytes", where), crc)
 
 
 def _source(x: Any, where: str) -> SourceInfo:
-    if type(x) is not dict:
-        raise ManifestError(f"manifest is malformed: {where} is not an object")
+    manifest_schema.mapping(x, where)
     return SourceInfo(_field(x, "uri", str, where), *(_count(x, k, where) for k in ("num_bytes", "num_records", "num_rejected")))
 
 
-def _check_relative(path: str) -> None:
-    """Refuses a path that could leave the data set folder."""
-    norm = posixpath.normpath(path)
-    if (
-        not path
-        or "://" in path
-        or path.startswith(("/", "\\"))
-        or (len(path) > 1 and path[1] == ":")
-        or norm.startswith("..")
-        or norm != path
-    ):
-        raise ManifestError(
-            f"manifest shard path {path!r} is not a plain path inside the data set folder: refusing to follow it"
-        )
+def _check_relative(path: str, field: str = "path") -> None:
+    """Refuses a path that could leave the data set folder (``members.check_relative``)."""
+    members.check_relative(path, field=field)
 
 
 def exists(root: str) -> bool:
@@ -268,9 +236,10 @@ def load(root: str, *, run_id: str | None = None) -> Manifest:
     copy: its paths are relative to ``root`` like the current manifest's, and its shards stay
     until ``--keep-previous`` later commits or ``python -m shardprep.clean`` remove them.
     """
-    url = naming.join(root, run_copy_path(run_id) if run_id else naming.MANIFEST)
-    try:
-        raw = fs.read_bytes(url)
+    relative = run_copy_path(run_id) if run_id else naming.MANIFEST
+    url = naming.join(root, relative)
+    try:  # a regular file inside ``root`` (never a FIFO that blocks, nor a link out of the folder)
+        raw = members.read_member(root, relative, field="", cap=sys.maxsize)
     except FileNotFoundError:
         if run_id:
             raise ManifestError(

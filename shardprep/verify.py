@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, framing, fs, manifest, naming, shard_reader
+from shardprep import cli, framing, fs, manifest, members, naming, shard_reader
 from shardprep.example import RecordError, decode_example
 
 __all__ = ["feature_problems", "main", "shard_problems", "verify", "vocab_problems"]
@@ -79,17 +79,18 @@ def _content_problems(stream: shard_reader.ShardStream, shard: manifest.ShardInf
 
 
 def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, deep: bool,
-                   features: dict[str, dict] | None = None) -> list[str]:
+                   features: dict[str, dict] | None = None, field: str = "shard") -> list[str]:
     """Everything wrong with one shard, one line each; empty when it is sound.
 
     Locally every byte and record is read (regular files inside DIR only) and the first records are
     decoded against ``features`` (all of them with ``deep``). On object stores the store's crc32c is
-    compared without downloading; ``deep`` downloads and checks everything.
+    compared without downloading; ``deep`` downloads and checks everything. ``field``: the manifest
+    field naming the shard, in the line of a shard that is not a safe member (``shardprep.members``).
     """
     url = naming.join(root, shard.path)
     try:
         if fs.is_local(url):
-            size = shard_reader.check_local(root, shard.path)
+            size = shard_reader.check_local(root, shard.path, field=field)
         else:  # one metadata request: size and the store's checksum, nothing downloaded
             filesystem, path = fs.filesystem(url)
             info = filesystem.info(path)
@@ -107,7 +108,7 @@ def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, de
         if stored is not None and not deep:
             return []
     try:
-        with shard_reader.open_shard(root, shard.path, limit=shard.num_bytes) as stream:
+        with shard_reader.open_shard(root, shard.path, limit=shard.num_bytes, field=field) as stream:
             return _content_problems(stream, shard, compression=compression, features=features or {},
                                      decode=None if deep else (SAMPLE_RECORDS if features else 0))
     except FileNotFoundError:
@@ -162,17 +163,14 @@ def verify(root: str, *, deep: bool = False, jobs: int = 4) -> tuple[list[str], 
     m = manifest.load(root)
     problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text)
     shards = [s for split in m.splits.values() for s in split.shards]
+    fields = [f"splits.{name}.shards[{i}].path" for name, split in m.splits.items() for i in range(len(split.shards))]
     check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-        for found in pool.map(check, shards):
+        for found in pool.map(lambda shard, field: check(shard, field=field), shards, fields):
             problems.extend(found)
-    for path in m.rejected.paths:
-        url = naming.join(root, path)
+    for i, path in enumerate(m.rejected.paths):
         try:
-            if fs.is_local(url):
-                shard_reader.check_local(root, path)
-            elif not fs.exists(url):
-                raise FileNotFoundError(url)
+            members.resolve_member(root, path, field=f"rejected.paths[{i}]", cap=sys.maxsize)
         except FileNotFoundError:
             problems.append(f"{path}: dead-letter file missing")
         except shard_reader.ShardReadError as e:
