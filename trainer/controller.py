@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from trainer import evaluate, labels
+from trainer import labels, model_card, scoring
 from trainer.checkpoints import Checkpoints, export_model, gather_ints
 from trainer.metrics import Meter, Progress
 from trainer.session import Session
@@ -114,7 +114,7 @@ class Controller:
         ses = self.session
         scores: dict[str, Any] = {}
         if ses.eval_plan is not None:
-            scores = evaluate.evaluate(
+            scores = scoring.evaluate(
                 ses.strategy, ses.model, ses.eval_plan, worker=ses.worker, batch_size=ses.plan.per_worker_batch,
                 classification=ses.classification, train_mean=ses.plan.statistics.get(ses.config.label, {}).get("mean"),
                 objective=ses.objective,
@@ -125,6 +125,8 @@ class Controller:
         )
         if exported and ses.plan.label_vocabulary:  # the exported model outputs ids: their string values beside it
             labels.write_vocabulary(exported, ses.config.label, ses.plan.label_vocabulary)
+        if exported and ses.cluster.is_chief:  # what trainer.evaluate needs to score another data set
+            model_card.write_card(ses.config.model_dir, model_card.card_of(ses.config, ses.plan, exported))
         if ses.plan.label_vocabulary:
             scores["label_vocabulary"] = list(ses.plan.label_vocabulary)
         if self.checkpoints is not None:

@@ -6,7 +6,8 @@ TF-free, decided in pre-flight from the manifest alone so every worker reaches t
 ``[0, num_classes)`` is refused here, without them the input pipeline refuses the first batch that
 holds one (``trainer.data``), naming the flag either way. A string label's vocabulary is the
 training split's values sorted (stable ids); values of another split that training never saw are
-counted by evaluation, not crashed on (``trainer.evaluate``).
+counted by evaluation, not crashed on (``trainer.scoring``). Another data set's class ids
+(``trainer.evaluate``) are mapped to the model's by class NAME (``map_by_name``), never by position.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import NamedTuple
 from shardprep.schema import FeatureSpec
 from trainer.errors import TrainerError
 
-__all__ = ["DEFAULT_NUM_CLASSES", "LabelError", "LabelInfo", "out_of_range_message", "resolve_label", "write_vocabulary"]
+__all__ = ["DEFAULT_NUM_CLASSES", "LabelError", "LabelInfo", "class_names", "map_by_name", "out_of_range_message",
+           "resolve_label", "write_vocabulary"]
 
 DEFAULT_NUM_CLASSES = 2  # an int64 label with neither class names nor statistics
 
@@ -90,6 +92,45 @@ def _vocabulary(label: str, stats: Mapping[str, object], num_classes: int | None
             "leave --num-classes out"
         )
     return LabelInfo(len(vocabulary), vocabulary, range_checked=True)
+
+
+def class_names(spec: FeatureSpec, text: Mapping[str, object] | None, label: str) -> tuple[str, ...]:
+    """A data set's names of its class ids: the label's schema names (images, TFDS), else a text-classification
+    run's ``text.labels`` for BERT's ``label_ids``; empty when the ids have no names."""
+    if spec.names:
+        return tuple(spec.names)
+    labels = (text or {}).get("labels")
+    if label == "label_ids" and isinstance(labels, list):
+        return tuple(str(x) for x in labels)
+    return ()
+
+
+def map_by_name(model: tuple[str, ...], data: tuple[str, ...], *, where: str) -> tuple[int, ...] | None:
+    """Another data set's class ids as the model's: ``result[i]`` is the model's id of the data set's class ``i``
+    (None: the same ids, nothing to map).
+
+    The data set's names must all be the model's (a subset: a test set of some classes is scored by
+    name); a name the model lacks, or names on one side only, is refused (``LabelError``): ids are never
+    matched by position across two data sets. ``where``: the data set, for the message."""
+    if not model and not data:
+        return None  # plain class ids on both sides: the user's own ids, no names to check
+    if not data:
+        raise LabelError(f"{where}: its label has no class names, the model's are {_shown(model)}: cannot tell its "
+                         "ids mean the same classes; prepare it with shardprep.run --labels-from <the training data set>")
+    if not model:
+        raise LabelError(f"{where}: its label has class names ({_shown(data)}), the model was trained on ids without "
+                         "names: cannot tell its ids mean the same classes")
+    unknown = [n for n in data if n not in model]
+    if unknown:
+        raise LabelError(f"{where}: its class names differ from the model's: {_shown(tuple(unknown))} not among the "
+                         f"model's {_shown(model)}")
+    if model[:len(data)] == data:
+        return None
+    return tuple(model.index(n) for n in data)
+
+
+def _shown(names: tuple[str, ...]) -> str:
+    return ", ".join(map(repr, names[:10])) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
 
 
 def write_vocabulary(export_url: str, label: str, vocabulary: tuple[str, ...]) -> str:
