@@ -12,22 +12,31 @@ checkpoints, progress, eval, export) driving ``loop.CustomRunner`` or ``fit.FitR
 keep the input plan), ``evaluate`` (``--eval-split``), ``metrics``, ``idlog`` (``--debug-record-ids``),
 ``job`` (one worker's run: the composition root), ``tfjob`` (Kubeflow). Importing this package, and
 the names below, does not import TensorFlow.
+
+Your own MWMS loop: ``trainer.input`` (``open_input`` below) gives each worker its balanced batches,
+epochs that end, Keras ``fit`` and a resume position that survives another worker count (``elastic``).
 """
 from __future__ import annotations
 
 from trainer.cluster import ClusterError, ClusterInfo, parse_tf_config
 from trainer.config import ConfigError, TrainConfig
 from trainer.errors import TrainerError
+from trainer.input import Input
+from trainer.input import open as open_input
 from trainer.preflight import DataSetError, InputPlan, plan_input
+from trainer.resume import ResumeError
 
 __all__ = [
     "ClusterError",
     "ClusterInfo",
     "ConfigError",
     "DataSetError",
+    "Input",
     "InputPlan",
+    "ResumeError",
     "TrainConfig",
     "TrainerError",
+    "open_input",
     "parse_tf_config",
     "plan_input",
 ]

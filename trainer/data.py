@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+import trainer.elastic as elastic
+import trainer.image_input as image_input
 from shardprep import fs, manifest
 from shardprep.schema import FeatureSpec
-from trainer import elastic, image_input
 from trainer.features import MISSING_INT64
 from trainer.labels import out_of_range_message
 from trainer.preflight import InputPlan

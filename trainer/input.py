@@ -31,9 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import trainer.labels as labels
+import trainer.preflight as preflight
+import trainer.resume as resume
 from shardprep import manifest
 from shardprep.schema import schema_from_json
-from trainer import labels, preflight, resume
 from trainer.cluster import parse_tf_config
 from trainer.elastic import EpochOrder, Handover, handover
 from trainer.errors import TrainerError
@@ -125,7 +127,7 @@ class Input:
         """This worker's ``tf.data.Dataset`` for ``strategy.distribute_datasets_from_function``: per-replica
         batches from global step ``start_step`` to the end (of ``epoch`` when given, else of ``epochs``).
         ``with_ids``: a third element, each record's 63-bit id (``trainer.data.record_ids``)."""
-        from trainer import data
+        import trainer.data as data
 
         start, stop = self._steps(start_step, epoch)
         found = self._start(start)
@@ -139,7 +141,7 @@ class Input:
     def distribute(self, strategy: Any, *, start_step: int = 0, epoch: int | None = None, with_ids: bool = False) -> Any:
         """The distributed dataset for ``strategy`` (``dataset_fn`` on every worker); iterate it, or pass it to
         ``model.fit`` with ``steps_per_epoch``."""
-        from trainer import data
+        import trainer.data as data
 
         if strategy.num_replicas_in_sync % self.num_workers or self.global_batch_size % strategy.num_replicas_in_sync:
             raise DataSetError(f"global batch {self.global_batch_size} does not divide among the strategy's "
@@ -151,14 +153,14 @@ class Input:
 
     def batch_spec(self, strategy: Any) -> Any:
         """The (features, label) ``tf.TensorSpec``s of one per-replica batch."""
-        from trainer import data
+        import trainer.data as data
 
         return data.batch_spec(self.plan, self.global_batch_size // strategy.num_replicas_in_sync)
 
     def keras_fit_scope(self, model: Any, strategy: Any) -> contextlib.AbstractContextManager[None]:
         """Inside it, ``model.fit`` works under multi-worker MWMS (two Keras 3 bugs worked around; see
         ``trainer.keras_compat``); harmless on one worker."""
-        from trainer import keras_compat
+        import trainer.keras_compat as keras_compat
 
         return keras_compat.multi_worker_fit(model, strategy, self.batch_spec(strategy))
 
@@ -183,7 +185,7 @@ class Input:
     def _staged(self, worker: int) -> InputPlan:
         if not self.stage_dir:
             return self.plan
-        from trainer import staging
+        import trainer.staging as staging
 
         return staging.stage_shards(self.plan, shards=[p.shard for p in self.plan.pieces(worker)],
                                     stage_dir=self.stage_dir)

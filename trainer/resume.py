@@ -63,16 +63,20 @@ def plan_identity(plan: InputPlan, *, data_manifest: manifest.Manifest, shuffle_
 
 def plan_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """``name saved -> current`` for every compared field that differs (a field missing on one side counts)."""
-    saved = dict(saved)
-    if "global_batch" not in saved and "per_worker_batch" in saved and "num_workers" in saved:  # an older trainer's file
-        saved["global_batch"] = saved["per_worker_batch"] * saved["num_workers"]
-    saved = {k: v for k, v in saved.items() if k not in _FREE}
-    current = {k: v for k, v in current.items() if k not in _FREE}
+    saved, current = _compared(saved), _compared(current)
     return [
         f"{_NAMES.get(key, key)} {saved.get(key, '?')} -> {current.get(key, '?')}"
         for key in sorted(set(saved) | set(current), key=lambda k: list(_NAMES).index(k) if k in _NAMES else len(_NAMES))
         if saved.get(key) != current.get(key)
     ]
+
+
+def _compared(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a resume must keep: the global batch (derived for an older trainer's file), not the worker count."""
+    out = dict(identity)
+    if "global_batch" not in out and "per_worker_batch" in out and "num_workers" in out:
+        out["global_batch"] = out["per_worker_batch"] * out["num_workers"]
+    return {k: v for k, v in out.items() if k not in _FREE}
 
 
 def plan_url(model_dir: str) -> str:

@@ -146,9 +146,10 @@ def test_meter_floor_probes_are_kept_out_of_the_wait() -> None:
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"num_workers": 3}, "workers 2 -> 3"),
+        ({"num_workers": 4, "per_worker_batch": 8}, ""),  # another worker count, the same global batch: elastic
         ({"per_worker_batch": 8, "steps_per_epoch": 60},
-         "per-worker batch (--per-replica-batch / --global-batch) 16 -> 8; steps per epoch (--steps-per-epoch) 30 -> 60"),
+         "global batch (--per-replica-batch x replicas / --global-batch) 32 -> 16; steps per epoch (--steps-per-epoch) "
+         "30 -> 60"),
         ({"data": "created B run r2"}, "data set (--data) created A run r1 -> created B run r2"),
         ({"seed": 1, "split": "eval"}, "split (--split) train -> eval; --seed 0 -> 1"),
         ({"new_field": 1}, "new_field ? -> 1"),
