@@ -280,18 +280,20 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
 
 
 def _absent_shards(root: str, result: manifest.Manifest) -> list[str]:
-    """Shards the manifest would name that are not in place at their size (a lost write, or another
-    run's clean-up of this run's folder): the manifest is never written over them."""
+    """Shards (and their record indexes) the manifest would name that are not in place at their size (a
+    lost write, or another run's clean-up of this run's folder): the manifest is never written over them."""
     listings: dict[str, dict[str, int]] = {}
     problems = []
     for split in result.splits.values():
         for shard in split.shards:
-            folder, name = posixpath.split(shard.path)
-            if folder not in listings:
-                listings[folder] = fs.sizes(naming.join(root, folder))
-            size = listings[folder].get(name)
-            if size != shard.num_bytes:
-                found = "missing" if size is None else f"{size} bytes"
-                problems.append(f"{shard.path} is {found} at commit, expected {shard.num_bytes} bytes: was the run "
-                                "folder removed by another run on the same --output? Run one re-shard per output at a time")
+            for path, expected in [(shard.path, shard.num_bytes),
+                                   *([(shard.index.path, shard.index.num_bytes)] if shard.index else [])]:
+                folder, name = posixpath.split(path)
+                if folder not in listings:
+                    listings[folder] = fs.sizes(naming.join(root, folder))
+                size = listings[folder].get(name)
+                if size != expected:
+                    found = "missing" if size is None else f"{size} bytes"
+                    problems.append(f"{path} is {found} at commit, expected {expected} bytes: was the run folder "
+                                    "removed by another run on the same --output? Run one re-shard per output at a time")
     return problems

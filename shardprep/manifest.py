@@ -20,6 +20,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "Accounting",
+    "IndexInfo",
     "Manifest",
     "ManifestError",
     "RejectedInfo",
@@ -42,11 +43,29 @@ TOOL_VERSION = __version__
 
 
 @dataclasses.dataclass(frozen=True)
+class IndexInfo:
+    """A shard's record index file (``shardprep.record_index``): its path, size and crc32c."""
+
+    path: str
+    num_bytes: int
+    crc32c: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ShardInfo:
     path: str
     num_records: int
     num_bytes: int
     crc32c: str
+    index: IndexInfo | None = None  # absent: older runs, gzip shards (no random access)
+
+    def to_json(self) -> dict[str, Any]:
+        """The shard's manifest entry; ``index`` only where the shard has one."""
+        doc: dict[str, Any] = {"path": self.path, "num_records": self.num_records, "num_bytes": self.num_bytes,
+                               "crc32c": self.crc32c}
+        if self.index is not None:
+            doc["index"] = dataclasses.asdict(self.index)
+        return doc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +137,7 @@ class Manifest:
                 name: {
                     "num_records": s.num_records,
                     "num_bytes": s.num_bytes,
-                    "shards": [dataclasses.asdict(x) for x in s.shards],
+                    "shards": [x.to_json() for x in s.shards],
                 }
                 for name, s in self.splits.items()
             },
@@ -185,6 +204,8 @@ class Manifest:
         for name, split in manifest.splits.items():  # each path named by its field (members.check_relative)
             for i, shard in enumerate(split.shards):
                 members.check_relative(shard.path, field=f"splits.{name}.shards[{i}].path")
+                if shard.index is not None:
+                    members.check_relative(shard.index.path, field=f"splits.{name}.shards[{i}].index.path")
         for i, path in enumerate(manifest.rejected.paths):
             members.check_relative(path, field=f"rejected.paths[{i}]")
         for path in [s.path for split in manifest.splits.values() for s in split.shards] + list(manifest.rejected.paths):
@@ -198,10 +219,20 @@ _field, _count, _text = manifest_schema.typed_key, manifest_schema.count_key, ma
 
 
 def _shard(x: Any, where: str) -> ShardInfo:
-    """A shard entry: path, counts and crc32c; other keys a later tool adds are accepted."""
+    """A shard entry: path, counts, crc32c and ``index``; other keys a later tool adds are accepted."""
     manifest_schema.mapping(x, where)
-    crc = manifest_schema.crc32c(_field(x, "crc32c", str, where), f"{where}.crc32c")
-    return ShardInfo(_field(x, "path", str, where), _count(x, "num_records", where), _count(x, "num_bytes", where), crc)
+    crc = _crc(x, where)
+    index = None
+    if "index" in x:
+        doc = _field(x, "index", dict, where)
+        index = IndexInfo(_field(doc, "path", str, f"{where}.index"), _count(doc, "num_bytes", f"{where}.index"),
+                          _crc(doc, f"{where}.index"))
+    return ShardInfo(_field(x, "path", str, where), _count(x, "num_records", where), _count(x, "num_bytes", where), crc,
+                     index)
+
+
+def _crc(x: dict, where: str) -> str:
+    return manifest_schema.crc32c(_field(x, "crc32c", str, where), f"{where}.crc32c")
 
 
 def _source(x: Any, where: str) -> SourceInfo:

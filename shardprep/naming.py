@@ -5,6 +5,7 @@ Layout (docs/design.md, "Output layout and commit protocol")::
 
     DIR/manifest.json
     DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
+    DIR/<run-id>/<split>/<split>-00000-of-00064.index      (where each record starts: shardprep.record_index)
     DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
     DIR/<run-id>/vocab.txt                (a text run's vocabulary, named by the manifest's ``text.vocab``)
     DIR/<run-id>/report.json              (only when a run refused to commit)
@@ -38,6 +39,8 @@ __all__ = [
     "ShardName",
     "Template",
     "is_run_id",
+    "dali_index_path",
+    "index_path",
     "join",
     "new_run_id",
     "outcome_path",
@@ -136,6 +139,21 @@ def _file_name(prefix: str, index: int, count: int, ext: str, gzip: bool) -> str
 def shard_path(run_id: str, split: str, index: int, count: int, *, gzip: bool = False) -> str:
     """Path of a shard relative to the data set folder."""
     return f"{run_id}/{split}/{_file_name(split, index, count, 'tfrecord', gzip)}"
+
+
+def index_path(shard: str) -> str:
+    """The record index beside an uncompressed shard (``shard``: its path, relative or not):
+    ``train-00000-of-00064.tfrecord`` -> ``train-00000-of-00064.index`` (another tool's shard name
+    gains ``.index``). Never ``*.tfrecord*``, so a glob for the shards never takes it for one."""
+    if shard.endswith(".gz"):
+        raise ValueError(f"{shard!r}: a gzip shard cannot be read at random and has no record index")
+    return (shard[: -len(".tfrecord")] if shard.endswith(".tfrecord") else shard) + ".index"
+
+
+def dali_index_path(shard: str) -> str:
+    """Where ``python -m shardprep.index --dali OUT`` writes a shard's DALI ``tfrecord2idx`` text
+    index, relative to OUT: the shard's own path with ``.idx`` for ``.tfrecord``."""
+    return index_path(shard)[: -len(".index")] + ".idx"
 
 
 def tfds_shard_template(run_id: str) -> str:

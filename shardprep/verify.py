@@ -3,7 +3,8 @@
 Checks the manifest's invariants (no shard listed twice, no split made of another's shards), then
 every shard: a regular file inside DIR (no link outside, no FIFO or device), size, whole-file
 crc32c, every record's CRCs and the record count, and the first records decoded against the
-manifest's features (every record with --deep). On object stores the crc32c that the store keeps
+manifest's features (every record with --deep), and a shard's record index where it has one
+(size, crc32c, every offset at a sound record). On object stores the crc32c that the store keeps
 for every object is compared without downloading; --deep downloads and checks everything.
 """
 from __future__ import annotations
@@ -16,10 +17,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, framing, fs, manifest, members, naming, shard_reader
+from shardprep import cli, framing, fs, manifest, members, naming, reader, shard_reader
+from shardprep.errors import ShardprepError
 from shardprep.example import RecordError, decode_example
 
-__all__ = ["feature_problems", "main", "shard_problems", "verify", "vocab_problems"]
+__all__ = ["feature_problems", "index_problems", "main", "shard_problems", "verify", "vocab_problems"]
 
 
 def _stored_crc32c(info: dict) -> str | None:
@@ -117,6 +119,34 @@ def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, de
         return [str(e)]
 
 
+def index_problems(root: str, shard: manifest.ShardInfo, *, deep: bool = False) -> list[str]:
+    """A sound shard's record index against the manifest (size, crc32c) and the shard (every record
+    the index names has its length and both CRCs right there); empty for a shard without one. On
+    object stores without ``deep`` the store's crc32c of the index is compared, nothing downloaded."""
+    if shard.index is None:
+        return []
+    path = shard.index.path
+    try:
+        url = naming.join(root, path)
+        if not fs.is_local(url) and not deep:
+            filesystem, remote = fs.filesystem(url)
+            info = filesystem.info(remote)
+            stored = _stored_crc32c(info)
+            if int(info.get("size", -1)) != shard.index.num_bytes or stored not in (None, shard.index.crc32c):
+                return [f"{path}: the record index differs from the manifest's size and crc32c"]
+            if stored is not None:
+                return []
+        records = reader.Records(root, [shard])
+        for _ in records:
+            pass
+        records.close()
+    except FileNotFoundError:
+        return [f"{path}: the record index is missing"]
+    except (ShardprepError, OSError, ValueError) as e:
+        return [str(e) if path in str(e) or shard.path in str(e) else f"{path}: {e}"]
+    return []
+
+
 def _listing_problems(root: str, m: manifest.Manifest) -> list[str]:
     """Locally: two manifest entries that are one file (hard links, symlinks), and run folders that are links."""
     if not fs.is_local(root):
@@ -164,7 +194,11 @@ def verify(root: str, *, deep: bool = False, jobs: int = 4) -> tuple[list[str], 
     problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text)
     shards = [s for split in m.splits.values() for s in split.shards]
     fields = [f"splits.{name}.shards[{i}].path" for name, split in m.splits.items() for i in range(len(split.shards))]
-    check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
+    shard_check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
+
+    def check(shard: manifest.ShardInfo, **kwargs: str) -> list[str]:
+        return shard_check(shard, **kwargs) or index_problems(root, shard, deep=deep)
+
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
         for found in pool.map(lambda shard, field: check(shard, field=field), shards, fields):
             problems.extend(found)

@@ -10,8 +10,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from shardprep import background, fs, naming, native
-from shardprep.manifest import ShardInfo
+from shardprep import background, fs, naming, native, record_index
+from shardprep.manifest import IndexInfo, ShardInfo
 
 __all__ = ["BACKGROUND_MAX_BYTES", "ShardWriter", "aligned_buffer", "dead_letter_line", "write_rejected", "write_shard"]
 
@@ -27,8 +27,11 @@ def aligned_buffer(size: int) -> np.ndarray:
     return raw[start:start + size]
 
 
-def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
-    """Writes ``framed`` (``num_records`` TFRecords, already in shard order) to ``root/path``.
+def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool,
+                ends: np.ndarray | None = None) -> ShardInfo:
+    """Writes ``framed`` (``num_records`` TFRecords, already in shard order) to ``root/path``, and,
+    given ``ends`` (where each record ends in ``framed``) and no compression, its record index beside
+    it (``record_index``; stored after the shard, both before any manifest names them).
 
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
@@ -36,21 +39,29 @@ def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: i
     goes to a local disk with ``O_DIRECT``: copying it into the page cache cost ~1 to 3 CPU ns a byte
     here (issue 12), more than any other step; the fsync before the rename makes it durable either way.
     """
-    data, info = _stored_form(path, framed, num_records, compress)
-    _store(root, path, data)
+    data, index, info = _stored_form(path, framed, num_records, compress, ends)
+    _store(root, path, data, index)
     return info
 
 
-def _stored_form(path: str, framed: bytes | np.ndarray, num_records: int, compress: bool) -> tuple[Any, ShardInfo]:
+def _stored_form(path: str, framed: bytes | np.ndarray, num_records: int, compress: bool,
+                 ends: np.ndarray | None) -> tuple[Any, bytes | None, ShardInfo]:
     data = gzip.compress(framed, compresslevel=6, mtime=0) if compress else framed
-    return data, ShardInfo(path, num_records, len(data), f"{native.crc32c(data):08x}")
+    index = index_info = None
+    if ends is not None and not compress:
+        index = record_index.encode_ends(ends)
+        index_info = IndexInfo(naming.index_path(path), len(index), record_index.crc32c_hex(index))
+    return data, index, ShardInfo(path, num_records, len(data), f"{native.crc32c(data):08x}", index_info)
 
 
-def _store(root: str, path: str, data: bytes | np.ndarray) -> None:
+def _store(root: str, path: str, data: bytes | np.ndarray, index: bytes | None = None) -> None:
     url = naming.join(root, path)
     with fs.write_atomic(url) as f:
         if not (fs.is_local(url) and _write_direct(f, data)):
             f.write(data)
+    if index is not None:
+        with fs.write_atomic(naming.join(root, naming.index_path(path))) as f:
+            f.write(index)
 
 
 class ShardWriter:
@@ -68,13 +79,14 @@ class ShardWriter:
     def __init__(self) -> None:
         self._behind = background.Behind("shardprep-shard-writer")
 
-    def write(self, root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool) -> ShardInfo:
-        data, info = _stored_form(path, framed, num_records, compress)
+    def write(self, root: str, path: str, framed: bytes | np.ndarray, num_records: int, *, compress: bool,
+              ends: np.ndarray | None = None) -> ShardInfo:
+        data, index, info = _stored_form(path, framed, num_records, compress, ends)
         self.flush()
         if len(data) > BACKGROUND_MAX_BYTES:
-            _store(root, path, data)
+            _store(root, path, data, index)
         else:
-            self._behind.submit(_store, root, path, data)
+            self._behind.submit(_store, root, path, data, index)
         return info
 
     def flush(self) -> None:

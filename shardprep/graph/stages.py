@@ -170,7 +170,8 @@ class WriteShards:
         path = naming.shard_path(self._config.run_id, name, shard, num_shards, gzip=self._config.gzip)
         framed, record_ends = place(placed, len(index))
         del placed
-        info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip)
+        info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip,
+                                  ends=record_ends)
         if self._config.statistics and not self._config.statistics_in_parse:
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
                                   self._config.schema)
