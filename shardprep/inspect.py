@@ -26,7 +26,8 @@ def sample_records(root: str, m: manifest.Manifest, split: str, count: int) -> l
     shards = m.splits[split].shards
     if not shards or count < 1:
         return []
-    with shard_reader.open_shard(root, shards[0].path, limit=shards[0].num_bytes) as stream:
+    with shard_reader.open_shard(root, shards[0].path, limit=shards[0].num_bytes,
+                                 field=f"splits.{split}.shards[0].path") as stream:
         records = itertools.islice(shard_reader.records(stream, compression=m.compression), count)
         return [decode_example(r) for r in records]
 

@@ -56,13 +56,13 @@ class ShardStream:
         return self.crc.hexdigest().decode()
 
 
-def check_local(root: str, path: str, *, field: str = "shard") -> int:
+def check_local(root: str, path: str, *, field: str = "") -> int:
     """Size of a local shard after the same checks as ``open_shard``, without reading it."""
     return members.resolve_member(root, path, field=field, cap=sys.maxsize).size
 
 
 @contextlib.contextmanager
-def open_shard(root: str, path: str, *, limit: int, field: str = "shard") -> Iterator[ShardStream]:
+def open_shard(root: str, path: str, *, limit: int, field: str = "") -> Iterator[ShardStream]:
     """Opens ``root/path`` (a path from the manifest, named by its ``field``) for reading at most
     ``limit`` bytes, its recorded size (``members.open_member``: a larger file is refused)."""
     with members.open_member(root, path, field=field, size=limit) as raw:

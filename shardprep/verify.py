@@ -81,7 +81,7 @@ def _content_problems(stream: shard_reader.ShardStream, shard: manifest.ShardInf
 
 
 def shard_problems(root: str, shard: manifest.ShardInfo, *, compression: str, deep: bool,
-                   features: dict[str, dict] | None = None, field: str = "shard") -> list[str]:
+                   features: dict[str, dict] | None = None, field: str = "") -> list[str]:
     """Everything wrong with one shard, one line each; empty when it is sound.
 
     Locally every byte and record is read (regular files inside DIR only) and the first records are
