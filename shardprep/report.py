@@ -382,8 +382,7 @@ def drawn_features(m: manifest.Manifest, flagged: set[str], *, limit: int = FULL
     return sorted(chosen)
 
 
-def _features_html(m: manifest.Manifest, flags: list[Flag]) -> str:
-    divs = divergences(m)
+def _features_html(m: manifest.Manifest, flags: list[Flag], divs: dict[str, dict[str, tuple[float, str]]]) -> str:
     flagged = {f.where.split(" in ", 1)[0][len("feature "):] for f in flags if f.where.startswith("feature ")}
     names = list(m.features)
     drawn = drawn_features(m, flagged)
@@ -413,7 +412,13 @@ def _features_html(m: manifest.Manifest, flags: list[Flag]) -> str:
 
 def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
     """The report of the data set at ``root`` (its manifest ``m``) as one HTML document."""
-    flags = red_flags(m, label=label)
+    return _page(root, m, label=label)[0]
+
+
+def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, list[Flag]]:
+    """The HTML document and the red flags it lists."""
+    divs = divergences(m)
+    flags = red_flags(m, label=label, divs=divs)
     total = sum(s.num_records for s in m.splits.values())
     if flags:
         items = "".join(f"<li><b>{e(f.where)}</b>: {e(f.why)}</li>" for f in flags[:FLAGS_LISTED])
@@ -437,9 +442,9 @@ def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
         f'<h2 id="flags">Red flags ({len(flags)})</h2>', flags_html,
         '<h2 id="splits">Splits and shards</h2>', _splits_html(m),
         '<h2 id="dead-letters">Dead letters</h2>', _dead_letters_html(root, m),
-        f'<h2 id="features">Features ({len(m.features)})</h2>', _features_html(m, flags),
+        f'<h2 id="features">Features ({len(m.features)})</h2>', _features_html(m, flags, divs),
         "</main></body></html>\n",
-    ])
+    ]), flags
 
 
 def _manifest_label(root: str) -> str | None:
@@ -470,17 +475,19 @@ def _main(argv: Sequence[str] | None) -> int:
     cli.configure_logging(args.verbose)
     m = manifest.load(args.dir)
     if args.label and args.label not in m.features:
-        raise UsageError(f"--label {args.label!r} is not a feature of {args.dir} (features: {', '.join(sorted(m.features))})")
+        names = sorted(m.features)
+        listed = ", ".join(names[:20]) + (f", ... (+{len(names) - 20:,} more)" if len(names) > 20 else "")
+        raise UsageError(f"--label {args.label!r} is not a feature of {args.dir} (features: {listed})")
     if fs.is_local(args.output):
         folder = os.path.dirname(os.path.abspath(args.output))
         if not os.path.isdir(folder):
             raise UsageError(f"-o {args.output}: folder {folder} does not exist")
         if os.path.isdir(args.output):
             raise UsageError(f"-o {args.output} is a folder: give a file name (e.g. {os.path.join(args.output, 'report.html')})")
-    text = render(args.dir, m, label=args.label or _manifest_label(args.dir))
+    text, found = _page(args.dir, m, label=args.label or _manifest_label(args.dir))
     with fs.write_atomic(args.output) as f:
         f.write(text.encode("utf-8"))
-    flags = len(red_flags(m, label=args.label or _manifest_label(args.dir)))
+    flags = len(found)
     print(f"wrote {args.output} ({human_bytes(len(text.encode()))}, {flags} red flag{'s' if flags != 1 else ''})")
     return 0
 

@@ -5,6 +5,7 @@ formatted here, so a chart reads the same in any browser and in the HTML source.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -101,20 +102,24 @@ def histogram_chart(edges: Sequence[float], counts: Sequence[float], *, title: s
 
 
 def rebin(edges: Sequence[float], counts: Sequence[float], target: Sequence[float]) -> list[float]:
-    """``counts`` between ``edges`` spread onto the bins of ``target``, assuming values uniform within
-    a bin (a bin of zero width is a point mass): histograms of two splits with their own edges compared."""
+    """``counts`` between ``edges`` spread onto the bins of ``target`` (ascending edges), assuming values
+    uniform within a bin (a bin of zero width is a point mass): histograms of two splits with their own
+    edges compared. Each source bin visits only the target bins it overlaps."""
     out = [0.0] * (len(target) - 1)
     for i, c in enumerate(counts):
         lo, hi = float(edges[i]), float(edges[i + 1])
         if not c:
             continue
+        j = bisect.bisect_right(target, lo) - 1  # the target bin holding lo (-1: below the first edge)
         if hi <= lo:  # a point mass
-            for j in range(len(out)):
-                if target[j] <= lo < target[j + 1] or (j == len(out) - 1 and lo == target[-1]):
-                    out[j] += c
-                    break
+            if 0 <= j < len(out):
+                out[j] += c
+            elif out and lo == target[-1]:
+                out[-1] += c
             continue
-        for j in range(len(out)):
+        for j in range(max(j, 0), len(out)):
+            if target[j] >= hi:
+                break
             overlap = min(hi, target[j + 1]) - max(lo, target[j])
             if overlap > 0:
                 out[j] += c * overlap / (hi - lo)

@@ -144,8 +144,10 @@ def _label_names(m: manifest.Manifest, label: str | None) -> set[str]:
     return names
 
 
-def red_flags(m: manifest.Manifest, *, label: str | None = None) -> list[Flag]:
-    """Everything in the data set a person should look at before training, each saying why."""
+def red_flags(m: manifest.Manifest, *, label: str | None = None,
+              divs: dict[str, dict[str, tuple[float, str]]] | None = None) -> list[Flag]:
+    """Everything in the data set a person should look at before training, each saying why; ``divs``:
+    ``divergences(m)`` where the caller has it already."""
     flags: list[Flag] = []
     for split, info in m.splits.items():
         sizes = [s.num_bytes for s in info.shards]
@@ -182,7 +184,7 @@ def red_flags(m: manifest.Manifest, *, label: str | None = None) -> list[Flag]:
                         f"{most[1] / least[1]:.1f}x the least frequent {least[0]!r} ({least[1]:,}; more than "
                         f"{IMBALANCE_LIMIT:.0f}x): accuracy says little; weight the classes or resample")))
     ref = reference_split(m)
-    for name, by_split in divergences(m).items():
+    for name, by_split in (divergences(m) if divs is None else divs).items():
         for split, (d, basis) in by_split.items():
             if d > DIVERGENCE_LIMIT:
                 flags.append(Flag(f"feature {name} in {split}", (
