@@ -5,61 +5,33 @@ opens from a file, a mail attachment or a bucket. Every string from the data or 
 (feature, split and class names, values, dead letters' raw records, file names) goes through
 ``display.html_text``: control, bidi and zero-width characters escaped, then HTML; element ids are
 index-based. Statistics fields a manifest lacks (an older tool, ``--statistics off``) are left out,
-never guessed. At any feature count the page stays light: up to ``FULL_FEATURES`` features are
-drawn in full (flagged ones first), the rest are compact rows in closed pages of ``PAGE_FEATURES``
-that a browser lays out only when opened, and red flags past ``FLAGS_LISTED`` fold away likewise.
+never guessed. At any feature count the page stays light: the features section
+(``shardprep.report_features``) draws a bounded number in full and lists the rest in closed pages
+that a browser lays out only when opened; red flags past ``FLAGS_LISTED`` fold away likewise.
 """
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
 
 from shardprep import cli, fs, manifest, members, naming
-from shardprep.display import html_text, shown
 from shardprep.errors import UsageError
-from shardprep.report_charts import bar_chart, histogram_chart, rebin
-from shardprep.report_flags import (
-    DIVERGENCE_LIMIT,
-    MISSING_LIMIT,
-    Flag,
-    divergences,
-    histogram,
-    red_flags,
-    reference_split,
-    share_of,
-    shown_value,
-    top_values,
-)
+from shardprep.report_charts import bar_chart
+from shardprep.report_features import features_html
+from shardprep.report_flags import Flag, divergences, red_flags, share_of
+from shardprep.report_html import e, num, table
 from shardprep.summary import human_bytes
 
-__all__ = ["FLAGS_LISTED", "FULL_FEATURES", "PAGE_FEATURES", "build", "dead_letter_examples", "drawn_features", "main", "render"]
+__all__ = ["FLAGS_LISTED", "build", "dead_letter_examples", "main", "render"]
 
 EXAMPLES_PER_REASON = 3
-FULL_FEATURES = 100  # features drawn in full (charts, quantiles, top values); the rest as compact rows
-PAGE_FEATURES = 500  # compact rows' features per page (a <details> element, laid out only when opened)
 FLAGS_LISTED = 100  # red flags listed at the top; the rest in a closed <details> under them
 _MAX_DEAD_LETTER_LINES = 100_000  # read at most this many dead letters for examples
 _MAX_DEAD_LETTER_BYTES = 64 << 20  # and at most this many bytes of each dead-letter file
 _RAW_CHARS = 300
-_QUANTILES = ("p1", "p5", "p25", "p50", "p75", "p95", "p99")
-
-e = html_text  # every string from the data or the manifest: bidi and zero-width controls escaped, then HTML
-
-
-def _num(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return ""
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return e(str(v))
-
 
 # ---------------------------------------------------------------- dead letters
 
@@ -124,30 +96,17 @@ pre.rows{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;margin:4px 0;overf
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, text_cols: Sequence[int] = (),
-           drop_empty: bool = False) -> str:
-    """An HTML table; ``header`` is escaped here, cells must be escaped already."""
-    if drop_empty and rows:  # columns blank in every row (statistics that do not apply) are left out
-        keep = [i for i in range(len(header)) if i == 0 or any(r[i] for r in rows)]
-        header, rows = [header[i] for i in keep], [[r[i] for i in keep] for r in rows]
-        text_cols = [keep.index(i) for i in text_cols if i in keep]
-    head = "".join(f'<th class="t">{e(h)}</th>' if i in text_cols else f"<th>{e(h)}</th>" for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f'<td class="v">{c}</td>' if i in text_cols and i else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _splits_html(m: manifest.Manifest) -> str:
     rows, cards = [], []
     for name, info in m.splits.items():
         records = [s.num_records for s in info.shards]
         sizes = [s.num_bytes for s in info.shards]
         if not records:
-            rows.append([e(name), "0", _num(info.num_records), human_bytes(info.num_bytes), "", "", ""])
+            rows.append([e(name), "0", num(info.num_records), human_bytes(info.num_bytes), "", "", ""])
             continue
         labels = [f"{name} shard {i}" for i in range(len(records))]
         ratio = f"{max(sizes) / min(sizes):.3f}" if min(sizes) else "n/a"
-        rows.append([e(name), _num(len(records)), _num(info.num_records), human_bytes(info.num_bytes),
+        rows.append([e(name), num(len(records)), num(info.num_records), human_bytes(info.num_bytes),
                      f"{min(records):,} – {max(records):,} (spread {max(records) - min(records):,})",
                      f"{human_bytes(min(sizes))} – {human_bytes(max(sizes))} (spread {human_bytes(max(sizes) - min(sizes))})",
                      ratio])
@@ -157,8 +116,8 @@ def _splits_html(m: manifest.Manifest) -> str:
             f"<figcaption>records per shard (spread {max(records) - min(records):,})</figcaption></figure>"
             f'<figure>{bar_chart(sizes, title=f"bytes per shard of {name}", labels=labels, color="#54a24b")}'
             f"<figcaption>bytes per shard (spread {human_bytes(max(sizes) - min(sizes))})</figcaption></figure></div></div>")
-    table = _table(["split", "shards", "records", "bytes", "records per shard", "bytes per shard", "bytes max/min"], rows)
-    return f'<div class="card">{table}</div><div class="grid">{"".join(cards)}</div>'
+    summary = table(["split", "shards", "records", "bytes", "records per shard", "bytes per shard", "bytes max/min"], rows)
+    return f'<div class="card">{summary}</div><div class="grid">{"".join(cards)}</div>'
 
 
 def _dead_letters_html(root: str, m: manifest.Manifest) -> str:
@@ -171,8 +130,8 @@ def _dead_letters_html(root: str, m: manifest.Manifest) -> str:
     parts = [head]
     parts.append("<p>files: " + ", ".join(f"<code>{e(p)}</code>" for p in m.rejected.paths) + "</p>")
     reasons = dict(m.rejected.by_reason) or {r: len(x) for r, x in examples.items()}
-    parts.append(_table(["reason", "records", "share of read"],
-                        [[e(r), _num(c), f"{100 * share_of(c, acc.read):.2f}%"] for r, c in reasons.items()]))
+    parts.append(table(["reason", "records", "share of read"],
+                        [[e(r), num(c), f"{100 * share_of(c, acc.read):.2f}%"] for r, c in reasons.items()]))
     for reason in reasons:
         rows = []
         for entry in examples.get(reason, []):
@@ -181,233 +140,13 @@ def _dead_letters_html(root: str, m: manifest.Manifest) -> str:
                 raw = f"(binary, base64) {entry['raw_base64']}"
             raw = str(raw if raw is not None else "")
             raw = raw if len(raw) <= _RAW_CHARS else raw[:_RAW_CHARS] + f"… (+{len(raw) - _RAW_CHARS:,} characters)"
-            rows.append([e(str(entry.get("source", ""))), _num(entry.get("position")), e(str(entry.get("unit", ""))),
+            rows.append([e(str(entry.get("source", ""))), num(entry.get("position")), e(str(entry.get("unit", ""))),
                          e(str(entry.get("detail", ""))), e(raw)])
         if rows:
             parts.append(f"<h3>{e(reason)}: examples</h3>")
-            parts.append(_table(["source", "position", "unit", "detail", "raw record"], rows, text_cols=(0, 3, 4)))
+            parts.append(table(["source", "position", "unit", "detail", "raw record"], rows, text_cols=(0, 3, 4)))
     parts += [f'<p class="bad">{e(n)}</p>' for n in notes]
     return f'<div class="card">{"".join(parts)}</div>'
-
-
-def _stats_rows(name: str, m: manifest.Manifest, divs: dict[str, tuple[float, str]]) -> list[list[str]]:
-    rows = []
-    for split, features in m.statistics.items():
-        s = features.get(name)
-        if not isinstance(s, dict):
-            continue
-        count, missing = s.get("count") or 0, s.get("missing") or 0
-        share = share_of(missing, count + missing)
-        distinct = ""
-        if "distinct" in s:
-            distinct = _num(s["distinct"]) + ("+" if s.get("distinct_capped") else "") + (
-                " (est.)" if s.get("distinct_estimated") else "")
-        lengths = f"{s['length_min']:,} – {s['length_max']:,}" if "length_min" in s and "length_max" in s else ""
-        sizes = ""
-        if "bytes_mean" in s:
-            sizes = f"{_num(s.get('bytes_min'))} / {_num(s.get('bytes_mean'))} / {_num(s.get('bytes_max'))}"
-        div = ""
-        if split in divs:
-            d, basis = divs[split]
-            div = f'<span class="{"bad" if d > DIVERGENCE_LIMIT else "ok"}" title="{e(basis)}">{d:.3f}</span>'
-        rows.append([e(split), _num(count), f'<span class="{"bad" if share > MISSING_LIMIT else ""}">{100 * share:.1f}%</span>',
-                     _num(s.get("min")), _num(s.get("max")), _num(s.get("mean")), _num(s.get("std")), _num(s.get("zeros")),
-                     distinct, lengths, sizes, div])
-    return rows
-
-
-def _quantile_rows(name: str, m: manifest.Manifest) -> list[list[str]]:
-    rows = []
-    for split, features in m.statistics.items():
-        q = (features.get(name) or {}).get("quantiles")
-        if isinstance(q, dict):
-            rows.append([e(split), *(_num(q.get(k)) for k in _QUANTILES)])
-    return rows
-
-
-def _anyhistogram(h: Any) -> tuple[list[float], list[float]] | None:
-    """A histogram given as ``{edges, counts}`` (or ``{boundaries, counts}``), or as ``[[low, high, count], ...]``."""
-    if isinstance(h, dict):
-        return histogram({"histogram": {"edges": h.get("edges", h.get("boundaries")), "counts": h.get("counts")}})
-    if isinstance(h, list) and h and all(isinstance(b, (list, tuple)) and len(b) == 3 for b in h):
-        try:
-            return [float(b[0]) for b in h] + [float(h[-1][1])], [float(b[2]) for b in h]
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
-def _feature_charts(name: str, m: manifest.Manifest) -> str:
-    ref = reference_split(m)
-    base = histogram(m.statistics.get(ref, {}).get(name) or {})
-    figures = []
-    for split, features in m.statistics.items():
-        s = features.get(name)
-        if not isinstance(s, dict):
-            continue
-        for key, what in (("histogram", "histogram"), ("quantile_histogram", "quantile histogram"),
-                          ("length_histogram", "list lengths")):
-            h = histogram(s) if key == "histogram" else _anyhistogram(s.get(key))
-            if not h:
-                continue
-            other = rebin(*base, h[0]) if key == "histogram" and base and split != ref else None
-            caption = f"{split}: {what}" + (f" (line: {ref})" if other else "")
-            figures.append(f"<figure>{histogram_chart(*h, title=f'{name} {caption}', other=other)}"
-                           f"<figcaption>{e(caption)}</figcaption></figure>")
-    return f'<div class="charts">{"".join(figures)}</div>' if figures else ""
-
-
-def _top_tables(name: str, m: manifest.Manifest, limit: int = 10) -> str:
-    tables = []
-    for split, features in m.statistics.items():
-        s = features.get(name)
-        top = top_values(s) if isinstance(s, dict) else []
-        if not top:
-            continue
-        total = (s.get("count") or 0) if m.features.get(name, {}).get("shape") == [] else sum(c for _, c in top)
-        shown = [(shown_value(v), c) for v, c in top[:limit]]
-        rows = [[e(v if len(v) <= 80 else v[:80] + "…"), _num(c), f"{100 * share_of(c, total):.1f}%"] for v, c in shown]
-        more = f"<p class=meta>+{len(top) - limit:,} more listed</p>" if len(top) > limit else ""
-        tables.append(f"<div><b>{e(split)}</b>: top values{_table(['value', 'count', 'share'], rows, text_cols=(0,))}{more}</div>")
-    return f'<div class="charts">{"".join(tables)}</div>' if tables else ""
-
-
-def _feature_card(index: int, name: str, m: manifest.Manifest, *, divs: dict[str, tuple[float, str]], flagged: bool) -> str:
-    """One feature drawn in full: its tags, statistics per split, quantiles, charts and top values."""
-    spec = m.features[name]
-    shape = "scalar" if spec.get("shape") == [] else json.dumps(spec.get("shape"))
-    tags = [e(str(spec.get("dtype"))), e(shape)]
-    if spec.get("unit"):
-        tags.append(e(str(spec["unit"])))
-    if spec.get("nullable"):
-        tags.append("nullable")
-    if spec.get("names"):
-        names = [str(x) for x in spec["names"]]
-        tags.append(e(f"{len(names)} classes: " + ", ".join(names[:8]) + (" …" if len(names) > 8 else "")))
-    if flagged:
-        tags.append('<span class="bad">red flag</span>')
-    body = [f'<h3>{e(name)}{"".join(f"<span class=tag>{t}</span>" for t in tags)}</h3>']
-    rows = _stats_rows(name, m, divs)
-    if rows:
-        body.append(_table(["split", "count", "missing", "min", "max", "mean", "std", "zeros", "distinct", "lengths",
-                            "bytes min/mean/max", f"divergence from {reference_split(m)}"], rows, drop_empty=True))
-    q = _quantile_rows(name, m)
-    if q:
-        body.append(_table(["split", *_QUANTILES], q, drop_empty=True))
-    body.append(_feature_charts(name, m))
-    body.append(_top_tables(name, m))
-    return f'<div class="card" id="{_feature_id(index)}">{"".join(body)}</div>'
-
-
-def _feature_id(index: int) -> str:
-    """The anchor of the feature at ``index`` in the manifest: unique and safe whatever its name holds."""
-    return f"feature-{index}"
-
-
-def _short(v: Any) -> str:
-    """A number of the compact rows: four significant digits, integers in full."""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else ""
-
-
-class _Row(NamedTuple):
-    """One line of a compact page: its cells as plain text (``display.shown`` applied, not yet HTML)
-    and whether it belongs to a flagged feature (drawn in red)."""
-
-    cells: list[str]
-    flagged: bool
-
-
-_COMPACT_HEAD = ("#", "feature", "type", "split", "count", "missing", "min", "max", "mean", "std", "divergence",
-                 "distinct", "most frequent")
-_COMPACT_LEFT = frozenset({1, 2, 3, 12})  # text columns, aligned left (the longest last: lines end early)
-_NAME_WIDTH = 48  # longer names are written in full, pushing their own line's later columns right
-
-
-def _compact_rows(index: int, name: str, m: manifest.Manifest, *, divs: dict[str, tuple[float, str]],
-                  flagged: bool) -> list[_Row]:
-    """The feature at ``index`` as lines of a compact page, one per split with statistics."""
-    spec = m.features[name]
-    shape = "" if spec.get("shape") == [] else " " + json.dumps(spec.get("shape"))
-    head = [f"{index + 1:,}", shown(name), shown(f"{spec.get('dtype')}{shape}")]
-    rows = []
-    for split, features in m.statistics.items():
-        s = features.get(name)
-        if not isinstance(s, dict):
-            continue
-        count, missing = s.get("count") or 0, s.get("missing") or 0
-        top = top_values(s)
-        most = ""
-        if top:
-            v = shown_value(top[0][0])
-            most = (v if len(v) <= 24 else v[:24] + "…") + (f" ({100 * share_of(top[0][1], count):.0f}%)" if count else "")
-        d = divs.get(split)
-        distinct = _short(s.get("distinct")) + ("+" if s.get("distinct") is not None and s.get("distinct_capped") else "")
-        rows.append(_Row([*(head if not rows else ["", "", ""]), shown(split), f"{count:,}",
-                          f"{100 * share_of(missing, count + missing):.1f}%", _short(s.get("min")), _short(s.get("max")),
-                          _short(s.get("mean")), _short(s.get("std")), f"{d[0]:.3f}" if d else "", distinct, most], flagged))
-    return rows or [_Row([*head, *[""] * (len(_COMPACT_HEAD) - 3)], flagged)]
-
-
-def _compact_page(rows: list[_Row], *, first: int, last: int, flagged: int, is_open: bool) -> str:
-    """A page of compact rows: a ``<details>`` holding one preformatted text block (one DOM node, not a
-    table of thousands of cells), laid out only once it is opened. Columns blank on every line are left out."""
-    keep = [i for i in range(len(_COMPACT_HEAD)) if i < 2 or any(r.cells[i] for r in rows)]
-    widths = {i: max(len(_COMPACT_HEAD[i]), *(len(r.cells[i]) for r in rows)) for i in keep}
-    widths[1] = min(widths[1], _NAME_WIDTH)
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(cells[i].ljust(widths[i]) if i in _COMPACT_LEFT else cells[i].rjust(widths[i])
-                         for i in keep).rstrip()
-
-    text = [html.escape(line(_COMPACT_HEAD))]
-    for r in rows:
-        shown_line = html.escape(line(r.cells))
-        text.append(f'<span class="bad">{shown_line}</span>' if r.flagged else shown_line)
-    note = f", {flagged:,} with red flags" if flagged else ""
-    return (f'<details class="page"{" open" if is_open else ""}><summary>features {first:,} – {last:,}{note}</summary>'
-            f'<pre class="rows">{chr(10).join(text)}</pre></details>')
-
-
-def drawn_features(m: manifest.Manifest, flagged: set[str], *, limit: int = FULL_FEATURES) -> list[int]:
-    """The indexes (manifest order) of the features drawn in full: all of them up to ``limit``; beyond,
-    the flagged ones first, then the first features, ``limit`` in all."""
-    names = list(m.features)
-    if len(names) <= limit:
-        return list(range(len(names)))
-    chosen = [i for i, name in enumerate(names) if name in flagged][:limit]
-    taken = set(chosen)
-    chosen += [i for i in range(len(names)) if i not in taken][:limit - len(chosen)]
-    return sorted(chosen)
-
-
-def _features_html(m: manifest.Manifest, flags: list[Flag], divs: dict[str, dict[str, tuple[float, str]]]) -> str:
-    flagged = {f.where.split(" in ", 1)[0][len("feature "):] for f in flags if f.where.startswith("feature ")}
-    names = list(m.features)
-    drawn = drawn_features(m, flagged)
-    cards = [_feature_card(i, names[i], m, divs=divs.get(names[i], {}), flagged=names[i] in flagged) for i in drawn]
-    note = "" if m.statistics else ('<p class="meta">The manifest holds no statistics: rerun '
-                                    "<code>shardprep.run</code> with <code>--statistics on</code> to see them here.</p>")
-    if len(drawn) == len(names):
-        return note + "".join(cards)
-    in_full = set(drawn)
-    rest = [i for i in range(len(names)) if i not in in_full]
-    pages = []
-    for start in range(0, len(rest), PAGE_FEATURES):
-        page = rest[start:start + PAGE_FEATURES]
-        rows = [row for i in page for row in _compact_rows(i, names[i], m, divs=divs.get(names[i], {}),
-                                                           flagged=names[i] in flagged)]
-        pages.append(_compact_page(rows, first=page[0] + 1, last=page[-1] + 1, is_open=not start,
-                                   flagged=sum(names[i] in flagged for i in page)))
-    flagged_drawn = sum(names[i] in flagged for i in drawn)
-    intro = (f'<p class="meta">{len(names):,} features: {len(drawn):,} are drawn in full below'
-             f'{f" ({flagged_drawn:,} with red flags first)" if flagged_drawn else ""}; the other {len(rest):,} '
-             f"are listed after them, one line per split, in pages of {PAGE_FEATURES:,} (open a page to see it; "
-             "the browser's find searches closed pages too). Numbers are the manifest's statistics; "
-             "quantiles, histograms and top values beyond the first are in "
-             "<code>python -m shardprep.inspect DIR --json</code>.</p>")
-    return note + intro + "".join(cards) + f'<h3 id="more-features">The other {len(rest):,} features</h3>' + "".join(pages)
 
 
 def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
@@ -442,7 +181,7 @@ def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, l
         f'<h2 id="flags">Red flags ({len(flags)})</h2>', flags_html,
         '<h2 id="splits">Splits and shards</h2>', _splits_html(m),
         '<h2 id="dead-letters">Dead letters</h2>', _dead_letters_html(root, m),
-        f'<h2 id="features">Features ({len(m.features)})</h2>', _features_html(m, flags, divs),
+        f'<h2 id="features">Features ({len(m.features)})</h2>', features_html(m, flags, divs),
         "</main></body></html>\n",
     ]), flags
 

@@ -110,14 +110,14 @@ def rebin(edges: Sequence[float], counts: Sequence[float], target: Sequence[floa
         lo, hi = float(edges[i]), float(edges[i + 1])
         if not c:
             continue
-        j = bisect.bisect_right(target, lo) - 1  # the target bin holding lo (-1: below the first edge)
+        at = bisect.bisect_right(target, lo) - 1  # the target bin holding lo (-1: below the first edge)
         if hi <= lo:  # a point mass
-            if 0 <= j < len(out):
-                out[j] += c
+            if 0 <= at < len(out):
+                out[at] += c
             elif out and lo == target[-1]:
                 out[-1] += c
             continue
-        for j in range(max(j, 0), len(out)):
+        for j in range(max(at, 0), len(out)):
             if target[j] >= hi:
                 break
             overlap = min(hi, target[j + 1]) - max(lo, target[j])

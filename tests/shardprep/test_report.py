@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import manifest, report, report_flags, run
+from shardprep import manifest, report, report_features, report_flags, run
 from shardprep.report_charts import js_divergence, rebin
 from tests.conftest import run_cli, write_csv
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
@@ -298,11 +298,11 @@ def test_many_features_draw_a_bounded_number_in_full_and_list_the_rest(dataset):
     text = report.render(str(dataset), m)
     names = list(m.features)
     flagged = [i for i, n in enumerate(names) if n.endswith("const")]  # 62 of them, drawn first
-    drawn = report.drawn_features(m, {names[i] for i in flagged})
-    assert len(drawn) == report.FULL_FEATURES and set(flagged) <= set(drawn) and drawn == sorted(drawn)
-    first = [i for i in range(len(names)) if i not in flagged][:report.FULL_FEATURES - len(flagged)]
+    drawn = report_features.drawn_features(m, {names[i] for i in flagged})
+    assert len(drawn) == report_features.FULL_FEATURES and set(flagged) <= set(drawn) and drawn == sorted(drawn)
+    first = [i for i in range(len(names)) if i not in flagged][:report_features.FULL_FEATURES - len(flagged)]
     assert drawn == sorted([*flagged, *first])
-    assert text.count('<div class="card" id="feature-') == report.FULL_FEATURES
+    assert text.count('<div class="card" id="feature-') == report_features.FULL_FEATURES
     for i, name in enumerate(names):  # every feature named once: in a card or a compact line
         assert (f'id="feature-{i}"><h3>{name}<' in text) != (f"  {name}  " in text), name
     assert text.count('<details class="page"') == 2 + 1  # 900 features in pages of 500, the red flags past 100
@@ -321,7 +321,7 @@ def test_a_report_of_10000_features_opens_in_a_browser_within_10_seconds(dataset
     target = tmp_path / "wide.html"
     target.write_text(text, encoding="utf-8")
     assert len(text.encode()) < 4 * 2**20, len(text.encode())  # about 3.0 MiB: 150 bytes a feature and split
-    assert text.count("<svg") <= 2 * 2 * len(m.splits) + report.FULL_FEATURES * 2 * len(m.splits)
+    assert text.count("<svg") <= 2 * 2 * len(m.splits) + report_features.FULL_FEATURES * 2 * len(m.splits)
     times = []
     for _ in range(3):
         start = time.monotonic()
