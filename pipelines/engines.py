@@ -78,19 +78,44 @@ def run(config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions, p
     """Runs the re-shard on ``options.runner``'s engine (``plan``: its units planned there, ``Engine.run``);
     a full disk is one line that says how much room it needs."""
     planned = list(units)
+    configs = [config]  # a text run's, once its store is built: the store's counts bound its instances
+    free = capacity.free_space(config.output)
 
     def remembered(run_stage: Callable[[Any, list], list]) -> tuple[ReshardConfig, list]:
         cfg, planned[:] = plan(run_stage)  # type: ignore[misc]
+        configs.append(cfg)
+        _log_bound(cfg, planned)
         return cfg, planned
 
+    if plan is None:
+        _log_bound(config, planned)
     try:
         return engine(options.runner).run(config, units, options, remembered if plan is not None else None)
     except BaseException as e:  # the caller removes the run's folder (shardprep.interrupts)
         if not capacity.out_of_space(e):
             raise
-        input_bytes = sum(size for _, size in config.sources)
-        raise RunError(
-            f"no space left on the device of {config.output}: this run needs about "
-            f"{capacity.space_needed(planned) / 1e6:,.1f} MB free there (its shards plus one copy of them in spill, for "
-            f"{input_bytes / 1e6:,.1f} MB of input); its files were removed; free space or choose another "
-            f"--output and rerun") from e
+        raise RunError(_full_disk(configs[-1], planned, free, store_only=plan is not None and len(configs) == 1)) from e
+
+
+def _log_bound(config: ReshardConfig, units: Sequence[WorkUnit]) -> None:
+    try:
+        bound = capacity.space_bound(config, units)
+    except Exception as e:  # noqa: BLE001 - a log line only: the run goes on
+        log.debug("no bound of the run's disk space: %s", e)
+        return
+    log.info("this run writes at most %.1f MB under %s at once (%s bytes: %s)", bound.total / 1e6, config.output,
+             f"{bound.total:,}", bound.describe())
+
+
+def _full_disk(config: ReshardConfig, units: Sequence[WorkUnit], free: int | None, *, store_only: bool) -> str:
+    """The one line of a full disk: at most how much room the run needs (``capacity.space_bound``, an
+    upper bound of what it holds at once under its output), and how much was free when it started."""
+    input_bytes = sum(size for _, size in config.sources)
+    if store_only:  # a text run whose document store filled the disk: its instances are bounded once it is built
+        need = f"its document store alone needs at most {capacity.text_store_bound(config, units) / 1e6:,.1f} MB"
+    else:
+        need = f"this run needs at most {capacity.space_needed(config, units) / 1e6:,.1f} MB"
+    had = f"; {free / 1e6:,.1f} MB were free when it started" if free is not None else ""
+    return (f"no space left on the device of {config.output}: {need} free there (spill, shards, indexes and dead "
+            f"letters at once, for {input_bytes / 1e6:,.1f} MB of input){had}; its files were removed; free space or "
+            f"choose another --output and rerun")

@@ -8,11 +8,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from shardprep import fs
+from shardprep import space_bound as space_bounds
 from shardprep.errors import InputError
 from shardprep.formats import parquet
 
-__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "machine_cores", "out_of_space", "run_space",
-           "space_needed", "spill_bytes"]
+__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "free_space", "machine_cores", "out_of_space",
+           "run_space", "space_bound", "space_needed", "spill_bytes"]
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
 # encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
@@ -104,13 +106,68 @@ def fits_in_memory(spill_size: int, memory: int | None) -> bool:
     return memory is None or 2 * spill_size <= memory
 
 
-def space_needed(units: Sequence[Any]) -> int:
-    """``run_space`` of the files of these work units (``formats.WorkUnit``), for the message of a full disk."""
+def space_bound(config: Any, units: Sequence[Any]) -> space_bounds.SpaceBound:
+    """The most the run of ``config`` (``config.ReshardConfig``) and its work ``units``
+    (``formats.WorkUnit``) may hold under its output at once (``shardprep.space_bound``). A text
+    run's units, once its document store is built, carry the store's counts (``text.spec.TextSpec``);
+    before that, the bound is the store's alone (``text_store_bound``)."""
     files = list({unit.file.index: unit.file for unit in units}.values())
+    schema = config.schema
+    spec = next((f.text for f in files if f.text is not None), None)
+    text = None
+    if spec is not None:
+        c = spec.config
+        text = {"task": spec.task, "documents": spec.num_documents, "sentences": spec.num_sentences,
+                "store_bytes": max((u.end for u in units), default=0), "dupe_factor": c.dupe_factor,
+                "vocab_size": (config.text or {}).get("vocab_size", 1 << 31),
+                "vocab_bytes": (config.text or {}).get("vocab_num_bytes", 0), "max_seq_length": c.max_seq_length,
+                "labels": len(spec.labels)}
+    return space_bounds.space_bound(files=files, units=units, schema=schema, config=config,
+                                    decompressed={f.index: _decompressed(f) for f in files}, text=text)
+
+
+def text_store_bound(config: Any, units: Sequence[Any]) -> int:
+    """The most a text run's first step writes (its document store, token files and vocabulary), from its
+    input files: a store line holds its text as JSON (at most 6 bytes a byte) and a position, token files
+    4 bytes a token (a byte of text or more) and 8 a sentence (a line: 2 bytes or more)."""
+    size = sum(_decompressed(f) for f in {u.file.index: u.file for u in units}.values())
+    store = 6 * size + 64 * (size // 2 + 1)
+    return store + 4 * size + 8 * (size // 2 + 1) + (64 << 20)
+
+
+def _decompressed(file: Any) -> int:
+    """The bytes of an input file once un-gzipped: a gzip file's trailer says (ISIZE: its last member's
+    size modulo 4 GiB), else its size."""
+    if not file.gzip or file.size < 18:
+        return file.size
     try:
-        return run_space(files)
-    except (OSError, InputError):  # a Parquet footer that cannot be read now: the estimate from sizes
+        return max(file.size, int.from_bytes(fs.read_bytes(file.url, file.size - 4, file.size), "little"))
+    except (OSError, ValueError):
+        return 4 * file.size
+
+
+def space_needed(config: Any, units: Sequence[Any]) -> int:
+    """``space_bound(config, units).total``, for the message of a full disk; from the input files'
+    sizes (``run_space``) where the bound cannot be computed now (a Parquet footer that cannot be read)."""
+    try:
+        return space_bound(config, units).total
+    except (OSError, InputError):
+        files = list({unit.file.index: unit.file for unit in units}.values())
         return RUN_SPACE_FACTOR * sum(f.size for f in files)
+
+
+def free_space(url: str) -> int | None:
+    """Free bytes on the device of a local ``url`` (its nearest existing folder); None elsewhere."""
+    if not fs.is_local(url):
+        return None
+    path = os.path.abspath(url.removeprefix("file://"))
+    while not os.path.isdir(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
 
 
 def out_of_space(error: BaseException) -> bool:

@@ -229,7 +229,7 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     if args.task == CLASSIFICATION and getattr(args, "label_classes", ()):  # --labels-from / --label-vocab
         labels = apply_vocabulary(args.label_classes, result.labels, what=f"label column {args.label!r}")
     spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
-                    args.cased, config(args), labels)
+                    args.cased, config(args), labels, result.stats.sentences)
     by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}
     units, count = [], {}
     for u in result.units:

@@ -27,6 +27,7 @@ class TextSpec:
     cased: bool
     config: PretrainingConfig = PretrainingConfig()
     labels: tuple[str, ...] = ()  # classification: the label vocabulary, sorted; a label's id is its place
+    num_sentences: int = 0  # the store's sentences (an instance takes one or more: ``shardprep.space_bound``)
 
     def manifest_entry(self, vocab_size: int, *, vocab: str, vocab_bytes: int, vocab_crc32c: str) -> dict:
         """The manifest's top-level ``"text"`` object (the trainer's contract). ``vocab``: the vocabulary's

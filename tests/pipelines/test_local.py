@@ -216,16 +216,16 @@ def test_full_disk_removes_the_spill_and_says_how_much_space(fmt, tmp_path, smal
     args = ["--input", f"{raw}/*.{fmt}", "--output", str(out), "--num-shards", "2", "--local-workers", "1"]
     assert run.main(args) == 1
     err = capsys.readouterr().err
-    assert "no space left on the device" in err and "needs about" in err, err
+    assert "no space left on the device" in err and "needs at most" in err, err
     leftovers = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
     assert leftovers == [], leftovers
-    needed = float(re.search(r"needs about ([\d,.]+) MB", err).group(1).replace(",", "")) * 1e6
+    needed = float(re.search(r"needs at most ([\d,.]+) MB", err).group(1).replace(",", "")) * 1e6
     subprocess.run(["mount", "-o", f"remount,size={int(needed) + 64 * 1024}", str(small_disk)], check=True)
     assert run.main(args) == 0, capsys.readouterr().err  # the space the message named is enough for one run
     result = manifest.load(str(out))
     assert result.accounting.written == (8000 if fmt == "csv" else 20_000)
     data_set = sum(split.num_bytes for split in result.splits.values())
-    assert needed <= 8 * data_set, (needed, data_set)  # and not wildly more
+    assert needed <= 12 * data_set, (needed, data_set)  # and not wildly more (a bound: the worst case of these values)
 
 
 @pytest.mark.slow
