@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from shardprep import cli, framing, fs, manifest, members, naming, reader, shard_reader
+from shardprep.display import shown
 from shardprep.errors import ShardprepError
 from shardprep.example import RecordError, decode_example
 
@@ -221,11 +222,11 @@ def _main(argv: Sequence[str] | None) -> int:
     args = p.parse_args(argv)
     problems, n_shards, n_records = verify(args.dir, deep=args.deep, jobs=args.jobs)
     for line in problems:
-        print(f"FAIL {line}")
+        print(f"FAIL {shown(line)}")  # lines quote paths, feature and split names from the manifest
     if problems:
-        print(f"shardprep.verify: {len(problems)} problem(s) in {args.dir}", file=sys.stderr)
+        print(f"shardprep.verify: {len(problems)} problem(s) in {shown(args.dir)}", file=sys.stderr)
         return 1
-    print(f"OK {args.dir}: {n_shards} shards, {n_records:,} records verified")
+    print(f"OK {shown(args.dir)}: {n_shards} shards, {n_records:,} records verified")
     return 0
 
 

@@ -100,3 +100,18 @@ def test_a_feature_name_with_bidi_controls_is_escaped_in_inspect_and_the_report(
     assert refused.returncode == 2 and "price\\u202eusd\\u200b" in refused.stderr
     _no_raw(refused.stderr)
 
+
+
+def test_verify_lines_quoting_a_manifest_feature_name_are_escaped(bidi_dataset, tmp_path):
+    import json
+    import shutil
+
+    tmp, _, _ = bidi_dataset
+    ds = tmp_path / "ds"
+    shutil.copytree(tmp / "ds", ds)
+    doc = json.loads((ds / "manifest.json").read_text(encoding="utf-8"))
+    doc["features"]["ghost\u202e\u2066"] = {"dtype": "int64", "shape": []}  # a feature no record holds
+    (ds / "manifest.json").write_text(json.dumps(doc), encoding="utf-8")
+    proc = run_cli("shardprep.verify", ds)
+    assert proc.returncode == 1 and "ghost\\u202e\\u2066" in proc.stdout, proc.stdout + proc.stderr
+    _no_raw(proc.stdout + proc.stderr)
