@@ -128,9 +128,11 @@ def read_positions(root: str, split: manifest.SplitInfo, positions: np.ndarray, 
     else one sequential pass over the shards that hold them, keeping only those records."""
     positions = np.asarray(positions, np.int64)
     reader = _index_reader(root, split_name) if compression == "none" else None
+    if reader is not None and len(reader) != split.num_records:  # another run of the data set since: not ours
+        reader = None
     if reader is not None:
         for i in range(0, len(positions), chunk):
-            yield list(reader.read([int(p) for p in positions[i:i + chunk]]))
+            yield [bytes(r) for r in reader.read(positions[i:i + chunk])]
         return
     wanted = _scan(root, split, positions, compression=compression)
     for i in range(0, len(positions), chunk):
@@ -138,15 +140,16 @@ def read_positions(root: str, split: manifest.SplitInfo, positions: np.ndarray, 
 
 
 def _index_reader(root: str, split_name: str):  # noqa: ANN202 - shardprep.reader's sequence, when it exists
-    """``shardprep.reader.open(root, split)``, or None without the module or the data set's index."""
+    """``shardprep.reader.open(root, split)`` (its record index, or a scan of the record headers of a local
+    shard written before indexes), or None where it cannot read the data set at random."""
     try:
         from shardprep import reader
     except ImportError:
         return None
     try:
         return reader.open(root, split_name)
-    except Exception as e:  # a data set written before the index: read sequentially
-        log.info("no record index for split %r (%s): reading its shards in sequence", split_name, e)
+    except Exception as e:  # e.g. a store it cannot map: read sequentially
+        log.info("no random access to split %r (%s): reading its shards in sequence", split_name, e)
         return None
 
 
