@@ -333,3 +333,16 @@ def test_a_report_of_10000_features_opens_in_a_browser_within_10_seconds(dataset
         if times[-1] < 10:
             break
     assert min(times) < 10, f"chromium took {', '.join(f'{t:.1f}' for t in times)} s to open a report of 10,000 features"
+
+
+def test_a_hostile_name_in_the_compact_lines_is_escaped_for_html_and_bidi(dataset):
+    m = _wide(dataset, 150)
+    doc = m.to_json()
+    hostile = "zz <img src=x onerror=alert(1)>\u202eevil\u200b"  # sorts last: a compact line
+    last = list(doc["features"])[-1]
+    doc["features"] = {**{k: v for k, v in doc["features"].items() if k != last}, hostile: doc["features"][last]}
+    for stats in doc["statistics"].values():
+        stats[hostile] = stats.pop(last)
+    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    assert "  zz &lt;img src=x onerror=alert(1)&gt;\\u202eevil\\u200b  " in text
+    assert "\u202e" not in text and "\u200b" not in text and "<img" not in text
