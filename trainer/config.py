@@ -6,7 +6,7 @@ import dataclasses
 from trainer.bert_task import BERT_SIZES
 from trainer.errors import TrainerError
 
-__all__ = ["AUTO", "COMMUNICATIONS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
+__all__ = ["AUGMENTS", "AUTO", "COMMUNICATIONS", "DEFAULT_AUGMENT", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
 
 AUTO = "auto"  # --model left out: chosen from the data set's features (trainer.defaults)
 
@@ -14,6 +14,8 @@ LOOPS = ("custom", "fit")
 COMMUNICATIONS = ("auto", "nccl", "ring")
 PRECISIONS = ("off", "auto", "float16", "bfloat16")
 EXPORTS = ("keras", "savedmodel", "none")
+AUGMENTS = ("none", "crop", "crop,flip")  # --augment: training images' random changes (trainer.image_input)
+DEFAULT_AUGMENT = "crop"  # a shift keeps any class; a mirror does not (digits, text, signs, logos)
 
 
 class ConfigError(TrainerError):
@@ -56,6 +58,7 @@ class TrainConfig:
     record_ids: bool = False  # --debug-record-ids (trainer.idlog)
     verify_records: bool = False  # --verify-records (trainer.preflight.verify_records)
     image_size: int = 64  # --model image: decoded, resized and cropped to this square size
+    augment: str = DEFAULT_AUGMENT  # --model image: random changes to training images (trainer.image_input)
     bert_size: str | None = None  # --model bert: tiny, mini, small, base (None: the --init-from run's, else mini)
     init_from: str | None = None  # --model bert on classification shards: a pre-training run's --model-dir
 
@@ -82,6 +85,7 @@ class TrainConfig:
             ("communication", COMMUNICATIONS),
             ("mixed_precision", PRECISIONS),
             ("export", EXPORTS),
+            ("augment", AUGMENTS),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")

@@ -151,14 +151,14 @@ def record_ids(serialized: tf.Tensor) -> tf.Tensor:
 
 
 def parser(plan: InputPlan, *, with_ids: bool = False, training: bool = True) -> Callable[[tf.Tensor], tuple[Any, ...]]:
-    """Parses a batch; with ``plan.image_size``, also decodes its images (random crop/flip when ``training``)."""
+    """Parses a batch; with ``plan.image_size``, also decodes its images (``plan.augment`` when ``training``)."""
     spec = parse_spec(plan.feature_spec)
 
     def parse(serialized: tf.Tensor) -> tuple[Any, ...]:
         # One vectorized parse per batch, not one per record.
         features = tf.io.parse_example(serialized, spec)
         if plan.image_size:
-            features = image_input.preprocess(features, plan.image_size, training=training)
+            features = image_input.preprocess(features, plan.image_size, training=training, augment=plan.augment)
         label = features.pop(plan.label)
         label = _label(plan, tf.reshape(label, [-1]) if label.shape.rank == 2 else label, training=training)
         if plan.targets:  # the objective scores these too (trainer.objective.BertPretraining)

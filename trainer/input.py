@@ -37,6 +37,7 @@ import trainer.resume as resume
 from shardprep import manifest
 from shardprep.schema import schema_from_json
 from trainer.cluster import parse_tf_config
+from trainer.config import AUGMENTS, DEFAULT_AUGMENT
 from trainer.elastic import EpochOrder, Handover, handover
 from trainer.errors import TrainerError
 from trainer.preflight import DataSetError, InputPlan
@@ -197,6 +198,11 @@ class Input:
             saved, order = doc["identity"], EpochOrder.from_json(json.dumps({"segments": doc["segments"]}))
         except (ValueError, KeyError, TypeError, TrainerError) as e:
             raise ResumeError(f"the checkpoint's input state is damaged ({type(e).__name__})") from None
+        steps = saved.get("steps_per_epoch")
+        if saved.get("num_workers") != self.num_workers and isinstance(steps, int) and 1 <= steps < self.steps_per_epoch:
+            # another worker count giving more full steps: the epoch keeps the checkpoint's length
+            self.plan = dataclasses.replace(self.plan, steps_per_epoch=steps)
+            self.identity = {**self.identity, "steps_per_epoch": steps}
         changes = resume.plan_changes(saved, self.identity)
         if changes:
             raise ResumeError(
@@ -241,6 +247,7 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
     num_workers: int | None = None,
     num_classes: int | None = None,
     image_size: int = 0,
+    augment: str = DEFAULT_AUGMENT,
     stage_dir: str | None = None,
 ) -> Input:
     """Plans ``split`` of the data set at ``data_dir`` (a folder or URL holding manifest.json) for ``num_workers``
@@ -249,7 +256,9 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
 
     ``features``: the features a batch holds besides the label (default: all). ``shuffle``: records in each
     worker's shuffle buffer, reshuffled every epoch from ``seed`` (0: file order). ``steps_per_epoch``: a cap.
-    ``image_size``: decode ``image/encoded`` to ``image`` of that square size. ``stage_dir``: copy each
+    ``image_size``: decode ``image/encoded`` to ``image`` of that square size, its training batches changed as
+    ``augment`` says (``none``, ``crop``, ``crop,flip``: ``trainer.image_input``; never flip digits, text, signs
+    or logos). ``stage_dir``: copy each
     worker's shards there first (for stores TensorFlow cannot read)."""
     if num_workers is None:
         num_workers = parse_tf_config(os.environ.get("TF_CONFIG")).num_workers
@@ -269,7 +278,9 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
     if image_size:
         if _IMAGE not in plan.feature_spec:
             raise DataSetError(f"image_size {image_size}: the input holds no {_IMAGE!r} feature to decode")
-        plan = dataclasses.replace(plan, image_size=image_size)
+        if augment not in AUGMENTS:
+            raise DataSetError(f"augment {augment!r}: expected one of {', '.join(AUGMENTS)}")
+        plan = dataclasses.replace(plan, image_size=image_size, augment=augment)
     identity = resume.plan_identity(plan, data_manifest=m, shuffle_buffer=shuffle, seed=seed)
     return Input(plan=plan, identity=identity, shuffle=shuffle, seed=seed, epochs=epochs, stage_dir=stage_dir)
 

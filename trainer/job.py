@@ -109,7 +109,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         eval_plan = dataclasses.replace(eval_plan, feature_spec={**eval_plan.feature_spec, config.label: features[config.label]})
     eval_plan = eval_plan and dataclasses.replace(eval_plan, num_classes=label.num_classes, label_vocabulary=label.vocabulary)
     if config.model == "image":  # data.parser decodes image/encoded to this size
-        plan = dataclasses.replace(plan, image_size=config.image_size)
+        plan = dataclasses.replace(plan, image_size=config.image_size, augment=config.augment)
         eval_plan = eval_plan and dataclasses.replace(eval_plan, image_size=config.image_size)
     runs = sorted(m.run_ids)
     return JobPlan(plan, eval_plan, identity, runs[0] if len(runs) == 1 else None, config)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from shardprep import fs, manifest, members, naming, planning
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer.bert_task import BertTask
+from trainer.config import DEFAULT_AUGMENT
 from trainer.errors import TrainerError
 
 __all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "replan", "verify_records"]
@@ -43,6 +44,7 @@ class InputPlan:
     steps_per_epoch: int
     full_steps_per_epoch: int
     image_size: int = 0  # --model image: ``data.parser`` decodes image/encoded to this size (trainer.image_input)
+    augment: str = DEFAULT_AUGMENT  # --augment: how ``data.parser`` changes training images (trainer.image_input)
     statistics: Mapping[str, dict] = dataclasses.field(default_factory=dict)  # feature -> the manifest's stats of the split
     num_classes: int | None = None  # set by trainer.job (trainer.labels); None: the session decides from the label's dtype
     label_vocabulary: tuple[str, ...] = ()  # a string label's values: id = position (trainer.labels)

@@ -22,7 +22,7 @@ from shardprep.errors import RunError
 from trainer import defaults
 from trainer.bert_task import BERT_SIZES
 from trainer.cluster import parse_tf_config
-from trainer.config import AUTO, COMMUNICATIONS, EXPORTS, LOOPS, PRECISIONS, TrainConfig
+from trainer.config import AUGMENTS, AUTO, COMMUNICATIONS, DEFAULT_AUGMENT, EXPORTS, LOOPS, PRECISIONS, TrainConfig
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_args"]
 
@@ -50,6 +50,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="classes of the label (default: its class names or string values, else max(label)+1 from the "
                         "manifest's statistics, else 2)")
     p.add_argument("--image-size", type=int, default=64, help="--model image: square input size in pixels (default: 64)")
+    p.add_argument("--augment", choices=AUGMENTS, default=DEFAULT_AUGMENT,
+                   help="--model image: random changes to training images: none, crop (a random shift of up to 1/8), "
+                        "or crop,flip (also mirrored left-right: never for digits, text, signs or logos) "
+                        f"(default: {DEFAULT_AUGMENT})")
     p.add_argument("--bert-size", choices=tuple(BERT_SIZES),
                    help="--model bert: tiny (2 layers, hidden 128), mini (4, 256), small (4, 512) or base (12, 768), built "
                         "from a configuration (default: the --init-from run's, else mini)")
@@ -121,6 +125,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         record_ids=args.debug_record_ids,
         verify_records=args.verify_records,
         image_size=args.image_size,
+        augment=args.augment,
         bert_size=args.bert_size,
         init_from=args.init_from,
     )
