@@ -2,9 +2,11 @@
 
 Generates small deterministic inputs (three uneven CSV files with quoted commas, quotes and newlines
 and a few bad rows; a JSON Lines file; a Parquet file of many row groups; a TFRecord file written
-with our own framing), runs ``python -m shardprep.run`` on each format with a small ``--unit-mb``
-so files are cut into several work units, and reports ``{format: {shard path: crc32c}}``; the run
-folder's name is replaced by ``RUN`` and the input folder by ``<IN>`` in the dead letters.
+with our own framing; and, as ``<format>_small``, 160 small files of each format with bad records
+in some and a few larger files between them), runs ``python -m shardprep.run`` on each with a small
+``--unit-mb`` so files are cut into several work units and small files gathered into shared ones,
+and reports ``{case: {shard path: crc32c}}``; the run folder's name is replaced by ``RUN`` and the
+input folder by ``<IN>`` in the dead letters.
 
     python -m benchmarks.identity --code-root /tmp/base --json base.json
     python -m benchmarks.identity --code-root . --json main.json
@@ -24,9 +26,12 @@ from pathlib import Path
 
 import google_crc32c
 
-__all__ = ["FORMATS", "compare", "digests", "make_inputs", "run_format"]
+__all__ = ["CASES", "FORMATS", "SMALL", "compare", "digests", "make_inputs", "run_format"]
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
+SMALL = tuple(f"{fmt}_small" for fmt in FORMATS)  # many small files of each format (issue 62)
+CASES = FORMATS + SMALL
+SMALL_FILES = 160
 FLAGS = ("--num-shards", "8", "--seed", "7", "--split", "train=0.9,eval=0.1", "--unit-mb", "0.05",
          "--max-bad-records", "1000")
 _WORDS = ["alpha", "beta", "gamma, delta", 'say "hi"', "line\nbreak", "émoji ✓", "x,y,z", "", "tab\there"]
@@ -112,7 +117,42 @@ def make_inputs(root: Path) -> dict[str, str]:
     records = [_frame(_example(r)) for r in rows]
     records[42] = _frame(b"\xff\xff\xff")  # not an Example: one dead letter
     (root / "tfrecord" / "a.tfrecord").write_bytes(b"".join(records))
-    return {fmt: str(root / fmt / f"*.{fmt}") for fmt in FORMATS}
+    patterns = {fmt: str(root / fmt / f"*.{fmt}") for fmt in FORMATS}
+    return {**patterns, **_small_files(root, rng, start + 6_000)}
+
+
+def _small_files(root: Path, rng: random.Random, start: int) -> dict[str, str]:
+    """Many small files of each format (``SMALL``: a few hundred bytes to a few KB each, gathered into
+    shared work units, ``shardprep.formats.grouping``), with a few larger files between them that
+    keep their own units, an empty file, and bad records in some files; returns their patterns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folders = {fmt: root / fmt for fmt in SMALL}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    for i in range(SMALL_FILES):
+        n = 1_500 if i in (40, 41, 97) else rng.choice((0, 1, 2, 2, 3, 5, 40)) if i else 0  # file 0: empty
+        rows = _rows(rng, n, start)
+        start += n
+        name = f"part-{i:05d}"
+        lines = ["id,x,label,text"] if i != 5 or n else []  # file 5 (when empty): no header either
+        for k, row in enumerate(rows):
+            fields = [str(row["id"]), repr(row["x"]), str(row["label"]), _csv_field(row["text"])]
+            lines.append(",".join(fields + (["extra"] if (i + k) % 37 == 11 else [])))  # a bad row now and then
+        (folders["csv_small"] / f"{name}.csv").write_text("\n".join(lines) + "\n" if lines else "", encoding="utf-8")
+        text = [json.dumps(r, ensure_ascii=False) for r in rows]
+        if i % 23 == 4 and text:
+            text[len(text) // 2] = "{not json" if i % 2 else "[1, 2]"
+        (folders["jsonl_small"] / f"{name}.jsonl").write_text("".join(t + "\n" for t in text), encoding="utf-8")
+        if rows:
+            pq.write_table(pa.Table.from_pylist(rows), folders["parquet_small"] / f"{name}.parquet",
+                           row_group_size=max(1, n // 3), compression="snappy")
+        records = [_frame(_example(r)) for r in rows]
+        if i % 29 == 3 and records:
+            records[-1] = _frame(b"\xff\xff\xff")  # not an Example
+        (folders["tfrecord_small"] / f"{name}.tfrecord").write_bytes(b"".join(records))
+    return {fmt: str(folders[fmt] / f"*.{fmt.removesuffix('_small')}") for fmt in SMALL}
 
 
 def run_format(code_root: Path, pattern: str, out: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
@@ -144,7 +184,7 @@ def digests(out: Path, inputs: Path) -> dict[str, str]:
     return found
 
 
-def identity(code_root: Path, formats: tuple[str, ...] = FORMATS, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+def identity(code_root: Path, formats: tuple[str, ...] = CASES, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
     """Generates the inputs, re-shards each format with ``code_root``'s tree (``extra``: more flags,
     e.g. another runner), returns the digests."""
     with tempfile.TemporaryDirectory(prefix="identity-") as tmp:

@@ -33,6 +33,8 @@ class UnitFact(NamedTuple):
     kept: tuple[int, ...]  # records kept per split, in split order
     by_reason: tuple[tuple[str, int], ...]
     missing: tuple[tuple[str, int], ...] = ()  # rows that left each feature out (a missing value)
+    files: tuple[tuple[int, int, int], ...] = ()  # a FileGroup's (file index, read, rejected) per file; ()
+    # for a unit of one file (``file_index``)
 
 
 class PlanFact(NamedTuple):
@@ -143,8 +145,9 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
 
     per_file = collections.defaultdict(lambda: [0, 0])
     for u in units.values():
-        per_file[u.file_index][0] += u.read - u.rejected
-        per_file[u.file_index][1] += u.rejected
+        for index, read_, rejected_ in u.files or ((u.file_index, u.read, u.rejected),):
+            per_file[index][0] += read_ - rejected_
+            per_file[index][1] += rejected_
     sources = tuple(
         manifest.SourceInfo(url, size, per_file[i][0], per_file[i][1]) for i, (url, size) in enumerate(config.sources)
     )
@@ -223,8 +226,9 @@ def changed_inputs(config: ReshardConfig) -> list[str]:
 
     if not config.versions:
         return []
-    workers = 1 if all(fs.is_local(url) for url, _ in config.sources) else 16
-    with ThreadPoolExecutor(workers) as pool:
+    if all(fs.is_local(url) for url, _ in config.sources):  # a stat each: a pool's task would cost more
+        return [p for p in map(problem, range(len(config.sources))) if p]
+    with ThreadPoolExecutor(16) as pool:
         return [p for p in pool.map(problem, range(len(config.sources))) if p]
 
 

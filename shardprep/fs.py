@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "exists",
+    "facts",
     "filesystem",
     "glob",
     "is_local",
@@ -115,10 +116,12 @@ def not_regular(url: str) -> str | None:
 
 class Matches(NamedTuple):
     """What a pattern matched: its regular files (sorted URLs), and the names it matched but left out,
-    each with why ("a FIFO (named pipe)", "a folder", ...: ``not_regular``)."""
+    each with why ("a FIFO (named pipe)", "a folder", ...: ``not_regular``); ``listed``: URL ->
+    (size, ``version``) of the files whose listing gave them (GCS), so that none is asked again."""
 
     files: list[str]
     left_out: list[tuple[str, str]]
+    listed: dict[str, tuple[int, str]] | None = None
 
 
 def glob(pattern: str) -> list[str]:
@@ -141,6 +144,12 @@ def match(pattern: str) -> Matches:
     fs, path = filesystem(pattern)
     if fs.isfile(path):
         return Matches([_url(fs, path, pattern)], [])
+    if is_gcs(pattern):  # one paged listing gives every name's type, size and generation: no request a file
+        found = sorted(fs.glob(path, detail=True).items())
+        files = [(_url(fs, p, pattern), info) for p, info in found if info.get("type") == "file"]
+        return Matches([url for url, _ in files],
+                       [(_url(fs, p, pattern), "a folder") for p, info in found if info.get("type") != "file"],
+                       {url: (int(info.get("size") or 0), version_of(info)) for url, info in files})
     found = sorted(fs.glob(path))
     kinds = [(p, fs.isfile(p)) for p in found]
     return Matches([_url(fs, p, pattern) for p, is_file in kinds if is_file],
@@ -224,12 +233,22 @@ def version(url: str) -> str:
     """A token that changes when the file at ``url`` is rewritten, cut, appended to or replaced:
     size, mtime and inode locally; size and generation on GCS; size and the store's time/etag elsewhere.
     Raises ``FileNotFoundError`` for a file that is gone."""
+    return facts(url)[1]
+
+
+def facts(url: str) -> tuple[int, str]:
+    """(size, ``version``) of the file at ``url``: one ``stat`` locally, one request elsewhere."""
     if is_local(url):
         st = os.stat(url.removeprefix("file://"))
-        return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        return st.st_size, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
     fs, path = filesystem(url)
     fs.invalidate_cache(path)
     info = fs.info(path)
+    return int(info.get("size") or 0), version_of(info)
+
+
+def version_of(info: dict) -> str:
+    """The ``version`` of an object store's file from its info (``info``, or a listing's entry)."""
     return ":".join(str(info.get(k, "")) for k in ("size", "generation", "mtime", "updated", "ETag"))
 
 

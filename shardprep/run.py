@@ -174,7 +174,19 @@ def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> 
     """Refuses an output folder that the input globs reach (a rerun would read its own shards)."""
     local = fs.is_local(output)
     root = (os.path.realpath(output.removeprefix("file://")) if local else output).rstrip("/") + "/"
-    inside = [f.url for f in files if (os.path.realpath(f.url) if local and fs.is_local(f.url) else f.url).startswith(root)]
+    folders: dict[str, str] = {}  # a folder's real path, found once for all its files
+
+    def real(url: str) -> str:
+        if not (local and fs.is_local(url)):
+            return url
+        if os.path.islink(url):
+            return os.path.realpath(url)
+        folder, name = os.path.split(url)
+        if folder not in folders:
+            folders[folder] = os.path.realpath(folder)
+        return os.path.join(folders[folder], name)
+
+    inside = [f.url for f in files if real(f.url).startswith(root)]
     inside += [f.url for f in files if f.format == "images" and root.startswith(f.url.rstrip("/") + "/")]  # a folder
     if inside:
         raise UsageError(
@@ -270,7 +282,8 @@ def _main(argv: Sequence[str] | None) -> int:
                   else formats.auto_unit_bytes(sum(f.size for f in files)))
     max_record_bytes = int(args.max_record_mb * 1024 * 1024)
     tabular = [f for f in files if f.format != "text"]
-    units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes)
+    units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes,
+                               group=not args.task)  # a text run's store takes each file's own units
     in_place = _spill_in_place(engine.on_this_machine(options), files)  # after planning: Parquet footers read once
     features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
     cfg = config.ReshardConfig(

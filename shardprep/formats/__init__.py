@@ -3,7 +3,8 @@
 ``files`` finds input files, tells their format and dispatches by format name through
 ``REGISTRY``; ``csv``, ``jsonl``, ``parquet`` and ``tfrecord`` cut files into work units and read
 them record by record with exact positions; ``csv_arrow`` is CSV's column-wise fast path (pyarrow,
-imported only when a unit is parsed). ``cuts`` places the cuts of line-based files.
+imported only when a unit is parsed). ``cuts`` places the cuts of line-based files; ``grouping``
+gathers runs of small files into one unit.
 
 Bad records (``Bad.reason``): ``csv_columns``, ``csv_parse`` (unterminated quote at the end of the
 file, or a record the csv module refuses), ``invalid_utf8``, ``json_invalid``, ``json_not_object``,
@@ -19,6 +20,7 @@ from __future__ import annotations
 from shardprep.formats.base import (
     FORMATS,
     Bad,
+    FileGroup,
     Format,
     InputError,
     InputFile,
@@ -46,6 +48,7 @@ __all__ = [
     "FORMATS",
     "REGISTRY",
     "Bad",
+    "FileGroup",
     "Format",
     "InputError",
     "InputFile",

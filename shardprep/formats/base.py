@@ -1,6 +1,7 @@
 """What every input format shares: the input types and the ``Format`` protocol.
 
-``InputFile`` (one file), ``WorkUnit`` (the piece of it one worker parses), ``Bad`` (a record that
+``InputFile`` (one file), ``WorkUnit`` (the piece of it one worker parses; ``FileGroup``: many small
+files parsed as one unit, ``formats.grouping``), ``Bad`` (a record that
 cannot be read, with a stable reason code), ``InputOptions`` (the input's flags). A file that cannot
 be used at all is an ``InputError`` (``shardprep.errors``). Reading a file's bytes is
 ``formats.reading``.
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from shardprep.schema import Schema
 
 __all__ = [
-    "FORMATS", "MAX_RECORD_BYTES", "RAW_HEAD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Decoded", "Format",
-    "InputError", "InputFile", "InputOptions", "Record", "Unsupported", "WorkUnit", "lone_surrogate", "row_text", "spread",
+    "FORMATS", "MAX_RECORD_BYTES", "RAW_HEAD_BYTES", "SAMPLE_BYTES", "SAMPLE_FILES", "Bad", "Decoded", "FileGroup",
+    "Format", "InputError", "InputFile", "InputOptions", "Record", "Unsupported", "WorkUnit", "lone_surrogate", "row_text", "spread",
 ]
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord", "images", "tfds", "json", "text")
@@ -72,6 +73,25 @@ class WorkUnit:
     @property
     def key(self) -> tuple[int, int]:
         return (self.file.index, self.index)
+
+    @property
+    def members(self) -> tuple[WorkUnit, ...]:
+        """The units read one after another for this one: itself (a ``FileGroup``: its files' units)."""
+        return (self,)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileGroup(WorkUnit):
+    """Many small files parsed as one work unit (``formats.grouping``): ``files`` are their whole-file
+    units, consecutive in the input list and in its order; ``file`` is the first one's file, whose key
+    the group takes. Each member stays its own source: its records keep their positions in their
+    file, its dead letters name it, the manifest counts its records (``commit.UnitFact.files``)."""
+
+    files: tuple[WorkUnit, ...] = ()
+
+    @property
+    def members(self) -> tuple[WorkUnit, ...]:
+        return self.files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +163,9 @@ class Format:
     # statistics count those in Parse. Other formats' records are Examples, which the statistics
     # decode in WriteShards while the disk stores shards (``ReshardConfig.statistics_in_parse``).
     gives_columns: ClassVar[bool] = False
+    # A file of a ``FileGroup`` smaller than this goes to the per-record path: the column-wise
+    # reader's fixed cost per file (pyarrow's CSV reader: about a millisecond) outweighs its gain.
+    column_wise_min_bytes: ClassVar[int] = 0
 
     def prepare(self, files: list[InputFile], options: InputOptions) -> list[InputFile]:
         """The run's files, this format's made ready to plan; the others as given."""

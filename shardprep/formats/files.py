@@ -11,7 +11,9 @@ import dataclasses
 import logging
 import os
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from shardprep import fs, naming
 from shardprep.errors import DamagedInput
@@ -31,6 +33,7 @@ from shardprep.formats.base import (
 )
 from shardprep.formats.csv import CsvFormat
 from shardprep.formats.cuts import LINE_FORMATS, resolve_alone
+from shardprep.formats.grouping import group_small
 from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions, expand_images
 from shardprep.formats.json_array import JsonArrayFormat, is_json_array
 from shardprep.formats.jsonl import JsonLinesFormat
@@ -45,6 +48,8 @@ __all__ = ["REGISTRY", "auto_unit_bytes", "detect_format", "expand_inputs", "for
 
 AUTO_UNITS = 16  # --unit-mb's default aims at this many units: a core each on a workstation, several on a laptop
 AUTO_UNIT_BYTES = (16 << 20, 64 << 20)  # ... each between these sizes: per-unit costs vs the last units' balance
+PLAN_THREADS = 16  # requests in flight at most while the launcher lists, heads and footers an object store's files
+T = TypeVar("T")
 
 REGISTRY: dict[str, Format] = {
     f.name: f for f in (CsvFormat(), JsonLinesFormat(), ParquetFormat(), TFRecordFormat(), ImageFormat(), TfdsFormat(),
@@ -145,11 +150,13 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
     if not patterns:
         raise InputError("no --input given: pass --input GLOB at least once")
     urls: set[str] = set()
+    listed: dict[str, tuple[int, str]] = {}  # (size, version) of the files a listing described (GCS)
     for pattern in patterns:
         try:
-            found, left_out = fs.match(pattern)
+            found, left_out, from_listing = fs.match(pattern)
         except (OSError, ValueError) as e:
             raise InputError(f"--input {pattern!r} cannot be listed: {e}") from None
+        listed.update(from_listing or {})
         for url, what in left_out:
             log.warning("--input %s: left out %s: %s, not a regular file", pattern, url, what)
         if any(c in pattern for c in "*?["):
@@ -183,13 +190,15 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
         what = fs.not_regular(url)  # changed since it was listed: stat, never an open that waits on a FIFO
         if what is not None:
             raise InputError(f"input file {url!r} is {what}, not a regular file: shardprep reads regular files only")
-        try:
-            version = fs.version(url)
-            size = fs.size(url)
-            with fs.open_file(url, "rb"):
-                pass
-        except (OSError, ValueError) as e:
-            raise InputError(f"input file {url!r} cannot be read: {e}") from None
+        if url in listed:  # size and version from the listing; its reads at planning tell if it is readable
+            size, version = listed[url]
+        else:
+            try:
+                size, version = fs.facts(url)
+                with fs.open_file(url, "rb"):
+                    pass
+            except (OSError, ValueError) as e:
+                raise InputError(f"input file {url!r} cannot be read: {e}") from None
         files.append(InputFile(index, url, size, form, gz, version))
     return files
 
@@ -228,22 +237,33 @@ def auto_unit_bytes(input_bytes: int) -> int:
 
 
 def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024,
-               max_record_bytes: int = MAX_RECORD_BYTES) -> list[WorkUnit]:
+               max_record_bytes: int = MAX_RECORD_BYTES, group: bool = True) -> list[WorkUnit]:
     """Work units of ``files`` in a deterministic order (file, then place in the file); a record
     over ``max_record_bytes`` will be a ``record_too_large`` dead letter.
 
     Reads each CSV header (a bounded head) and each Parquet footer, never the data: a large CSV /
     JSON Lines file becomes nominal byte ranges whose cuts the pipeline finds (``formats.cuts``);
-    raises ``InputError`` for a file that cannot be used at all.
+    raises ``InputError`` for a file that cannot be used at all. ``group``: runs of small files
+    become one ``FileGroup`` unit each (``formats.grouping``); a file's reads at planning go
+    ``PLAN_THREADS`` at a time where they are requests to an object store.
     """
     if not isinstance(unit_bytes, int) or unit_bytes < 1:
         raise ValueError(f"unit_bytes={unit_bytes!r}: expected a positive number of bytes")
     if not isinstance(max_record_bytes, int) or max_record_bytes < 1:
         raise ValueError(f"max_record_bytes={max_record_bytes!r}: expected a positive number of bytes")
-    units = [unit for file in files for unit in _plan_file(file, unit_bytes)]
+    planned = _each(files, lambda file: _plan_file(file, unit_bytes))
     if max_record_bytes != MAX_RECORD_BYTES:
-        units = [dataclasses.replace(unit, max_record_bytes=max_record_bytes) for unit in units]
-    return units
+        planned = [[dataclasses.replace(unit, max_record_bytes=max_record_bytes) for unit in units] for units in planned]
+    return group_small(planned, unit_bytes) if group else [unit for units in planned for unit in units]
+
+
+def _each(files: Sequence[InputFile], fn: Callable[[InputFile], T]) -> list[T]:
+    """``fn`` of every file, in order: in this thread where the files are local, else ``PLAN_THREADS``
+    requests in flight at most (a file's reads at planning are a head or a footer: latency, not work)."""
+    if len(files) < 2 or all(fs.is_local(f.url) for f in files):
+        return [fn(file) for file in files]
+    with ThreadPoolExecutor(PLAN_THREADS) as pool:
+        return list(pool.map(fn, files))
 
 
 def _plan_file(file: InputFile, unit_bytes: int) -> list[WorkUnit]:

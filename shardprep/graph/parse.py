@@ -34,6 +34,9 @@ class Parse:
 
     A nominal unit (a byte range of a large CSV / JSON Lines file) is first resolved to its exact
     cuts and first line from the ``CountRanges`` side input (``graph.ranges``, ``formats.cuts``).
+    A ``FileGroup`` (many small files, ``formats.grouping``) is read member after member, each as
+    its own unit (its dead letters name it); their records fill batches together, so a group
+    spills a file per batch and split, not per file.
 
     Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
     ``UnitFact`` (tag ``FACTS``) and, where they are counted here (``statistics_in_parse``), the
@@ -81,7 +84,7 @@ class Parse:
                                                 required=cfg.required, missing=self._missing)
         return self._row_encoder
 
-    def _batches(self, unit: WorkUnit) -> Iterator[list[FramedBatch] | Bad]:
+    def _batches(self, unit: WorkUnit, grouped: bool = False) -> Iterator[list[FramedBatch] | Bad]:
         """The unit's records in file order: batches (as the blocks they were read in: joining them
         would copy every byte once more), and ``Bad`` records.
 
@@ -89,12 +92,14 @@ class Parse:
         it while it can; from the first batch it cannot take, the per-record path reads the unit,
         skipping the records already given, and decides. TFRecord's reader takes every unit: it
         passes conforming records through and gives the rest as ``Bad`` or ``Decoded`` rows, which
-        the per-record encoder decides here.
+        the per-record encoder decides here. A small file of a group (``grouped``) goes to the
+        per-record path where its format says so (``Format.column_wise_min_bytes``).
         """
         fmt = formats.format_of(unit)
         limit, max_bytes = self._config.batch_records, self._config.batch_bytes
         done, pending, waiting, held = 0, [], 0, 0  # held: the bytes of the pending blocks
-        fast = fmt.column_wise(unit, self._schema, self._config.extra_fields)
+        fast = (not grouped or unit.file.size >= fmt.column_wise_min_bytes) and fmt.column_wise(
+            unit, self._schema, self._config.extra_fields)
         if fast:
             run: list[bytes] = []  # consecutive records the encoder re-encoded: one block, not one each
             run_bytes = 0
@@ -198,47 +203,46 @@ class Parse:
             unit = resolve(unit, self._cuts)
             empty = unit.start >= unit.end  # its records all start in the unit before (a record longer than a unit)
         cfg = self._config
-        parts = [0] * len(cfg.splits)
-        kept = [0] * len(cfg.splits)
+        self._parts = [0] * len(cfg.splits)
+        self._kept = [0] * len(cfg.splits)
+        self._pending: list[FramedBatch] = []  # records read, not yet spilled: they wait to fill a batch
+        self._waiting = self._waiting_bytes = 0
         dead: list[bytes] = []
         reasons: dict[str, int] = {}
         read = 0
-        unit_name = f"{unit.file.index}:{unit.index}"
+        per_file: list[tuple[int, int, int]] = []  # a group's (file, read, rejected) per member
         self._missing.clear()
-        self._unit = unit
         self._partial = partial = {}  # split -> feature -> its statistics in this unit
         self._held: list[tuple[dict, np.ndarray | None, int]] = []  # column-wise blocks not yet counted
         self._held_rows = self._held_bytes = 0  # their records, and their records' bytes
-        for item in () if empty else self._batches(unit):
-            if isinstance(item, Bad):
-                read += 1
-                reasons[item.reason] = reasons.get(item.reason, 0) + 1
-                dead.append(writer.dead_letter_line(source=unit.file.url, position=item.position, unit=unit_name,
-                                                    reason=item.reason, detail=item.detail, raw=item.raw))
-                continue
-            read += sum(len(block.ends) for block in item)
-            self._bytes.inc(sum(len(block.blob) for block in item))
-            fixed = unit.file.split  # a TFDS shard keeps its split; other records split by the keyed hash
-            pieces: dict[int, list[FramedBatch]] = {}  # by split: its records of the batch, in order
-            for block in item:
-                counted = isinstance(block, ColumnBatch)  # its statistics came from its columns
-                for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
-                                                                                              self._thresholds):
-                    pieces.setdefault(s, []).append(piece)
-                    if cfg.statistics and cfg.statistics_in_parse and not counted:
-                        self._count(s, piece)
-            for s in sorted(pieces):
-                yield pack(cfg, s, unit.key, parts[s], pieces[s])
-                kept[s] += sum(len(piece.ends) for piece in pieces[s])
-                parts[s] += 1
+        for member in () if empty else unit.members:  # a FileGroup's files one after another, each as its own unit
+            self._unit = member
+            member_name = f"{member.file.index}:{member.index}"
+            before = (read, len(dead))
+            for item in self._batches(member, member is not unit):
+                if isinstance(item, Bad):
+                    read += 1
+                    reasons[item.reason] = reasons.get(item.reason, 0) + 1
+                    dead.append(writer.dead_letter_line(source=member.file.url, position=item.position,
+                                                        unit=member_name, reason=item.reason, detail=item.detail,
+                                                        raw=item.raw))
+                    continue
+                read += sum(len(block.ends) for block in item)
+                self._add(item)
+                if self._waiting >= cfg.batch_records or self._waiting_bytes >= cfg.batch_bytes:
+                    yield from self._spill(unit)
+            if member is not unit:
+                per_file.append((member.file.index, read - before[0], len(dead) - before[1]))
+        yield from self._spill(unit)
         if dead:
             yield Tagged(REJECTED, RejectedBatch(unit.key, dead))
         self._count_held()
         self._counting.wait()
         for s in sorted(partial):
             yield Tagged(STATS, (s, partial[s]))
-        yield Tagged(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(kept),
-                                     tuple(sorted(reasons.items())), tuple(sorted(self._missing.items()))))
+        yield Tagged(FACTS, UnitFact(unit.key, unit.file.index, read, len(dead), tuple(self._kept),
+                                     tuple(sorted(reasons.items())), tuple(sorted(self._missing.items())),
+                                     tuple(per_file)))
         self._records.inc(read)
         self._rejects.inc(len(dead))
         self._total += read
@@ -247,9 +251,57 @@ class Parse:
         now = time.monotonic()
         level = logging.INFO if now >= self._next_progress else logging.DEBUG
         self._next_progress = now + PROGRESS_S if level == logging.INFO else self._next_progress
-        log.log(level, "parsed %s unit %d [%d, %d): %d records, %d rejected (%d so far in this worker, %.0f/s)",
-                unit.file.url, unit.index, unit.start, unit.end, read, len(dead), self._total,
-                self._total / max(now - self._started, 1e-9))
+        what = (f"{len(per_file)} files from {unit.file.url}" if per_file else
+                f"{unit.file.url} unit {unit.index} [{unit.start}, {unit.end})")
+        log.log(level, "parsed %s: %d records, %d rejected (%d so far in this worker, %.0f/s)",
+                what, read, len(dead), self._total, self._total / max(now - self._started, 1e-9))
+
+    def _add(self, blocks: list[FramedBatch]) -> None:
+        """Holds a batch's blocks of the member being read, to spill with the next ones (``_spill``)."""
+        self._bytes.inc(sum(len(block.blob) for block in blocks))
+        self._pending.extend(blocks)
+        self._waiting += sum(len(block.ends) for block in blocks)
+        self._waiting_bytes += sum(len(block.blob) for block in blocks)
+
+    def _spill(self, unit: WorkUnit) -> Iterator[Any]:
+        """The held blocks cut by split and spilled, one batch per split, in order (the unit's
+        records, a group's files after one another: their order in the split is their input order)."""
+        cfg = self._config
+        blocks, self._pending, self._waiting, self._waiting_bytes = _merged(self._pending), [], 0, 0
+        pieces: dict[int, list[FramedBatch]] = {}  # by split: its records of the batch, in order
+        fixed = unit.file.split  # a TFDS shard keeps its split (a group's files share it); others: the keyed hash
+        for block in blocks:
+            counted = isinstance(block, ColumnBatch)  # its statistics came from its columns
+            for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
+                                                                                          self._thresholds):
+                pieces.setdefault(s, []).append(piece)
+                if cfg.statistics and cfg.statistics_in_parse and not counted:
+                    self._count(s, piece)
+        for s in sorted(pieces):
+            yield pack(cfg, s, unit.key, self._parts[s], pieces[s])
+            self._kept[s] += sum(len(piece.ends) for piece in pieces[s])
+            self._parts[s] += 1
+
+
+def _merged(blocks: list[FramedBatch]) -> list[FramedBatch]:
+    """``blocks`` with each run of several per-record blocks (a group's small files give one each)
+    joined into one, so that it is cut by split and counted once; column-wise blocks as they are."""
+    out: list[FramedBatch] = []
+    run: list[FramedBatch] = []
+    for block in [*blocks, None]:
+        if block is not None and type(block) is FramedBatch:
+            run.append(block)
+            continue
+        if len(run) > 1:
+            offsets = np.cumsum([0] + [len(b.blob) for b in run[:-1]], dtype=np.uint64)
+            out.append(FramedBatch(b"".join(bytes(b.blob) for b in run),
+                                   np.concatenate([b.ends.astype(np.uint64) + o for b, o in zip(run, offsets)])))
+        else:
+            out.extend(run)
+        run = []
+        if block is not None:
+            out.append(block)
+    return out
 
 
 def _add_framed(partial: dict[int, dict], split: int, piece: FramedBatch, features: dict) -> None:

@@ -18,7 +18,7 @@ def test_each_format_gives_the_baseline_bytes(runner):
     """On the local engine, and as the Beam graph on Beam's own runner (what Dataflow runs)."""
     baseline = json.loads((ROOT / "benchmarks" / "identity_baseline.json").read_text())
     now = identity.identity(ROOT, extra=("--runner", runner))
-    assert set(now) == set(identity.FORMATS) and all(len(shards) >= 16 for shards in now.values()), now
+    assert set(now) == set(identity.CASES) and all(len(shards) >= 16 for shards in now.values()), now
     assert identity.compare(baseline, now) == []
 
 
