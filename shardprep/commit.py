@@ -25,6 +25,9 @@ __all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "StatsFact", "Uni
 log = logging.getLogger("shardprep")
 
 
+REMOVED_ON_PURPOSE = ("duplicate", "near_duplicate")  # dead letters of --dedup: asked for, not bad records
+
+
 class UnitFact(NamedTuple):
     unit: tuple[int, int]
     file_index: int
@@ -134,13 +137,14 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
     if not errors and read != written + rejected_written:
         errors.append(f"accounting: read {read} != written {written} + rejected {rejected_written}")
 
-    if rejected_by_units > config.max_bad_records:
+    bad = rejected_by_units - sum(by_reason.get(r, 0) for r in REMOVED_ON_PURPOSE)
+    if bad > config.max_bad_records:
         where = naming.join(config.output, f"{config.run_id}/{naming.REJECTED}/")
         errors.insert(
             0,
-            f"{rejected_by_units} bad records (more than --max-bad-records {config.max_bad_records}); "
+            f"{bad} bad records (more than --max-bad-records {config.max_bad_records}); "
             f"they are in {where} with their source, position and reason; fix the input or pass "
-            f"--max-bad-records {rejected_by_units} to accept them",
+            f"--max-bad-records {bad} to accept them",
         )
 
     per_file = collections.defaultdict(lambda: [0, 0])

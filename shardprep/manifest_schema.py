@@ -16,7 +16,7 @@ from typing import Any
 from shardprep import members
 from shardprep.errors import ManifestError
 
-__all__ = ["Check", "count", "count_key", "crc32c", "flag", "malformed", "mapping", "number", "statistics", "string", "text",
+__all__ = ["Check", "count", "count_key", "crc32c", "flag", "malformed", "mapping", "number", "positive", "statistics", "string", "text",
            "typed_key"]
 
 Check = Callable[[Any, str], Any]  # (value, field path) -> the value, or ManifestError
@@ -187,9 +187,22 @@ _TEXT = {
     "optional": {
         "vocab_num_bytes": count, "vocab_crc32c": crc32c, "cased": flag, "max_predictions_per_seq": count,
         "masked_lm_prob": number, "short_seq_prob": number, "dupe_factor": count, "whole_word_masking": flag,
-        "seed": integer, "labels": list_of(string),
+        "seed": integer, "labels": list_of(string), "corpus": lambda v, w: _text_counts(v, w),
+        "dedup": lambda v, w: _text_counts(v, w),
     },
 }
+
+
+def _text_counts(value: Any, where: str) -> dict:
+    """``text.corpus`` / ``text.dedup``: counts (and settings), each a number, a string, a list, or an
+    object of counts; what the report and inspect show."""
+    for key, v in mapping(value, where).items():
+        if isinstance(v, dict):
+            for k, n in v.items():
+                count(n, f"{where}.{key}.{k}")
+        elif not isinstance(v, (int, float, str, list)) or isinstance(v, bool):
+            raise malformed(f"{where}.{key}", "a number, a string, a list or an object of counts", v)
+    return value
 
 
 def text(value: Any, where: str = "text") -> dict[str, Any]:

@@ -313,8 +313,9 @@ def _main(argv: Sequence[str] | None) -> int:
         statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
     )
-    log.info("%d input files, %d work units, %d features; run %s -> %s",
-             len(files), len(units), len(features), cfg.run_id, cfg.output)
+    log.info("%d input files, %s, %d features; run %s -> %s", len(files),
+             "work units cut from the document store once it is built" if args.task else f"{len(units)} work units",
+             len(features), cfg.run_id, cfg.output)
 
     text_plan = None
     if args.task:  # the document store and the units over it, inside the run's lease (text.launch)

@@ -12,18 +12,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from shardprep import formats, naming
+from shardprep import formats, fs, naming
 from shardprep.errors import InputError, UsageError
 from shardprep.formats.base import InputFile, WorkUnit
 from shardprep.label_vocab import apply_vocabulary
 from shardprep.schema import Schema
+from shardprep.text.corpus import DedupSettings
+from shardprep.text.minhash import BANDS, ROWS, SHINGLE
 from shardprep.text.pretraining import PretrainingConfig, bert_schema
 from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
 from shardprep.text.store import build_store, sentences
-from shardprep.text.vocab import Vocab, load_vocab, remember_vocab, train_vocab, write_vocab
+from shardprep.text.vocab import PROGRESS_SECONDS, Vocab, load_vocab, remember_vocab, train_vocab, write_vocab
 
 __all__ = ["add_arguments", "check", "check_inputs", "plan", "schema_of", "share_vocab"]
 
@@ -64,11 +67,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"1-2 for a quick look (default: {d.dupe_factor})")
     t.add_argument("--whole-word-masking", action="store_true", default=None,
                    help="bert-pretraining: mask all pieces of a word together")
+    t.add_argument("--dedup", choices=("none", "exact", "near"), help="drop repeated documents before any instance "
+                   "is made, keeping the first in input order; each dropped one is a dead letter naming it: exact "
+                   "(reason duplicate: the same text) or near (also near_duplicate: MinHash of word 5-grams, LSH of "
+                   f"{BANDS} bands x {ROWS} rows, about Jaccard 0.72 and up) (default: none)")
+    t.add_argument("--dedup-bands", type=int, metavar="B", help=f"--dedup near: LSH bands (default: {BANDS})")
+    t.add_argument("--dedup-rows", type=int, metavar="R", help=f"--dedup near: MinHash rows a band; more rows, a "
+                   f"higher similarity threshold, about (1/B)**(1/R) (default: {ROWS})")
+    t.add_argument("--dedup-shingle", type=int, metavar="W", help=f"--dedup near: words a shingle (default: {SHINGLE})")
 
 
 _PRETRAINING_ONLY = ("max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor", "whole_word_masking")
+_NEAR_ONLY = ("dedup_bands", "dedup_rows", "dedup_shingle")
 _TEXT_FLAGS = ("vocab", "train_vocab", "cased", "text_column", "text_pair_column", "label", "max_seq_length",
-               *_PRETRAINING_ONLY)
+               *_PRETRAINING_ONLY, "dedup", *_NEAR_ONLY)
 
 
 def _given(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
@@ -103,6 +115,16 @@ def check(args: argparse.Namespace) -> Vocab | None:
     if getattr(args, "schema", None):
         raise UsageError(f"--schema does not go with --task {args.task}: a text run's features are the task's "
                          "(BERT's input_ids, input_mask, segment_ids, ...), fixed by its flags")
+    near = _given(args, _NEAR_ONLY)
+    if near and args.dedup != "near":
+        raise UsageError(f"{near[0]} goes with --dedup near")
+    for flag in near:
+        if getattr(args, flag[2:].replace("-", "_")) < 1:
+            raise UsageError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: expected 1 or more")
+    if getattr(args, "statistics", None) == "on":
+        raise UsageError(f"--statistics on does not go with --task {args.task}: a text run's corpus statistics are "
+                         "its manifest's text.corpus, shown with samples of its shards by shardprep.inspect and "
+                         "shardprep.report")
     masking = _given(args, _PRETRAINING_ONLY)
     if args.task == CLASSIFICATION and masking:
         raise UsageError(f"{masking[0]} goes with --task bert-pretraining: text-classification masks no token and "
@@ -165,6 +187,12 @@ def check_inputs(args: argparse.Namespace, files: Sequence[InputFile]) -> None:
                          "BERT's layout (a sentence a line, a blank line between documents); leave --text-column out")
 
 
+def dedup_settings(args: argparse.Namespace) -> DedupSettings:
+    """``--dedup`` and its LSH flags (their defaults where left out)."""
+    return DedupSettings(getattr(args, "dedup", None) or "none", getattr(args, "dedup_bands", None) or BANDS,
+                         getattr(args, "dedup_rows", None) or ROWS, getattr(args, "dedup_shingle", None) or SHINGLE)
+
+
 def config(args: argparse.Namespace) -> PretrainingConfig:
     return PretrainingConfig(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
                              args.short_seq_prob, args.dupe_factor, args.whole_word_masking, seed=args.seed)
@@ -210,17 +238,22 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     total = sum(f.size for f in files)
     vocab_url = naming.join(output, naming.vocab_path(run_id))
     tokenize = None
+    dedup = dedup_settings(args)
     if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
-        written = write_vocab(list(vocab.tokens), vocab_url)
-        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and on_workers else None
+        written = write_vocab(list(vocab.tokens), vocab_url)  # (not with --dedup: CountRanges tokenizes those kept)
+        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and on_workers and dedup.mode == "none" else None
     result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
                          columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
-                         read_unit=formats.read_unit, run=run_stage, tokenize=tokenize)
+                         read_unit=formats.read_unit, run=run_stage, tokenize=tokenize, dedup=dedup)
     if result.num_documents == 0:
         raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
-                         f"{result.stats.empty_documents} empty documents): check --input and --text-column")
+                         f"{result.stats.empty_documents} empty documents"
+                         + "".join(f", {n} {r}" for r, n in result.removed.items() if n)
+                         + "): check --input and --text-column")
     if vocab is None:
-        tokens = train_vocab(sentences(f"{folder}/store.jsonl"), args.train_vocab, cased=args.cased)
+        store = f"{folder}/store.jsonl"
+        tokens = train_vocab(progress_lines(sentences(store), fs.size(store)), args.train_vocab, cased=args.cased,
+                             progress=log.info)
         log.info("trained a vocabulary of %d tokens", len(tokens))
         written = write_vocab(tokens, vocab_url)
     else:
@@ -235,8 +268,39 @@ def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFil
     for u in result.units:
         k = count[u.file_index] = count.get(u.file_index, -1) + 1
         units.append(WorkUnit(by_index[u.file_index], k, u.start, u.end, u.first_doc))
-    log.info("%d documents, %d sentences, %d bad lines -> %d work units of the document store",
-             result.num_documents, result.stats.sentences, result.stats.bad_lines, len(units))
+    log.info("%s -> %d work units of the document store", _counts_line(args.task, result), len(units))
     return units, spec.manifest_entry(len(tokens), vocab=naming.vocab_path(run_id), vocab_bytes=written[0],
-                                      vocab_crc32c=written[1])
+                                      vocab_crc32c=written[1], corpus=result.corpus.entry(),
+                                      dedup={**dedup.entry(), "removed": result.removed} if dedup.mode != "none" else None)
+
+
+def _counts_line(task: str, result) -> str:
+    """The store's counts for the log: documents and sentences, or a classification run's examples."""
+    s, c = result.stats, result.corpus
+    if task == CLASSIFICATION:
+        line = f"{s.documents:,} examples"
+    else:
+        line = f"{s.documents:,} documents, {s.sentences:,} sentences"
+    line += f", {s.bad_lines:,} bad lines"
+    if c.exact_duplicate_documents:
+        line += f"; {c.exact_duplicate_documents:,} documents are exact copies of another"
+    if c.sentences_sampled and task == PRETRAINING:
+        line += f"; {100 * c.sentences_repeated / c.sentences_sampled:.1f}% of sentences occur more than once"
+    removed = [f"{n:,} {r.replace('_', '-')}s" for r, n in result.removed.items() if n]
+    if result.removed:
+        line += f"; --dedup removed {' and '.join(removed) if removed else 'nothing'}"
+    return line
+
+
+def progress_lines(lines: Iterator[str], total: int, every: float = PROGRESS_SECONDS) -> Iterator[str]:
+    """``lines`` as they are, logging about every ``every`` seconds how far through ``total`` bytes of
+    text (UTF-8, counted from the lines) the pass is."""
+    done, last, start = 0, time.monotonic(), time.monotonic()
+    for line in lines:
+        done += len(line.encode("utf-8")) + 1
+        if time.monotonic() - last >= every:
+            last = time.monotonic()
+            log.info("--train-vocab: read %.0f of %.0f MB of text (%.0f%%, %.0f s)", done / 1e6, total / 1e6,
+                     min(100.0, 100 * done / max(1, total)), last - start)
+        yield line
 

@@ -33,6 +33,8 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
+from shardprep.text.corpus import NO_DEDUP, CorpusStats, DedupSettings, PartSketch, label_counts, merge, sentence_share
+from shardprep.text.dedup import kept_of, rewrite
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.tokens import document_bytes, unit_url, write_documents
 
@@ -60,6 +62,8 @@ class StoreResult:
     num_documents: int
     labels: tuple[str, ...]  # classification: the distinct labels, sorted
     stats: DocumentStats
+    corpus: CorpusStats = dataclasses.field(default_factory=CorpusStats)
+    removed: dict = dataclasses.field(default_factory=dict)  # --dedup: reason -> documents dropped
 
 
 def _text_entries(file: InputFile, piece: Piece | None, stats: DocumentStats, max_line_bytes: int) -> Iterator[dict]:
@@ -131,6 +135,8 @@ class StorePart:
     labels: tuple[str, ...]
     stats: DocumentStats
     tokens: tuple[str, ...] = ()
+    corpus: str = ""  # its documents' sketch (``text.corpus.PartSketch``: .npz)
+    top_sentences: tuple[tuple[int, str], ...] = ()
 
 
 class BuildPart:
@@ -141,13 +147,17 @@ class BuildPart:
     cased): the units of a piece, or of an uncompressed file of at most a unit, are tokenized here
     too, into token files that ``build_store`` names for their units (``text.tokens``), which the
     job's CountRanges step then finds written; it tokenizes the units of the larger parts (a gzip
-    file, one not local), in parallel, rather than one worker all of a part's."""
+    file, one not local), in parallel, rather than one worker all of a part's. Each document also
+    goes to the part's ``text.corpus.PartSketch`` (hashes, and band keys for ``dedup``), written
+    beside the part."""
 
     def __init__(self, folder: str, unit_bytes: int, columns: tuple[str | None, str | None, str | None],
                  max_line_bytes: int, read_unit: Callable[[Any], Iterator] | None,
-                 tokenize: tuple[str, bool] | None = None) -> None:
+                 tokenize: tuple[str, bool] | None = None, dedup: DedupSettings = NO_DEDUP,
+                 sentence_share: float = 1.0) -> None:
         self._folder, self._unit_bytes, self._columns = folder, unit_bytes, columns
         self._max_line_bytes, self._read_unit, self._tokenize = max_line_bytes, read_unit, tokenize
+        self._dedup, self._share = dedup, sentence_share
 
     @staticmethod
     def cost(element: Element) -> int:
@@ -176,6 +186,7 @@ class BuildPart:
         small = piece is not None or (not file.gzip and file.size <= self._unit_bytes)
         tokenize = self._tokenizer() if small else None
         offsets, cuts, labels, tokens, documents = array.array("q"), [], set(), [], []
+        sketch = PartSketch(self._dedup, self._share)
         at = start = first = 0
         name = f"{file.index:06d}" + (f"-{piece[3]:06d}" if piece is not None else "")
         limit = self._unit_bytes * (2 if piece is not None else 1)  # a piece: one unit, unless few blank lines
@@ -195,8 +206,12 @@ class BuildPart:
                     offsets.append(at)
                     if "l" in entry:
                         labels.add(entry["l"])
-                    elif tokenize is not None:
-                        documents.append(document_bytes(tokenize(entry["s"])))
+                        b = entry.get("b")
+                        sketch.add(entry["p"], None, entry["a"] + ("\n" + b if b else ""), entry["l"])
+                    else:
+                        sketch.add(entry["p"], entry["s"], "\n".join(entry["s"]))
+                        if tokenize is not None:
+                            documents.append(document_bytes(tokenize(entry["s"])))
                 buffer += line
                 if len(buffer) >= 1 << 20:
                     out.write(bytes(buffer))
@@ -208,8 +223,10 @@ class BuildPart:
             if at > start or not cuts:
                 cut()  # every file has a unit, maybe empty
             out.write(bytes(buffer))
+        corpus = f"{self._folder}/parts/{name}.corpus.npz"
+        top = sketch.finish(corpus)
         yield StorePart(file.index, url, at, np.frombuffer(offsets, dtype=np.int64), tuple(cuts),
-                        tuple(sorted(labels)), stats, tuple(tokens))
+                        tuple(sorted(labels)), stats, tuple(tokens), corpus, top)
 
 
 def _inline(work: Any, elements: list) -> list:
@@ -234,7 +251,7 @@ def _elements(files: Sequence[InputFile], column_units: dict[int, list], unit_by
 def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, column_units: dict[int, list],
                 columns: tuple[str | None, str | None, str | None], max_line_bytes: int,
                 read_unit: Callable[[Any], Iterator] | None, run: Callable[[Any, list], list] | None = None,
-                tokenize: tuple[str, bool] | None = None) -> StoreResult:
+                tokenize: tuple[str, bool] | None = None, dedup: DedupSettings = NO_DEDUP) -> StoreResult:
     """Writes ``folder``/store.jsonl and index.npy from ``files`` (their order is the ids' order).
 
     ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
@@ -244,26 +261,45 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
     None: here). Each file, or piece of a large .txt file, is a part of its own (``BuildPart``, which
     also writes the units' token files where ``tokenize`` gives the vocabulary); ids, offsets and
     units are the parts' shifted by the counts before them, so the store is the same however many
-    processes built it."""
-    work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit, tokenize)
+    processes built it.
+
+    The parts' sketches (``text.corpus``) give the corpus's counts; with ``dedup`` (exact or near:
+    no ``tokenize`` then) each document that ``text.dedup.kept_of`` drops becomes a dead letter
+    naming the one kept, in a copy of its part (``text.dedup.rewrite``), before the parts are joined."""
+    share = sentence_share(sum(f.size for f in files))
+    work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit, tokenize, dedup, share)
     parts: list[StorePart] = (run or _inline)(work, _elements(files, column_units, unit_bytes))
+    arrays, corpus = merge(parts, share, dedup.mode == "near")
+    ids = np.arange(len(arrays.doc))
+    kept = kept_of(arrays, dedup.mode) if dedup.mode != "none" and len(ids) else ids
+    dropped = kept != ids
+    exact = dropped & (arrays.doc[kept] == arrays.doc)
+    removed = {"duplicate": int(exact.sum()), "near_duplicate": int((dropped & ~exact).sum())} \
+        if dedup.mode != "none" else {}
+    corpus.labels = label_counts(parts, ~dropped)
+    url_of = {f.index: f.url for f in files}
     stats, labels = DocumentStats(), set()
     units: list[StoreUnit] = []
     offsets: list[np.ndarray] = [np.zeros(0, np.int64)]
-    at = docs = 0
+    at = docs = first = 0
     with fs.write_atomic(f"{folder}/store.jsonl", durable=False) as out:
         for part in parts:
-            with fs.open_file(part.url, "rb") as f:
+            url, size, part_offsets, cuts = part.url, part.size, part.offsets, part.cuts
+            if dropped[first:first + len(part.offsets)].any():
+                url = part.url + ".dedup"
+                size, part_offsets, cuts = rewrite(part.url, url, first, kept, arrays, part.cuts,
+                                                   lambda i: url_of.get(i, str(i)))
+            with fs.open_file(url, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 22)
-            units += [StoreUnit(part.file_index, at + s, at + e, docs + d) for s, e, d in part.cuts]
-            for (_, _, d), url in zip(part.cuts, part.tokens):
-                if url:
-                    fs.rename(url, unit_url(f"{folder}/store.jsonl", docs + d))
-            offsets.append(part.offsets + at)
+            units += [StoreUnit(part.file_index, at + s, at + e, docs + d) for s, e, d in cuts]
+            for (_, _, d), tok in zip(cuts, part.tokens):
+                if tok:
+                    fs.rename(tok, unit_url(f"{folder}/store.jsonl", docs + d))
+            offsets.append(part_offsets + at)
             labels.update(part.labels)
             for field in dataclasses.fields(DocumentStats):
                 setattr(stats, field.name, getattr(stats, field.name) + getattr(part.stats, field.name))
-            at, docs = at + part.size, docs + len(part.offsets)
+            at, docs, first = at + size, docs + len(part_offsets), first + len(part.offsets)
     if parts:
         fs.remove(f"{folder}/parts", recursive=True)
     index = np.concatenate(offsets)
@@ -271,7 +307,8 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
     firsts = [u.first_doc for u in units] + [len(index)]  # the first ids of units that hold documents:
     _save(f"{folder}/units.npy", np.asarray(sorted({f for f, nxt in zip(firsts, firsts[1:]) if nxt > f}),
                                             dtype=np.int64))  # text.tokens finds a document's file by them
-    return StoreResult(units, len(index), tuple(sorted(labels)), stats)
+    corpus.sentences = stats.sentences
+    return StoreResult(units, len(index), tuple(sorted(labels)), stats, corpus, removed)
 
 
 def _save(url: str, array: np.ndarray) -> None:

@@ -23,7 +23,8 @@ import functools
 import heapq
 import os
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 import tokenizers
 from tokenizers import models, normalizers, pre_tokenizers
@@ -34,6 +35,7 @@ __all__ = ["SPECIAL_TOKENS", "Vocab", "case_warning", "load_vocab", "parse_vocab
 # BERT's special tokens, in the order train_vocab gives them ids ([PAD] is 0: BERT pads ids with 0).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
+PROGRESS_SECONDS = 10.0  # train_vocab's progress lines, at most one this often
 BOM = "\ufeff"  # a byte-order mark, as UTF-8 (EF BB BF) opens some files: no part of a token
 
 
@@ -252,7 +254,7 @@ def remember_vocab(url: str, vocab: Vocab | None) -> None:
 
 
 def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_frequency: int = 2,
-                limit_alphabet: int = 1000) -> list[str]:
+                limit_alphabet: int = 1000, progress: Callable[[str], None] | None = None) -> list[str]:
     """A WordPiece vocabulary of at most ``size`` tokens learnt from ``lines``: its tokens in id order.
 
     The algorithm of tokenizers' WordPieceTrainer (byte-pair merges over ``##``-continued
@@ -266,6 +268,8 @@ def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_fre
     The special tokens come first (``SPECIAL_TOKENS``, so [PAD] is id 0), then the alphabet (the
     ``limit_alphabet`` most frequent characters, each alone and as a ``##`` continuation where seen
     so), then the merges in order; pairs seen fewer than ``min_frequency`` times are not merged.
+    ``progress`` (a line for the log) is called once the words are counted and then about every
+    ``PROGRESS_SECONDS`` of merging.
     """
     if size <= len(SPECIAL_TOKENS):
         raise ValueError(f"size {size}: a vocabulary needs more than the {len(SPECIAL_TOKENS)} special tokens")
@@ -302,7 +306,13 @@ def train_vocab(lines: Iterable[str], size: int, *, cased: bool = False, min_fre
             where.setdefault(pair, set()).add(k)
     heap = [(-n, pair) for pair, n in pairs.items()]
     heapq.heapify(heap)
+    if progress is not None:
+        progress(f"--train-vocab: {len(counts):,} distinct words counted; learning up to {size:,} tokens")
+    last = time.monotonic()
     while len(vocab) < size and heap:
+        if progress is not None and time.monotonic() - last >= PROGRESS_SECONDS:
+            last = time.monotonic()
+            progress(f"--train-vocab: {len(vocab):,} of at most {size:,} tokens learnt")
         neg, pair = heapq.heappop(heap)
         if pairs.get(pair, 0) != -neg:
             continue  # stale: its count changed since it was pushed

@@ -81,6 +81,9 @@ def test_txt_and_gz_give_berts_features_read_by_run_pretrainings_spec(corpus, tm
     given = (corpus / "v" / "vocab.txt").read_bytes()
     vocab = given.decode().split("\n")[:-1]
     (run_id,) = manifest.load(str(out)).run_ids
+    corpus = doc["text"].pop("corpus")
+    assert corpus["documents"] == 200 and corpus["sentences"] == corpus["sentences_sampled"] > 200
+    assert corpus["exact_duplicate_documents"] == 0 and "dedup" not in doc["text"]
     assert doc["text"] == {"task": "bert-pretraining", "vocab": f"{run_id}/vocab.txt", "vocab_num_bytes": len(given),
                            "vocab_crc32c": f"{google_crc32c.value(given):08x}", "vocab_size": len(vocab), "cased": False,
                            "max_seq_length": 64, "max_predictions_per_seq": 10, "masked_lm_prob": 0.15,
