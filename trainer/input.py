@@ -249,6 +249,7 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
     image_size: int = 0,
     augment: str = DEFAULT_AUGMENT,
     stage_dir: str | None = None,
+    data_version: int | None = None,
 ) -> Input:
     """Plans ``split`` of the data set at ``data_dir`` (a folder or URL holding manifest.json) for ``num_workers``
     workers (default: ``TF_CONFIG``'s, else 1), refusing with ``DataSetError`` (one line) a data set, label or
@@ -259,14 +260,15 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
     ``image_size``: decode ``image/encoded`` to ``image`` of that square size, its training batches changed as
     ``augment`` says (``none``, ``crop``, ``crop,flip``: ``trainer.image_input``; never flip digits, text, signs
     or logos). ``stage_dir``: copy each
-    worker's shards there first (for stores TensorFlow cannot read)."""
+    worker's shards there first (for stores TensorFlow cannot read). ``data_version``: read that kept manifest
+    version of an appended data set (default: the current one)."""
     if num_workers is None:
         num_workers = parse_tf_config(os.environ.get("TF_CONFIG")).num_workers
     if global_batch_size < 1 or global_batch_size % num_workers:
         raise DataSetError(f"global_batch_size {global_batch_size} does not divide among {num_workers} workers")
     if epochs is not None and epochs < 1:
         raise DataSetError(f"epochs {epochs}: expected 1 or more, or None to repeat")
-    m = manifest.load(data_dir)
+    m = manifest.load(data_dir, version=data_version)
     schema = schema_from_json(m.features)
     inputs = tuple(features) if features is not None else tuple(n for n in schema if n != label)
     plan = preflight.plan_input(root=data_dir, split=split, label=label, inputs=inputs, num_workers=num_workers,
