@@ -16,6 +16,7 @@ from shardprep import cli, manifest, planning, shard_reader
 from shardprep.display import shown
 from shardprep.example import decode_example
 from shardprep.report_flags import MAGIC, shown_value, top_values
+from shardprep.report_text import decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
@@ -87,6 +88,25 @@ def _stats_row(name: str, s: dict) -> list:
             distinct, top[:60]]
 
 
+def _print_text(root: str, m: manifest.Manifest) -> None:
+    """A text run's corpus, a sample of its sequences, its red flags and its first records as wordpieces."""
+    vocab = vocabulary(root, m.text)
+    found = sample(root, m, vocab)
+    print("\ntext:")
+    rows = text_rows(m, found, vocab)
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(shown(f"  {k.ljust(width)}  {v}"))
+    for flag in text_flags(m, found):
+        print(shown(f"red flag: {flag.where}: {flag.why}"))
+    for record in found.first if vocab else ():
+        tokens, masked = decoded(record, vocab)
+        print()
+        print(shown(f"wordpieces: {tokens[:600]}"))
+        if masked:
+            print(shown(f"masked (position:original): {masked}"))
+
+
 def _main(argv: Sequence[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m shardprep.inspect", description=__doc__.split("\n", 1)[0].split(": ", 1)[1])
     p.add_argument("dir", metavar="DIR", help="data set folder (local, NFS or gs://)")
@@ -114,6 +134,8 @@ def _main(argv: Sequence[str] | None) -> int:
     print()
     print(table(["feature", "dtype", "shape", "class names"],
                 [[k, v["dtype"] + (f" ({v['unit']})" if v.get("unit") else ""), v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))
+    if m.text:
+        _print_text(args.dir, m)
     for split, features in m.statistics.items():
         print(f"\nstatistics of '{shown(split)}':")
         print(table(["feature", "count", "missing", "min", "max", "mean", "std", "p5 / median / p95", "lengths", "distinct", "most frequent"],

@@ -1,5 +1,7 @@
 """``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, dead letters, feature statistics and red flags).
 
+A text run's page opens with its corpus and a sample of its sequences (``shardprep.report_text``).
+
 The page has inline CSS and inline SVG charts drawn here: no JavaScript, nothing fetched, so it
 opens from a file, a mail attachment or a bucket. Every string from the data or the manifest
 (feature, split and class names, values, dead letters' raw records, file names) goes through
@@ -23,6 +25,7 @@ from shardprep.report_charts import bar_chart
 from shardprep.report_features import features_html
 from shardprep.report_flags import Flag, divergences, red_flags, share_of
 from shardprep.report_html import e, num, table
+from shardprep.report_text import TextSample, decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes
 
 __all__ = ["FLAGS_LISTED", "build", "dead_letter_examples", "main", "render"]
@@ -149,6 +152,29 @@ def _dead_letters_html(root: str, m: manifest.Manifest) -> str:
     return f'<div class="card">{"".join(parts)}</div>'
 
 
+def _text_html(m: manifest.Manifest, s: TextSample, vocab: list[str]) -> str:
+    """A text run's corpus and sequences (``shardprep.report_text``)."""
+    rows = table(["", ""], [[e(k), e(v)] for k, v in text_rows(m, s, vocab)], text_cols=(1,))
+    parts = [f'<div class="card">{rows}</div>']
+    n = int((m.text or {}).get("max_seq_length", 0))
+    if s.records and n:
+        bins = len(s.lengths)
+        labels = [f"{i * n // bins}-{(i + 1) * n // bins} tokens" for i in range(bins)]
+        parts.append(f'<div class="card"><div class="charts"><figure>'
+                     f'{bar_chart(s.lengths, title="sequence lengths", labels=labels)}'
+                     f"<figcaption>tokens a sequence (0 to {n:,}; padding {100 * s.padding:.1f}%), "
+                     f"{s.records:,} records sampled</figcaption></figure></div></div>")
+    top = ((m.text or {}).get("corpus") or {}).get("top_repeated_sentences") or []
+    if top:
+        parts.append('<div class="card"><h3>most repeated sentences</h3>'
+                     + table(["sentence", "times"], [[e(str(t)), num(c)] for t, c in top], text_cols=(0,)) + "</div>")
+    if s.first and vocab:
+        shown_rows = [[e(a), e(b)] for a, b in (decoded(r, vocab) for r in s.first)]
+        parts.append('<div class="card"><h3>first records, as wordpieces</h3>'
+                     + table(["input_ids", "masked (position:original)"], shown_rows, text_cols=(0, 1)) + "</div>")
+    return "".join(parts)
+
+
 def render(root: str, m: manifest.Manifest, *, label: str | None = None) -> str:
     """The report of the data set at ``root`` (its manifest ``m``) as one HTML document."""
     return _page(root, m, label=label)[0]
@@ -158,6 +184,12 @@ def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, l
     """The HTML document and the red flags it lists."""
     divs = divergences(m)
     flags = red_flags(m, label=label, divs=divs)
+    text_section = ""
+    if m.text:
+        vocab = vocabulary(root, m.text)
+        found = sample(root, m, vocab)
+        flags = text_flags(m, found) + flags
+        text_section = '<h2 id="text">Text</h2>' + _text_html(m, found, vocab)
     total = sum(s.num_records for s in m.splits.values())
     if flags:
         items = "".join(f"<li><b>{e(f.where)}</b>: {e(f.why)}</li>" for f in flags[:FLAGS_LISTED])
@@ -179,6 +211,7 @@ def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, l
         f"{e(m.compression)}, seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {e(m.created)}, "
         f"tool {e(m.tool_version)}</p>",
         f'<h2 id="flags">Red flags ({len(flags)})</h2>', flags_html,
+        text_section,
         '<h2 id="splits">Splits and shards</h2>', _splits_html(m),
         '<h2 id="dead-letters">Dead letters</h2>', _dead_letters_html(root, m),
         f'<h2 id="features">Features ({len(m.features)})</h2>', features_html(m, flags, divs),

@@ -232,7 +232,9 @@ def features_html(m: manifest.Manifest, flags: list[Flag], divs: dict[str, dict[
     names = list(m.features)
     drawn = drawn_features(m, flagged)
     cards = [_feature_card(i, names[i], m, divs=divs.get(names[i], {}), flagged=names[i] in flagged) for i in drawn]
-    note = "" if m.statistics else ('<p class="meta">The manifest holds no statistics: rerun '
+    note = "" if m.statistics else ('<p class="meta">A text run\'s features are BERT\'s ids, fixed by its settings: '
+                                    'its corpus and sequences are under <a href="#text">Text</a>.</p>' if m.text else
+                                    '<p class="meta">The manifest holds no statistics: rerun '
                                     "<code>shardprep.run</code> with <code>--statistics on</code> to see them here.</p>")
     if len(drawn) == len(names):
         return note + "".join(cards)
