@@ -111,6 +111,7 @@ def space_bound(config: Any, units: Sequence[Any]) -> space_bounds.SpaceBound:
     (``formats.WorkUnit``) may hold under its output at once (``shardprep.space_bound``). A text
     run's units, once its document store is built, carry the store's counts (``text.spec.TextSpec``);
     before that, the bound is the store's alone (``text_store_bound``)."""
+    units = [member for unit in units for member in unit.members]  # a FileGroup's files: each as its own unit
     files = list({unit.file.index: unit.file for unit in units}.values())
     schema = config.schema
     spec = next((f.text for f in files if f.text is not None), None)
@@ -152,7 +153,7 @@ def space_needed(config: Any, units: Sequence[Any]) -> int:
     try:
         return space_bound(config, units).total
     except (OSError, InputError):
-        files = list({unit.file.index: unit.file for unit in units}.values())
+        files = list({m.file.index: m.file for unit in units for m in unit.members}.values())
         return RUN_SPACE_FACTOR * sum(f.size for f in files)
 
 
