@@ -15,6 +15,8 @@ VERSION = re.search(r'^__version__ = "([^"]+)"', (pathlib.Path(__file__).parent 
                     re.M).group(1)
 
 BEAM = "apache-beam==2.77.*"
+NATIVE_SOURCES = sorted(path.as_posix() for path in pathlib.Path("shardprep/native/src").glob("*.c"))
+NATIVE_HEADERS = sorted(path.as_posix() for path in pathlib.Path("shardprep/native/src").glob("*.h"))
 EXTRAS = {
     # keras-hub: --model bert's BertBackbone (built from a configuration, no weights downloaded); 0.32.0 pulls
     # tensorflow-text 2.21 and keeps TensorFlow 2.21 / Keras 3.
@@ -64,7 +66,8 @@ setuptools.setup(
     ],
     extras_require=EXTRAS,
     # The compiled hot path; optional: without a C compiler shardprep.native falls back to Python.
-    # setuptools puts the .c source in the sdist, so Dataflow workers build it too.
-    ext_modules=[setuptools.Extension("shardprep.native._native", ["shardprep/native/_native.c"], optional=True),
+    # _native is one module built from one C file per concern (shardprep/native/src/native.h lists
+    # them); setuptools puts the sources and headers in the sdist, so Dataflow workers build it too.
+    ext_modules=[setuptools.Extension("shardprep.native._native", NATIVE_SOURCES, depends=NATIVE_HEADERS, optional=True),
                  setuptools.Extension("shardprep.native._bert", ["shardprep/native/_bert.c"], optional=True)],
 )

@@ -1,7 +1,8 @@
-"""The pure-Python twin of ``_native.c``: the same functions, the same results, used without a compiler.
+"""The pure-Python twin of the compiled module ``_native`` (``src/*.c``): the same functions, the same
+results, used without a compiler.
 
-Slow (per-record Python), but exactly equivalent; ``tests/shardprep/test_framing.py`` checks both on
-random inputs. See ``_native.c`` for what each function means.
+Slow (per-record Python), but exactly equivalent; the tests each C file names check both on random
+inputs. See the C file of a function for what it means (``src/native.h`` lists them).
 """
 from __future__ import annotations
 
