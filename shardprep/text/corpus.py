@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardprep import fs, native
-from shardprep.text.minhash import MinHasher
+from shardprep.text.minhash import MinHasher, keys_of
 
 __all__ = ["NO_DEDUP", "SENTENCE_HASH_BUDGET", "CorpusArrays", "CorpusStats", "DedupSettings", "PartSketch", "label_counts", "merge",
            "sentence_share"]
@@ -38,11 +38,13 @@ class DedupSettings:
     bands: int = 14
     rows: int = 8
     shingle: int = 5
+    threshold: float = 0.8  # a candidate pair (a shared band) is joined if its signatures agree this much
 
     def entry(self) -> dict:
         """The manifest's ``text.dedup`` settings (none: no entry)."""
         if self.mode == "near":
-            return {"mode": "near", "shingle_words": self.shingle, "bands": self.bands, "rows": self.rows}
+            return {"mode": "near", "shingle_words": self.shingle, "bands": self.bands, "rows": self.rows,
+                    "threshold": self.threshold}
         return {"mode": self.mode}
 
 
@@ -92,7 +94,7 @@ class PartSketch:
         if self._texts:
             self._doc.append(_hashes(self._texts, _DOC_SEED))
             if self._near is not None:
-                self._keys.append(self._near.band_keys(self._texts))
+                self._keys.append(self._near.signatures(self._texts))
         if self._sentences:
             h = _hashes(self._sentences, _SENTENCE_SEED)
             kept = h <= self._limit
@@ -118,8 +120,8 @@ class PartSketch:
         if self.labels:
             arrays["labels"] = np.asarray(self.labels, dtype=str)
         if self._near is not None:
-            arrays["keys"] = (np.concatenate(self._keys) if self._keys
-                              else np.zeros((0, self._near.bands), np.uint64))
+            arrays["signatures"] = (np.concatenate(self._keys) if self._keys
+                                    else np.zeros((0, self._near.bands * self._near.rows), np.uint32))
         data = io.BytesIO()
         np.savez(data, **arrays)
         with fs.write_atomic(url, durable=False) as out:
@@ -139,6 +141,7 @@ class CorpusArrays:
     files: np.ndarray  # int64: each document's input file index
     doc: np.ndarray  # uint64: each document's text hash
     keys: np.ndarray | None  # (N, bands) uint64 band keys, --dedup near
+    signatures: np.ndarray | None = None  # (N, bands * rows) uint32 MinHash signatures, --dedup near
 
 
 @dataclasses.dataclass
@@ -167,7 +170,7 @@ class CorpusStats:
         return out
 
 
-def merge(parts: Sequence, share: float, near: bool) -> tuple[CorpusArrays, CorpusStats]:
+def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[CorpusArrays, CorpusStats]:
     """The parts' sketches (``StorePart.corpus`` urls, in store order) as whole-corpus arrays and counts."""
     positions, files, docs, keys, sentences, tops = [], [], [], [], [], {}
     for part in parts:
@@ -176,12 +179,13 @@ def merge(parts: Sequence, share: float, near: bool) -> tuple[CorpusArrays, Corp
             files.append(np.full(len(z["positions"]), part.file_index, np.int64))
             docs.append(z["doc"])
             sentences.append(z["sentences"])
-            if near:
-                keys.append(z["keys"])
+            if near is not None:
+                keys.append(z["signatures"])
         tops.update(dict(part.top_sentences))
     doc = _cat(docs, np.uint64)
+    sig = np.concatenate(keys) if near is not None and keys else None
     arrays = CorpusArrays(_cat(positions, np.int64), _cat(files, np.int64), doc,
-                          np.concatenate(keys) if near and keys else None)
+                          keys_of(sig, near.bands, near.rows) if sig is not None else None, sig)
     stats = CorpusStats(documents=len(doc), exact_duplicate_documents=int(len(doc) - len(np.unique(doc))),
                         sentence_share=share)
     sent = _cat(sentences, np.uint64)

@@ -55,11 +55,19 @@ def components(n: int, edges: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.nda
     return label
 
 
-def kept_of(arrays: CorpusArrays, mode: str) -> np.ndarray:
-    """Each document's kept document id (itself where it is kept)."""
+def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0) -> np.ndarray:
+    """Each document's kept document id (itself where it is kept). Near: a pair that shares a band
+    is joined only if its signatures (``arrays.signatures``, where given) agree in at least
+    ``threshold`` of their places: the estimated Jaccard similarity, which keeps LSH's pairs below
+    the threshold (a band shared by chance) out of the clusters."""
     edges = [_edges(arrays.doc)]
     if mode == "near" and arrays.keys is not None:
-        edges += [_edges(np.ascontiguousarray(arrays.keys[:, b])) for b in range(arrays.keys.shape[1])]
+        for b in range(arrays.keys.shape[1]):
+            u, v = _edges(np.ascontiguousarray(arrays.keys[:, b]))
+            if arrays.signatures is not None and len(u):
+                agree = (arrays.signatures[u] == arrays.signatures[v]).mean(axis=1)
+                u, v = u[agree >= threshold], v[agree >= threshold]
+            edges.append((u, v))
     return components(len(arrays.doc), edges)
 
 

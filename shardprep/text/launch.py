@@ -21,7 +21,7 @@ from shardprep.errors import InputError, UsageError
 from shardprep.formats.base import InputFile, WorkUnit
 from shardprep.label_vocab import apply_vocabulary
 from shardprep.schema import Schema
-from shardprep.text.corpus import DedupSettings
+from shardprep.text.corpus import NO_DEDUP, DedupSettings
 from shardprep.text.minhash import BANDS, ROWS, SHINGLE
 from shardprep.text.pretraining import PretrainingConfig, bert_schema
 from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
@@ -75,10 +75,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--dedup-rows", type=int, metavar="R", help=f"--dedup near: MinHash rows a band; more rows, a "
                    f"higher similarity threshold, about (1/B)**(1/R) (default: {ROWS})")
     t.add_argument("--dedup-shingle", type=int, metavar="W", help=f"--dedup near: words a shingle (default: {SHINGLE})")
+    t.add_argument("--dedup-threshold", type=float, metavar="J", help="--dedup near: a pair that shares a band is a "
+                   "near-duplicate if its MinHash signatures agree in this share of places, the estimated Jaccard "
+                   f"similarity (default: {NO_DEDUP.threshold})")
 
 
 _PRETRAINING_ONLY = ("max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor", "whole_word_masking")
-_NEAR_ONLY = ("dedup_bands", "dedup_rows", "dedup_shingle")
+_NEAR_ONLY = ("dedup_bands", "dedup_rows", "dedup_shingle", "dedup_threshold")
 _TEXT_FLAGS = ("vocab", "train_vocab", "cased", "text_column", "text_pair_column", "label", "max_seq_length",
                *_PRETRAINING_ONLY, "dedup", *_NEAR_ONLY)
 
@@ -118,7 +121,9 @@ def check(args: argparse.Namespace) -> Vocab | None:
     near = _given(args, _NEAR_ONLY)
     if near and args.dedup != "near":
         raise UsageError(f"{near[0]} goes with --dedup near")
-    for flag in near:
+    if args.dedup_threshold is not None and not 0 < args.dedup_threshold <= 1:
+        raise UsageError(f"--dedup-threshold {args.dedup_threshold}: a share, in (0, 1]")
+    for flag in (f for f in near if f != "--dedup-threshold"):
         if getattr(args, flag[2:].replace("-", "_")) < 1:
             raise UsageError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: expected 1 or more")
     if getattr(args, "statistics", None) == "on":
@@ -189,8 +194,10 @@ def check_inputs(args: argparse.Namespace, files: Sequence[InputFile]) -> None:
 
 def dedup_settings(args: argparse.Namespace) -> DedupSettings:
     """``--dedup`` and its LSH flags (their defaults where left out)."""
+    threshold = getattr(args, "dedup_threshold", None)
     return DedupSettings(getattr(args, "dedup", None) or "none", getattr(args, "dedup_bands", None) or BANDS,
-                         getattr(args, "dedup_rows", None) or ROWS, getattr(args, "dedup_shingle", None) or SHINGLE)
+                         getattr(args, "dedup_rows", None) or ROWS, getattr(args, "dedup_shingle", None) or SHINGLE,
+                         NO_DEDUP.threshold if threshold is None else threshold)
 
 
 def config(args: argparse.Namespace) -> PretrainingConfig:

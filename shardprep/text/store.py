@@ -269,9 +269,9 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
     share = sentence_share(sum(f.size for f in files))
     work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit, tokenize, dedup, share)
     parts: list[StorePart] = (run or _inline)(work, _elements(files, column_units, unit_bytes))
-    arrays, corpus = merge(parts, share, dedup.mode == "near")
+    arrays, corpus = merge(parts, share, dedup if dedup.mode == "near" else None)
     ids = np.arange(len(arrays.doc))
-    kept = kept_of(arrays, dedup.mode) if dedup.mode != "none" and len(ids) else ids
+    kept = kept_of(arrays, dedup.mode, dedup.threshold) if dedup.mode != "none" and len(ids) else ids
     dropped = kept != ids
     exact = dropped & (arrays.doc[kept] == arrays.doc)
     removed = {"duplicate": int(exact.sum()), "near_duplicate": int((dropped & ~exact).sum())} \

@@ -68,7 +68,7 @@ def test_near_removes_planted_copies_and_names_the_kept_document(planted, tmp_pa
     m = manifest.load(str(out))
     assert m.rejected.by_reason == {"duplicate": truth["exact"], "near_duplicate": truth["near"]}
     text = m.text
-    assert text["dedup"] == {"mode": "near", "shingle_words": 5, "bands": 14, "rows": 8,
+    assert text["dedup"] == {"mode": "near", "shingle_words": 5, "bands": 14, "rows": 8, "threshold": 0.8,
                              "removed": {"duplicate": 10, "near_duplicate": 10}}
     assert text["corpus"]["documents"] == truth["documents"] and text["corpus"]["exact_duplicate_documents"] == 10
     letters = _letters(out)
