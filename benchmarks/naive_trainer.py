@@ -20,7 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from shardprep import cli
-from trainer import data, job, loop, metrics, session, strategy, train
+from trainer import collaborators, data, job, loop, metrics, session, strategy, train
 from trainer.cluster import ClusterInfo, parse_tf_config
 from trainer.config import ConfigError, TrainConfig
 from trainer.controller import Controller, LoopSettings
@@ -119,8 +119,10 @@ def run_naive_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any
         meter=meter, classification=ses.classification,
     )
     result = Controller(
-        session=ses, settings=LoopSettings(0, total, steps_per_epoch), meter=meter, progress=progress, checkpoints=None
-    ).run(runner)
+        runner=runner, settings=LoopSettings(0, total, steps_per_epoch), progress=progress,
+        evaluator=collaborators.evaluator_for(ses), exporter=collaborators.exporter_for(ses), meter=meter,
+        strategy=ses.strategy,
+    ).run()
     return session.write_job_summary(
         ses, meter, start_step=0, final_step=result.final_step, scores=result.scores, exported=result.exported,
         data_mode="file", input_mode=INPUT_MODE,

@@ -15,19 +15,16 @@ import keras
 import tensorflow as tf
 
 from shardprep import naming
-from trainer.errors import TrainerError
+from trainer.errors import CheckpointError
 
 __all__ = ["CheckpointError", "Checkpoints", "export_model", "gather_ints"]
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(TrainerError):
-    """Workers that do not agree on the state to resume from."""
-
-
 class Checkpoints:
-    """Model, optimizer and global step; ``restore`` returns the step to continue from."""
+    """Model, optimizer and global step; ``restore`` returns the step to continue from. The controller's
+    ``trainer.controller.CheckpointSaver``: ``save(step)`` and ``close()``."""
 
     def __init__(
         self,

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from shardprep.errors import UsageError
 
-__all__ = ["TrainerError"]
+__all__ = ["CheckpointError", "TrainerError"]
 
 
 class TrainerError(UsageError):
     """A setting, cluster, data set or checkpoint that cannot work; the message says what to do."""
+
+
+class CheckpointError(TrainerError):
+    """Checkpoints that do not fit this model, or workers that do not agree on the state to resume from."""

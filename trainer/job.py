@@ -211,7 +211,7 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
     ``then(summary)`` runs once the summary is written, while the job's input iterators are still held
     (``trainer.train`` ends the worker process there: releasing them can wait for tf.data's threads)."""
     from trainer import checkpoints as ckpt_lib
-    from trainer import controller, metrics, session, strategy
+    from trainer import collaborators, controller, metrics, session, strategy
 
     gpus = strategy.local_gpus()
     plan, eval_plan, identity, run_id, config = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
@@ -261,8 +261,10 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
                           old_plan=old_plans.get(handover.old_workers) if handover else None)
     try:
         result = controller.Controller(
-            session=ses, settings=settings, meter=meter, progress=progress, checkpoints=checkpoints
-        ).run(runner)
+            runner=runner, settings=settings, progress=progress, checkpoints=checkpoints,
+            evaluator=collaborators.evaluator_for(ses), exporter=collaborators.exporter_for(ses), meter=meter,
+            strategy=ses.strategy,
+        ).run()
     finally:
         runner.close()
     summary = session.write_job_summary(

@@ -130,7 +130,8 @@ def write_job_summary(
     data_mode: str,
     input_mode: str = "manifest",
 ) -> dict[str, Any]:
-    """Writes and logs this worker's summary; returns it."""
+    """Writes and logs this worker's summary; returns it. ``scores``: the evaluator's (``eval_*``); a
+    string label's vocabulary is added after them as ``label_vocabulary``."""
     s, plan, worker = session, session.plan, session.worker
     summary = {
         **meter.summary(allreduce_s=s.allreduce_s),
@@ -149,6 +150,7 @@ def write_job_summary(
         "learning_rate": s.learning_rate,
         "export": exported,
         **scores,
+        **({"label_vocabulary": list(plan.label_vocabulary)} if plan.label_vocabulary else {}),
     }
     url = metrics.write_summary(s.config.model_dir, worker, summary)
     log.info(
