@@ -16,9 +16,9 @@ import posixpath
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from shardprep import fs, lease, manifest, naming, planning, retention, tfds_metadata
+from shardprep import fs, generations, lease, manifest, naming, planning, retention, tfds_metadata
 from shardprep.config import ReshardConfig
-from shardprep.errors import RunError
+from shardprep.errors import ManifestError, RunError
 
 __all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "StatsFact", "UnitFact", "assemble", "changed_inputs", "commit"]
 
@@ -62,6 +62,7 @@ class RejectFact(NamedTuple):
 class StatsFact(NamedTuple):
     split: int
     statistics: dict  # feature name -> statistics of this split (``stats.to_json``)
+    sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats_store``)
 
 
 class ErrorFact(NamedTuple):
@@ -90,7 +91,7 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
     rejected_by_units = sum(u.rejected for u in units.values())
     by_reason: collections.Counter[str] = collections.Counter()
     for u in units.values():
-        if u.by_reason:  # most units have none: skip Counter.update's fixed cost (1M units: ~3 s)
+        if u.by_reason:  # most units have none: skip Counter.update's fixed cost per call
             by_reason.update(dict(u.by_reason))
     rejected_paths = sorted({r.path for r in groups[RejectFact]})
     rejected_written = sum({r.path: r.num_records for r in groups[RejectFact]}.values())
@@ -108,6 +109,8 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
     for i, name in enumerate(names):
         kept = sum(u.kept[i] for u in units.values())
         plan = plans.get(i)
+        if plan is None and config.append and not kept:  # an append may add no records to a split
+            continue
         if plan is None:
             if not errors:
                 errors.append(
@@ -132,6 +135,8 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         infos = tuple(got[k] for k in sorted(got))
         splits[name] = manifest.SplitInfo(sum(x.num_records for x in infos), sum(x.num_bytes for x in infos), infos)
 
+    if config.append and not splits and not errors:
+        errors.append(f"the input adds no records to {config.output}: nothing to append")
     written = sum(s.num_records for s in splits.values())
     accounting = manifest.Accounting(read=read, written=written, rejected=rejected_written)
     if not errors and read != written + rejected_written:
@@ -176,6 +181,8 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         compression=config.compression,
         text=config.text,
         statistics={names[f.split]: f.statistics for f in sorted(groups[StatsFact], key=lambda f: f.split) if names[f.split] in splits},
+        sketches={names[f.split]: f.sketch for f in sorted(groups[StatsFact], key=lambda f: f.split)
+                  if names[f.split] in splits and f.sketch is not None},
     )
     errors.extend(manifest.problems(result))
     return (None if errors else result), errors, report
@@ -253,17 +260,27 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
     lease.pause("commit.leased")
     if result is None:
         return _refuse(config, report, errors)
-    if not config.overwrite and manifest.exists(config.output):
+    try:
+        current = manifest.load(config.output) if manifest.exists(config.output) else None
+    except ManifestError as e:
+        return _refuse(config, report, [f"the data set's manifest cannot be read at commit ({e}): nothing committed"])
+    if raced := _raced(config, current):
+        report["raced"] = True  # the launcher removes this run's folder: a rerun is all it takes
+        return _refuse(config, report, [raced])
+    if not config.overwrite and not config.append and current is not None:
         return _refuse(config, report, [f"{naming.join(config.output, naming.MANIFEST)} appeared while this run was "
                                         "working; pass --overwrite to replace it"])
     if retention.claim(config.output, config.run_id, retention.COMMIT) != retention.COMMIT:
         return _refuse(config, report, [f"run {config.run_id} was interrupted before its commit: nothing committed"])
     committed = False
     try:  # the shards are checked under the claim: an interrupted launcher removes them only without it
+        try:
+            result = _versioned(config, current, dataclasses.replace(result, created=result.created or manifest.now()))
+        except (ManifestError, OSError) as e:
+            return _refuse(config, report, [f"the append could not be merged with {config.output} ({e}): nothing committed"])
         if absent := _absent_shards(config.output, result):
             return _refuse(config, report, absent)
         before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
-        result = dataclasses.replace(result, created=result.created or manifest.now())
         lease.pause("commit.checked")
         with tfds_metadata.restored_on_failure(config.output):  # TFDS readers see the old data set until the commit
             tfds_metadata.write(config.output, result, features=config.tfds_features)
@@ -285,6 +302,43 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
         log.warning("run %s is committed (%s), but tidying after it failed (%s): python -m shardprep.clean %s "
                     "removes what it left", config.run_id, url, e, config.output)
     return url
+
+
+def _raced(config: ReshardConfig, current: manifest.Manifest | None) -> str | None:
+    """Why the run must not commit over ``current`` (another run committed after this one read the data
+    set: ``config.base``), or None. Runs on one folder hold its lease in turn, so this is the one way two
+    of them (two appends, an append and an --overwrite) could both have read one version."""
+    found = current.identity if current is not None else ""
+    if config.base is None or found == config.base:
+        return None
+    if not config.base and not config.overwrite:
+        return None  # a first run: the check after this names the manifest that appeared
+    seen = f"read version {config.base.split(':', 1)[0]}" if config.base else "found no data set"
+    now = (f"version {current.data_version} (run {current.head_run}) was committed" if current is not None
+           else "the data set was removed")
+    return (f"{config.output} changed while run {config.run_id} was working: it {seen}, and meanwhile {now}; "
+            f"nothing was committed and nothing is lost: rerun the command")
+
+
+def _versioned(config: ReshardConfig, current: manifest.Manifest | None, result: manifest.Manifest) -> manifest.Manifest:
+    """The manifest to commit: the data set's next version. An append adds ``result`` (its run's
+    generation) to ``current`` (``generations.merge``); an --overwrite replaces ``current`` with a
+    version of one generation; a first run is version 1."""
+    if config.append:
+        duplicates = result.rejected.by_reason.get("duplicate", 0)
+        merged = generations.merge(config.output, current, result, run_id=config.run_id, top_k=config.stats_top_k,
+                                   duplicates=duplicates)
+        if unsound := manifest.problems(merged):  # e.g. an input appended twice: the same shards again
+            raise ManifestError(f"{unsound[0]} (was this input appended before?)")
+        for line in generations.small_generation(current, result):
+            log.warning("%s", line.replace("DIR", config.output))
+        return merged
+    if current is None:
+        return result
+    version = current.data_version + 1
+    own = manifest.Generation(config.run_id, version, {n: s.num_records for n, s in result.splits.items()},
+                              result.accounting.read, result.accounting.rejected, created=result.created)
+    return dataclasses.replace(result, data_version=version, parent=current.data_version, generations=(own,))
 
 
 def _absent_shards(root: str, result: manifest.Manifest) -> list[str]:

@@ -38,8 +38,8 @@ class ReshardConfig:
     keep_previous: int = 1  # committed runs kept besides the new one, for readers of older manifests
     extra_fields: str = "reject"
     # Parse's batches (one spill file each): up to this many records or bytes. Every batch reaches
-    # every shard, so a shard's writer reads batches x shards pieces: 20,000 records made 1,024
-    # shards of 667 MB take 1.9x the time of 64; a unit's records now fill a batch up to these.
+    # every shard, so a shard's writer reads batches x shards pieces: a unit's records fill a batch
+    # up to these, so that many shards stay few pieces.
     batch_records: int = 100_000
     batch_bytes: int = 64 << 20
     versions: tuple[str, ...] = ()  # ``fs.version`` of each source at planning; the commit refuses a change
@@ -54,6 +54,10 @@ class ReshardConfig:
     statistics_in_parse: bool = True
     text: dict[str, Any] | None = None  # a text run's manifest entry (text.spec.TextSpec.manifest_entry)
     spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (graph.spill.spill_bytes)
+    append: bool = False  # --append: a new generation of the data set at ``output`` (shardprep.generations)
+    # ``Manifest.identity`` of the data set the run was planned against ("": none); the commit refuses if
+    # another is committed by then (a race). None: not checked
+    base: str | None = None
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -92,7 +96,7 @@ class ReshardConfig:
 
     @functools.cached_property
     def schema(self) -> Schema:
-        """``features`` parsed, once per process (a wide table's 50,000 features take ~0.1 s)."""
+        """``features`` parsed, once per process (a wide table's many features are not cheap to parse)."""
         return schema_from_json(self.features)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -103,6 +107,13 @@ class ReshardConfig:
         return self.compression == "gzip"
 
     def num_shards_for(self, split: str, num_records: int, num_bytes: int) -> int:
+        """A split's shard count; an append's never exceeds its records (a tiny append: shards of one record)."""
+        if self.append:
+            chosen = planning.choose_num_shards(num_records=max(num_records, self.num_shards or self.workers or 1),
+                                                num_bytes=num_bytes, num_shards=self.num_shards, workers=self.workers,
+                                                shards_per_worker=self.shards_per_worker,
+                                                target_shard_bytes=self.target_shard_bytes, split=split)
+            return max(1, min(chosen, num_records))
         return planning.choose_num_shards(
             num_records=num_records,
             num_bytes=num_bytes,

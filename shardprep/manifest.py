@@ -15,16 +15,20 @@ from typing import Any
 
 from shardprep import __version__, fs, json_compact, manifest_schema, members, naming, schema
 from shardprep.errors import ManifestError, SchemaError
+from shardprep.manifest_checks import problems
+from shardprep.manifest_generations import Generation, SketchInfo, generation_from_json, sketch_from_json
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "Accounting",
+    "Generation",
     "IndexInfo",
     "Manifest",
     "ManifestError",
     "RejectedInfo",
     "ShardInfo",
+    "SketchInfo",
     "SourceInfo",
     "SplitInfo",
     "encode",
@@ -114,12 +118,39 @@ class Manifest:
     tool_version: str = TOOL_VERSION
     format: str = FORMAT
     version: int = VERSION
+    data_version: int = 1  # this manifest's number among the data set's committed ones (1: the first run)
+    parent: int | None = None  # the version it was made from (an append, a compaction, an --overwrite)
+    generations: tuple[Generation, ...] = ()  # empty: one generation, the run of every file (a first run)
+    sketches: dict[str, SketchInfo] = dataclasses.field(default_factory=dict)  # split -> its statistics' state
 
     @property
     def run_ids(self) -> set[str]:
         """Run folders the manifest's files live in."""
         paths = [s.path for split in self.splits.values() for s in split.shards]
+        paths += [s.path for s in self.sketches.values()]
         return {p.split("/", 1)[0] for p in [*paths, *self.rejected.paths]}
+
+    @property
+    def head_run(self) -> str:
+        """The run that committed this manifest (its copy is ``run_copy_path(head_run)``): the last
+        generation's run, or a first run's only run."""
+        if self.generations:
+            return self.generations[-1].run_id
+        runs = sorted(self.run_ids)
+        return runs[-1] if runs else ""
+
+    @property
+    def identity(self) -> str:
+        """``<data_version>:<head run>``: what a run planned against this manifest expects at its commit."""
+        return f"{self.data_version}:{self.head_run}"
+
+    def all_generations(self) -> tuple[Generation, ...]:
+        """The generations, oldest first; a first run's manifest is one generation of its run."""
+        if self.generations:
+            return self.generations
+        counts = {name: split.num_records for name, split in self.splits.items()}
+        return (Generation(self.head_run, self.data_version, counts, self.accounting.read, self.accounting.rejected,
+                           created=self.created),)
 
     def to_json(self) -> dict[str, Any]:
         created = self.created or now()
@@ -150,6 +181,10 @@ class Manifest:
             "accounting": dataclasses.asdict(self.accounting),
             **({"statistics": self.statistics} if self.statistics else {}),
             **({"text": self.text} if self.text is not None else {}),
+            **({"sketches": {k: dataclasses.asdict(v) for k, v in self.sketches.items()}} if self.sketches else {}),
+            **({"data_version": self.data_version} if self.data_version != 1 else {}),
+            **({"parent": self.parent} if self.parent is not None else {}),
+            **({"generations": [g.to_json() for g in self.generations]} if self.generations else {}),
         }
 
     @classmethod
@@ -200,7 +235,14 @@ class Manifest:
             tool_version=_field(doc, "tool_version", str) if "tool_version" in doc else "",
             statistics=manifest_schema.statistics(doc["statistics"]) if "statistics" in doc else {},
             text=manifest_schema.text(doc["text"]) if "text" in doc else None,
+            data_version=manifest_schema.positive(doc["data_version"], "data_version") if "data_version" in doc else 1,
+            parent=manifest_schema.positive(doc["parent"], "parent") if "parent" in doc else None,
+            generations=tuple(generation_from_json(x, f"generations[{i}]")
+                              for i, x in enumerate(_field(doc, "generations", list) if "generations" in doc else [])),
+            sketches={k: sketch_from_json(v, f"sketches.{k}") for k, v in (_field(doc, "sketches", dict) if "sketches" in doc else {}).items()},
         )
+        for name, sketch in manifest.sketches.items():
+            members.check_relative(sketch.path, field=f"sketches.{name}.path")
         for name, split in manifest.splits.items():  # each path named by its field (members.check_relative)
             for i, shard in enumerate(split.shards):
                 members.check_relative(shard.path, field=f"splits.{name}.shards[{i}].path")
@@ -260,11 +302,12 @@ def run_copy_path(run_id: str) -> str:
 
 
 def load(root: str, *, run_id: str | None = None) -> Manifest:
-    """Reads and validates ``root/manifest.json``, or with ``run_id`` the copy that run kept.
+    """Reads and validates ``root/manifest.json``, or with ``run_id`` the copy that run kept (a kept
+    manifest version by its number: ``shardprep.versions.load``).
 
     A reader that must not switch data sets mid-way (a trainer resuming from a checkpoint) records
-    the run id of the manifest it started with (``Manifest.run_ids``) and later loads that run's
-    copy: its paths are relative to ``root`` like the current manifest's, and its shards stay
+    the run that committed the manifest it started with (``Manifest.head_run``) and later loads that
+    run's copy: its paths are relative to ``root`` like the current manifest's, and its files stay
     until ``--keep-previous`` later commits or ``python -m shardprep.clean`` remove them.
     """
     relative = run_copy_path(run_id) if run_id else naming.MANIFEST
@@ -282,8 +325,8 @@ def load(root: str, *, run_id: str | None = None) -> Manifest:
             f"finish writes none); run `python -m shardprep.run ... --output {root}` first"
         ) from None
     result = _encoded[1] if _encoded is not None and raw == _encoded[0] else _parsed(url, raw)
-    if run_id and result.run_ids != {run_id}:
-        raise ManifestError(f"{url} names the files of runs {sorted(result.run_ids)}, not of run {run_id}")
+    if run_id and result.head_run != run_id:
+        raise ManifestError(f"{url} is the manifest of run {result.head_run}, not of run {run_id}")
     return result
 
 
@@ -296,13 +339,13 @@ def _parsed(url: str, raw: bytes) -> Manifest:
 
 
 # The last manifest this process encoded, with its bytes: ``load`` of a file holding exactly those
-# bytes returns it unparsed (the launcher reading back what its in-process commit wrote; a wide
-# table's 50,000 features took ~0.3 s to parse and validate again).
+# bytes returns it unparsed (the launcher reading back what its in-process commit wrote: a wide
+# table's features are not parsed and validated again).
 _encoded: tuple[bytes, Manifest] | None = None
 
 # Past this many features the manifest and features.json are written compact (no indentation):
 # the same JSON, about half the bytes, and json's compiled encoder (indentation takes the pure-Python
-# one: 50,000 features took ~1 s per file).
+# one).
 INDENT_MAX_FEATURES = 1000
 
 
@@ -337,49 +380,3 @@ def write_run_copy(root: str, run_id: str, manifest: Manifest, data: bytes | Non
     with fs.write_atomic(url) as f:
         f.write(encode(manifest) if data is None else data)
     return url
-
-
-def problems(manifest: Manifest) -> list[str]:
-    """Invariant violations (docs/design.md, "Manifest"), one readable line each; empty when sound."""
-    out = []
-    acc = manifest.accounting
-    if acc.read != acc.written + acc.rejected:
-        out.append(f"accounting: read {acc.read} != written {acc.written} + rejected {acc.rejected}")
-    written = sum(s.num_records for s in manifest.splits.values())
-    if written != acc.written:
-        out.append(f"accounting: written {acc.written} but the splits hold {written} records")
-    if manifest.rejected.num_records != acc.rejected:
-        out.append(f"accounting: rejected {acc.rejected} but the dead letters hold {manifest.rejected.num_records}")
-    out.extend(_repeated_shards(manifest))
-    for name, split in manifest.splits.items():
-        counts = [s.num_records for s in split.shards]
-        if not counts:
-            out.append(f"split {name!r} has no shards")
-            continue
-        if max(counts) - min(counts) > 1:
-            out.append(f"split {name!r} is unbalanced: shards hold {min(counts)} to {max(counts)} records")
-        if sum(counts) != split.num_records:
-            out.append(f"split {name!r}: shards hold {sum(counts)} records, the split says {split.num_records}")
-        if sum(s.num_bytes for s in split.shards) != split.num_bytes:
-            out.append(f"split {name!r}: shard bytes do not add up to the split's num_bytes")
-    return out
-
-
-def _repeated_shards(manifest: Manifest) -> list[str]:
-    """A shard listed twice (another is then never read), or the same content in two places (an
-    eval split that is a copy of train's shards: evaluation on training data)."""
-    out = []
-    by_path: dict[str, str] = {}
-    by_content: dict[tuple[str, int, int], str] = {}
-    for name, split in manifest.splits.items():
-        for i, shard in enumerate(split.shards):
-            here = f"{name}[{i}]"
-            if shard.path in by_path:
-                out.append(f"{shard.path} is listed twice ({by_path[shard.path]} and {here})")
-                continue
-            by_path[shard.path] = here
-            key = (shard.crc32c, shard.num_bytes, shard.num_records)
-            if shard.num_records and key in by_content:
-                out.append(f"{shard.path} ({here}) has the same crc32c, size and records as {by_content[key]}")
-            by_content.setdefault(key, f"{shard.path} ({here})")
-    return out

@@ -26,6 +26,7 @@ __all__ = [
     "check_num_shards",
     "parse_splits",
     "plan_workers",
+    "reading_order",
     "shard_of",
     "shard_sizes",
     "split_index",
@@ -185,6 +186,18 @@ def shard_sizes(num_records: int, num_shards: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(num_shards)]
 
 
+def reading_order(paths: Sequence[str], seed: int) -> list[int]:
+    """The order in which readers take a split's shards (indexes into ``paths``): the manifest's own
+    when they all belong to one run (one generation), else ordered by a keyed hash of each path, so
+    that an epoch mixes the generations of an appended data set (the trainer cuts the order into
+    workers' ranges and interleaves each worker's pieces). It depends only on the paths and the data
+    set's seed, never on the worker count, and an append leaves the older shards' order as it was."""
+    if len({p.split("/", 1)[0] for p in paths}) <= 1:
+        return list(range(len(paths)))
+    key = seed.to_bytes(8, "little", signed=True)
+    return sorted(range(len(paths)), key=lambda i: hashlib.blake2b(paths[i].encode(), digest_size=8, key=key).digest())
+
+
 def valid_worker_counts(num_shards: int, limit: int = 1024) -> list[int]:
     """Worker counts that read whole shards (file mode): the divisors of the shard count."""
     return [w for w in range(1, min(num_shards, limit) + 1) if num_shards % w == 0]
@@ -219,9 +232,11 @@ class WorkerPlan:
 def plan_workers(shard_records: Sequence[int], num_workers: int) -> WorkerPlan:
     """Gives every worker its own records.
 
-    *file* mode when ``num_workers`` divides the shard count: worker w reads shards w, w+W, ...
-    whole. Otherwise *range* mode: the shards, concatenated in order, are cut into ``num_workers``
-    contiguous ranges of floor or ceil(n/W) records, expressed as (shard, skip, take) pieces.
+    *file* mode when ``num_workers`` divides the shard count and every worker then gets the same
+    records to one (shards of one generation: floor or ceil of n/N each): worker w reads shards w,
+    w+W, ... whole. Otherwise *range* mode (also for shards of several generations whose sizes
+    differ): the shards, concatenated in order, are cut into ``num_workers`` contiguous ranges of
+    floor or ceil(n/W) records, expressed as (shard, skip, take) pieces.
     """
     if num_workers < 1:
         raise PlanError(f"worker count {num_workers}: expected at least 1")
@@ -233,7 +248,9 @@ def plan_workers(shard_records: Sequence[int], num_workers: int) -> WorkerPlan:
             tuple(Piece(s, 0, shard_records[s]) for s in range(w, n_shards, num_workers))
             for w in range(num_workers)
         )
-        return WorkerPlan("file", pieces)
+        counts = [sum(p.take for p in mine) for mine in pieces]
+        if max(counts) - min(counts) <= 1:
+            return WorkerPlan("file", pieces)
     total = sum(shard_records)
     starts = [0]
     for count in shard_records:

@@ -31,7 +31,7 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from shardprep import framing, fs, manifest, members, naming, record_index
+from shardprep import framing, fs, manifest, members, naming, record_index, versions
 from shardprep.errors import ManifestError, ShardprepError, UsageError
 from shardprep.example import RecordError, decode_example
 
@@ -61,15 +61,17 @@ def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def open(data_dir: str, split: str, *, parsed: bool = False, run_id: str | None = None) -> Records:  # noqa: A001
+def open(data_dir: str, split: str, *, parsed: bool = False, run_id: str | None = None,  # noqa: A001
+         version: int | None = None) -> Records:
     """The records of ``split`` of the data set at ``data_dir`` (local, NFS or ``gs://``).
 
     ``parsed``: items are dicts of numpy arrays by the manifest's features rather than bytes.
     ``run_id``: read that committed run's manifest copy (``manifest.load``), so a reader that must not
-    switch data sets mid-way (an elastic resume) reads the one it started with. Raises
-    ``ManifestError`` for a missing split and ``NotRandomAccessError`` for gzip shards.
+    switch data sets mid-way (an elastic resume) reads the one it started with; ``version``: the kept
+    manifest version of that number (an appended data set's earlier one). Raises
+    ``ManifestError`` for a missing split or version and ``NotRandomAccessError`` for gzip shards.
     """
-    m = manifest.load(data_dir, run_id=run_id)
+    m = versions.load(data_dir, run_id=run_id, version=version)
     if split not in m.splits:
         raise ManifestError(f"{data_dir} has no split {split!r} (its splits: {', '.join(sorted(m.splits))})")
     if m.compression != "none":

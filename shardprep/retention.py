@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from shardprep import fs, lease, manifest, naming, versioned
 from shardprep.errors import ManifestError
 
-__all__ = ["COMMIT", "DISCARD", "claim", "committed_runs", "current_runs", "discard_run", "remove_stale_runs", "run_folders",
-           "stale_runs", "withdraw"]
+__all__ = ["COMMIT", "DISCARD", "claim", "committed_runs", "current_runs", "discard_run", "references", "remove_stale_runs",
+           "run_folders", "stale_runs", "withdraw"]
 
 log = logging.getLogger("shardprep")
 
@@ -41,20 +41,35 @@ def current_runs(root: str) -> set[str]:
         return set()
 
 
-def stale_runs(runs: Sequence[str], *, current: set[str], committed: set[str], keep_previous: int) -> list[str]:
-    """The run folders to remove: all but ``current`` and the newest ``keep_previous`` committed ones.
+def stale_runs(runs: Sequence[str], *, current: set[str], committed: set[str], keep_previous: int,
+               references: Callable[[str], set[str]] = lambda run: {run}) -> list[str]:
+    """The run folders to remove: all but ``current`` and the newest ``keep_previous`` committed ones,
+    with every run folder the manifest each of those committed names (``references``: an appended
+    manifest's earlier generations).
 
-    Run ids sort by their start time; runs on one folder never overlap (the lease), so that is
-    also the order in which they committed.
+    Run ids sort by their start time; runs on one folder never overlap (the lease), and a run that
+    read the data set before another committed is refused at its commit (``shardprep.commit``), so
+    that is also the order in which they committed.
     """
     previous = sorted(r for r in committed if r not in current and r in runs)
-    keep = set(current) | set(previous[-keep_previous:] if keep_previous > 0 else ())
+    keep = set(current)
+    for run in previous[-keep_previous:] if keep_previous > 0 else ():
+        keep |= {run} | references(run)
     return sorted(r for r in runs if r not in keep)
+
+
+def references(root: str, run: str) -> set[str]:
+    """The run folders the manifest that ``run`` committed names (its own alone if its copy cannot be read)."""
+    try:
+        return manifest.load(root, run_id=run).run_ids | {run}
+    except ManifestError:
+        return {run}
 
 
 def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep_previous: int) -> list[str]:
     """Removes the run folders ``stale_runs`` picks; the caller holds the lease. Returns them."""
-    gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous)
+    gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous,
+                      references=lambda run: references(root, run))
     for name in gone:
         lease.pause("clean.remove")
         _remove_folder(naming.join(root, name))

@@ -5,12 +5,12 @@ Flags of this tool are parsed here; every other flag goes to Beam (``--temp_loca
 """
 from __future__ import annotations
 
-if __name__ == "__main__":  # a signal during the imports below (~0.2 s): one line and 130, as later
+if __name__ == "__main__":  # a signal during the imports below: one line and 130, as later
     from shardprep.cli import exit_early_on_interrupt
 
     exit_early_on_interrupt("shardprep.run")
     # one OpenBLAS thread unless set: numpy's OpenBLAS starts a thread per core that spins before it
-    # sleeps (``import numpy`` 0.31 -> 0.18 CPU s), and nothing a re-shard runs calls BLAS
+    # sleeps, and nothing a re-shard runs calls BLAS
     import os
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -30,12 +30,14 @@ from shardprep import (
     config,
     formats,
     fs,
+    generations,
     interrupts,
     label_vocab,
     lease,
     manifest,
     naming,
     planning,
+    retention,
     run_checks,
     schema,
 )
@@ -49,7 +51,7 @@ from shardprep.summary import print_summary
 from shardprep.text import launch as text_launch
 
 log = logging.getLogger("shardprep")
-AUTO_STATISTICS_FEATURES = 1000  # --statistics auto: computed up to this many features (each costs ~0.3 ms and ~630 manifest bytes a split)
+AUTO_STATISTICS_FEATURES = 1000  # --statistics auto: computed up to this many features (each costs CPU and manifest bytes in every split)
 
 EPILOG = """\
 examples:
@@ -82,9 +84,12 @@ def parser() -> argparse.ArgumentParser:
                     "records of the first files. Fields not in a given schema are dropped")
     io.add_argument("--overwrite", action="store_true",
                     help="replace a finished data set in DIR (default: refuse before reading any input)")
+    io.add_argument("--append", action="store_true", help="add the input's records to the data set in DIR as a new "
+                    "generation of exactly balanced shards under a new manifest version (committed shards are never "
+                    "rewritten); the input must match its schema; --split, --seed and --compression are its own")
     io.add_argument("--keep-previous", type=int, default=1, metavar="N",
                     help="committed runs kept besides the new one, so trainers reading them finish (default: %(default)s)")
-    io.add_argument("--compression", default="none", choices=config.COMPRESSIONS, help="shard compression (default: none)")
+    io.add_argument("--compression", default=None, choices=config.COMPRESSIONS, help="shard compression (default: none)")
     sh = p.add_argument_group("sharding")
     sh.add_argument("--num-shards", type=int, metavar="N", help="shards per split")
     sh.add_argument("--workers", type=int, metavar="W",
@@ -96,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--split", default=None, metavar="SPEC",
                     help="splits and their shares, e.g. train=0.9,eval=0.1; membership is a keyed hash of each "
                     "record, stable across runs and runners (default: train; --format tfds: the TFDS splits kept)")
-    sh.add_argument("--seed", type=int, default=42, help="seed of the split hash and of the shuffle (default: %(default)s)")
+    sh.add_argument("--seed", type=int, default=None, help="seed of the split hash and of the shuffle (default: 42)")
     sh.add_argument("--no-shuffle", action="store_true", help="keep input order, dealt round-robin to shards")
     tab = p.add_argument_group("CSV dialect and missing values")
     tab.add_argument("--delimiter", metavar="C", help="CSV field delimiter: one character, or tab, space, comma, "
@@ -159,15 +164,6 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
     text_launch.add_arguments(p)
     return p
-
-
-def _refuse_finished(output: str, overwrite: bool) -> None:
-    """Refuses to replace a finished data set, before any input is read."""
-    if not overwrite and manifest.exists(output):
-        raise UsageError(
-            f"{naming.join(output, naming.MANIFEST)} exists: {output} already holds a finished data set; "
-            f"pass --overwrite to replace it or choose another --output"
-        )
 
 
 def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> None:
@@ -264,10 +260,10 @@ def _main(argv: Sequence[str] | None) -> int:
     run_checks.check_flags(args)
     vocab = text_launch.check(args)  # a bad --vocab: one line, before any input is read
     run_checks.check_output(args.output)
+    parent = run_checks.data_set(args)  # with --append: also its --split, --seed and --compression
     splits = planning.parse_splits(args.split or "train")
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
-    _refuse_finished(args.output, args.overwrite)
     classes = _given_classes(args)  # before any input is read
     files = formats.expand_inputs(args.input, args.format, ImageOptions(
         args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column, args.max_image_pixels,
@@ -286,6 +282,8 @@ def _main(argv: Sequence[str] | None) -> int:
                                group=not args.task)  # a text run's store takes each file's own units
     in_place = _spill_in_place(engine.on_this_machine(options), files)  # after planning: Parquet footers read once
     features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
+    if args.append:  # before any record is read by the pipeline
+        features = generations.check_schema(parent.features, features, root=args.output, text_input=not args.schema and all(f.format == "csv" for f in files))
     cfg = config.ReshardConfig(
         output=args.output.rstrip("/") if args.output != "/" else args.output,
         run_id=naming.new_run_id(),
@@ -312,6 +310,8 @@ def _main(argv: Sequence[str] | None) -> int:
         stats_top_k=args.stats_top_k,
         statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
+        append=args.append,
+        base=parent.identity if parent is not None else "",
     )
     log.info("%d input files, %s, %d features; run %s -> %s", len(files),
              "work units cut from the document store once it is built" if args.task else f"{len(units)} work units",
@@ -328,6 +328,7 @@ def _main(argv: Sequence[str] | None) -> int:
             text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
                                                  max_record_bytes, run_stage, engine.plans_on_workers)
             return dataclasses.replace(cfg, text=entry), text_units
+    lease.pause("run.planned")  # test hook: another run may commit between this run's planning and its lease
     try:
         return _run(cfg, units, options, text_plan)
     except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
@@ -362,6 +363,9 @@ def _finish(cfg: config.ReshardConfig) -> int:
     if fs.exists(report_url):
         report = json.loads(fs.read_bytes(report_url))
         errors = report.get("errors") or ["unknown failure"]
+        if report.get("raced"):  # another run committed first: this one leaves nothing behind
+            retention.discard_run(cfg.output, cfg.run_id, whole=True)
+            raise RunError(errors[0])
         raise RunError(f"{errors[0]} (report: {report_url})")
     if not manifest.exists(cfg.output):
         raise RunError(f"the pipeline finished but wrote no manifest to {cfg.output}")

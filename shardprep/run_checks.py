@@ -12,11 +12,11 @@ import math
 import os
 from collections.abc import Sequence
 
-from shardprep import fs
+from shardprep import fs, manifest, naming, planning
 from shardprep.capacity import machine_cores
 from shardprep.errors import UsageError
 
-__all__ = ["check_flags", "check_output", "direct_flags", "refuse_unknown_args"]
+__all__ = ["append_settings", "check_flags", "check_output", "data_set", "direct_flags", "refuse_unknown_args"]
 
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means the local pool here
@@ -124,3 +124,54 @@ def direct_flags(args: Sequence[str], local_workers: int | None) -> tuple[int | 
         raise UsageError(f"--local-workers {local_workers} and --direct_num_workers={text} ask for different process "
                          "counts: give one of them")
     return count, rest
+
+
+def data_set(args: argparse.Namespace) -> manifest.Manifest | None:
+    """The committed data set in ``--output``, read before any input: the one an append adds to (refused
+    without one), and the version every run expects to find at its commit (``config.base``). Without
+    --overwrite or --append a finished data set is refused."""
+    if args.append and args.overwrite:
+        raise UsageError("--append adds to the data set in --output and --overwrite replaces it: give one of them")
+    parent = _data_set(args)
+    if args.append:
+        append_settings(args, parent)
+    args.seed = 42 if args.seed is None else args.seed
+    args.compression = args.compression or "none"
+    return parent
+
+
+def _data_set(args: argparse.Namespace) -> manifest.Manifest | None:
+    if not manifest.exists(args.output):
+        if args.append:
+            raise UsageError(f"--append: {args.output} holds no committed data set ({naming.MANIFEST} is missing); "
+                             "run without --append to create it")
+        return None
+    if not args.append and not args.overwrite:  # a finished data set is never replaced unasked
+        raise UsageError(f"{naming.join(args.output, naming.MANIFEST)} exists: {args.output} already holds a finished "
+                         "data set; pass --overwrite to replace it, --append to add to it, or choose another --output")
+    return manifest.load(args.output)
+
+
+def append_settings(args: argparse.Namespace, parent: manifest.Manifest) -> None:
+    """An append's --split, --seed and --compression: the data set's, and refused when given otherwise."""
+    if args.task or parent.text is not None:
+        raise UsageError("--append adds tabular or image records; a text run (--task) is re-made with --overwrite")
+    names = sorted(parent.splits)
+    if args.split is None:
+        if len(names) > 1:
+            raise UsageError(f"--append: the data set at {args.output} has splits {', '.join(names)}: give --split "
+                             f"with their shares for the new records (e.g. {','.join(f'{n}=...' for n in names)})")
+        args.split = names[0]
+    given = sorted(s.name for s in planning.parse_splits(args.split))
+    if given != names:
+        raise UsageError(f"--append --split {args.split}: the data set at {args.output} has splits {', '.join(names)}; "
+                         "an append adds records to those splits")
+    for flag, value, theirs in (("--seed", args.seed, parent.seed), ("--compression", args.compression, parent.compression)):
+        if value is not None and value != theirs:
+            raise UsageError(f"--append {flag} {value}: the data set at {args.output} has {flag} {theirs}; leave it out")
+    args.seed, args.compression = parent.seed, parent.compression
+    if args.no_shuffle == parent.shuffled:
+        raise UsageError(f"--append: the data set at {args.output} is {'' if parent.shuffled else 'not '}shuffled: "
+                         f"{'leave --no-shuffle out' if parent.shuffled else 'give --no-shuffle'}")
+    if args.format == "images" and not (args.labels_from or args.label_vocab):
+        args.labels_from = args.output  # the data set's class ids

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from shardprep import cli, framing, fs, manifest, members, naming, reader, shard_reader
+from shardprep import cli, framing, fs, manifest, members, naming, reader, shard_reader, versions
 from shardprep.display import shown
 from shardprep.errors import ShardprepError
 from shardprep.example import RecordError, decode_example
@@ -189,10 +189,26 @@ def vocab_problems(root: str, text: dict | None) -> list[str]:
     return []
 
 
-def verify(root: str, *, deep: bool = False, jobs: int = 4) -> tuple[list[str], int, int]:
-    """Returns (problems, shards checked, records covered)."""
-    m = manifest.load(root)
-    problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text)
+def sketch_problems(root: str, m: manifest.Manifest) -> list[str]:
+    """A statistics state the manifest names (``sketches``) that is missing or not its size and crc32c."""
+    from shardprep import stats_store
+
+    out = []
+    for name, info in m.sketches.items():
+        try:
+            stats_store.read(root, info, field=f"sketches.{name}")
+        except FileNotFoundError:
+            out.append(f"{info.path}: statistics state missing")
+        except (ShardprepError, OSError) as e:
+            out.append(str(e))
+    return out
+
+
+def verify(root: str, *, deep: bool = False, jobs: int = 4, version: int | None = None) -> tuple[list[str], int, int]:
+    """Returns (problems, shards checked, records covered) of the current manifest, or of the kept
+    manifest ``version`` (``manifest.load``)."""
+    m = versions.load(root, version=version)
+    problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text) + sketch_problems(root, m)
     shards = [s for split in m.splits.values() for s in split.shards]
     fields = [f"splits.{name}.shards[{i}].path" for name, split in m.splits.items() for i in range(len(split.shards))]
     shard_check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)
@@ -219,8 +235,9 @@ def _main(argv: Sequence[str] | None) -> int:
     p.add_argument("--deep", action="store_true", help="decode every record against the features (default: the first few of each shard); "
                    "on object stores, also download and check every record")
     p.add_argument("--jobs", type=int, default=4, help="shards checked in parallel (default: %(default)s)")
+    p.add_argument("--version", type=int, metavar="N", help="verify the kept manifest version N (default: the current one)")
     args = p.parse_args(argv)
-    problems, n_shards, n_records = verify(args.dir, deep=args.deep, jobs=args.jobs)
+    problems, n_shards, n_records = verify(args.dir, deep=args.deep, jobs=args.jobs, version=args.version)
     for line in problems:
         print(f"FAIL {shown(line)}")  # lines quote paths, feature and split names from the manifest
     if problems:

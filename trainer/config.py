@@ -35,6 +35,7 @@ class TrainConfig:
     label: str
     model_dir: str
     epochs: int | None
+    data_version: int | None = None  # --data-version N: that kept manifest version (default: the current one)
     per_replica_batch: int | None = None
     global_batch: int | None = None
     split: str = "train"

@@ -34,7 +34,7 @@ from typing import Any
 import trainer.labels as labels
 import trainer.preflight as preflight
 import trainer.resume as resume
-from shardprep import manifest
+from shardprep import versions
 from shardprep.schema import schema_from_json
 from trainer.cluster import parse_tf_config
 from trainer.config import AUGMENTS, DEFAULT_AUGMENT
@@ -268,7 +268,7 @@ def open(  # noqa: A001 - the front door's verb, as tfds.load / grain.load
         raise DataSetError(f"global_batch_size {global_batch_size} does not divide among {num_workers} workers")
     if epochs is not None and epochs < 1:
         raise DataSetError(f"epochs {epochs}: expected 1 or more, or None to repeat")
-    m = manifest.load(data_dir, version=data_version)
+    m = versions.load(data_dir, version=data_version)
     schema = schema_from_json(m.features)
     inputs = tuple(features) if features is not None else tuple(n for n in schema if n != label)
     plan = preflight.plan_input(root=data_dir, split=split, label=label, inputs=inputs, num_workers=num_workers,

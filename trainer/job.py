@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from shardprep import manifest, planning
+from shardprep import manifest, planning, versions
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer import bert_task, defaults, elastic, labels, preflight, resume
 from trainer.cluster import ClusterInfo
@@ -46,10 +46,10 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     """
     num_replicas = cluster.num_workers * local_replicas
     given = config
-    m = manifest.load(config.data)
+    m = versions.load(config.data, version=config.data_version)
     pinned = resume.pinned_run(config.model_dir, config.data)  # a resume keeps the data run it started on
-    if pinned and pinned not in m.run_ids:  # a re-shard committed since: that run's own manifest
-        newer = ",".join(sorted(m.run_ids))
+    if pinned and pinned != m.head_run:  # a re-shard or an append committed since: that run's own manifest
+        newer = m.head_run
         m = manifest.load(config.data, run_id=pinned)
         log.info("resuming on data set run %s (pinned by the checkpoints in %s), not the newer %s", pinned,
                  config.model_dir, newer)
@@ -111,8 +111,7 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
     if config.model == "image":  # data.parser decodes image/encoded to this size
         plan = dataclasses.replace(plan, image_size=config.image_size, augment=config.augment)
         eval_plan = eval_plan and dataclasses.replace(eval_plan, image_size=config.image_size)
-    runs = sorted(m.run_ids)
-    return JobPlan(plan, eval_plan, identity, runs[0] if len(runs) == 1 else None, config)
+    return JobPlan(plan, eval_plan, identity, m.head_run or None, config)
 
 
 def _label_view(config: TrainConfig, m: manifest.Manifest, spec: FeatureSpec | None) -> tuple[manifest.Manifest, int]:

@@ -137,6 +137,7 @@ def plan_input(
     if not inputs:
         raise DataSetError("the model takes no input features: name some with --features")
     shards = m.splits[split].shards
+    shards = tuple(shards[i] for i in planning.reading_order([s.path for s in shards], m.seed))  # generations mixed
     records = tuple(s.num_records for s in shards)
     try:
         worker_plan = planning.plan_workers(records, num_workers)

@@ -34,6 +34,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="data set folder or URL (holds manifest.json)")
     p.add_argument("--split", default="train", help="split to train on (default: train)")
+    p.add_argument("--data-version", type=int, metavar="N",
+                   help="train on the data set's kept manifest version N (default: the current one; a resume keeps "
+                   "the version its checkpoints were trained on)")
     p.add_argument("--model", default=AUTO,
                    help="mlp, text, image (a residual CNN over image/encoded), bert (on shardprep.run --task bert-pretraining "
                         "or text-classification shards), or module:function returning a keras.Model "
@@ -98,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The ``TrainConfig`` of parsed flags (which refuses values that cannot work)."""
     return TrainConfig(
         data=args.data,
+        data_version=args.data_version,
         split=args.split,
         model=args.model,
         label=args.label,
@@ -179,8 +183,8 @@ def tf_errors_as_run_errors() -> Iterator[None]:
 
 def _end_process(summary: dict) -> NoReturn:
     """Ends a worker process whose job is done (checkpoint, export and summary written, logged) without
-    TensorFlow's teardown: releasing the tf.data iterators of a 2-worker image run waited 40-60 s, every
-    thread idle (tf.data's autotuning thread asleep), before the process could exit."""
+    TensorFlow's teardown: releasing the tf.data iterators can wait long, every
+    thread idle (tf.data's autotuning thread asleep), before the process can exit."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import fs, naming, planning, stats, stats_columns, writer
+from shardprep import fs, naming, planning, stats, stats_columns, stats_store, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counts import CountTable
@@ -258,8 +258,10 @@ class MergeStats:
         return stats.merge(accumulator, partial)
 
     def finish(self, split: int, merged: dict) -> StatsFact:
+        """The split's statistics, and their mergeable state stored for a later append (``stats_store``)."""
         cfg = self._config
-        return StatsFact(split, stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k))
+        sketch = stats_store.write(cfg.output, cfg.run_id, cfg.splits[split].name, merged)
+        return StatsFact(split, stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k), sketch)
 
     def process(self, item: tuple[int, Iterable[dict]]) -> Iterator[StatsFact]:
         split, partials = item

@@ -1,0 +1,132 @@
+"""Appends (issue 56): generations, the exclusive commit, the schema check, versions, merged statistics.
+
+Every run is a real ``python -m shardprep.run`` process; races are real processes on one folder."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shardprep import manifest, reader, verify, versions
+from tests.conftest import ROOT, run_cli, sample_rows, write_csv
+
+RUN = "shardprep.run"
+FLAGS = ("--num-shards", "4", "--split", "train=0.8,eval=0.2")
+
+
+def _ids(root: Path, split: str, **kwargs) -> list[int]:
+    return sorted(int(r["id"]) for r in reader.open(str(root), split, parsed=True, **kwargs))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.tfrecord"))}
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    rows = {name: sample_rows(n, start=start)
+            for name, (start, n) in {"base": (0, 600), "day2": (600, 60), "day3": (660, 3), "day4": (700, 40),
+                                              "day5": (800, 50)}.items()}
+    rows["all"] = rows["base"] + rows["day2"] + rows["day3"]
+    return {name: write_csv(tmp_path / "in" / f"{name}.csv", r) for name, r in rows.items()}
+
+
+def test_append_adds_a_balanced_generation_and_keeps_every_version(inputs, tmp_path) -> None:
+    out = tmp_path / "ds"
+    run_cli(RUN, "--input", inputs["base"], "--output", out, *FLAGS, check=True)
+    first = _files(out)
+    run_cli(RUN, "--input", inputs["day2"], "--output", out, "--append", *FLAGS, check=True)
+    tiny = run_cli(RUN, "--input", inputs["day3"], "--output", out, "--append", *FLAGS, check=True)
+    assert "shardprep.compact" in tiny.stderr  # a generation of a few records is warned about
+    m = manifest.load(str(out))
+    assert (m.data_version, m.parent, [g.data_version for g in m.generations]) == (3, 2, [1, 2, 3])
+    assert {k: v for k, v in _files(out).items() if k in first} == first  # committed shards never rewritten
+    assert verify.verify(str(out))[0] == [] and m.accounting.written == 663
+    for split in m.splits:  # each generation exactly balanced on its own
+        for g in m.generations:
+            counts = [s.num_records for s in m.splits[split].shards if s.path.startswith(g.run_id)]
+            assert not counts or max(counts) - min(counts) <= 1
+    assert sorted(_ids(out, "train") + _ids(out, "eval")) == list(range(663))
+    # every version stays readable: the reader, verify --version, a pinned run id
+    assert sorted(_ids(out, "train", version=1) + _ids(out, "eval", version=1)) == list(range(600))
+    assert len(_ids(out, "train", version=2) + _ids(out, "eval", version=2)) == 660
+    assert verify.verify(str(out), version=1)[0] == []
+    assert run_cli("shardprep.verify", out, "--version", "2", check=True).stdout.startswith("OK")
+    assert manifest.load(str(out), run_id=m.generations[0].run_id).data_version == 1
+    # the statistics of the merged sketches are those of one run over every record
+    whole = tmp_path / "whole"
+    run_cli(RUN, "--input", inputs["all"], "--output", whole, *FLAGS, check=True)
+    one = manifest.load(str(whole))
+    assert m.statistics == one.statistics and m.features == one.features
+    assert _ids(out, "eval") == _ids(whole, "eval")  # the split of a record is its own hash: the same
+    # clean --keep-versions 1: older versions are refused, the current one is whole
+    run_cli("shardprep.clean", out, "--keep-versions", "1", check=True)
+    with pytest.raises(manifest.ManifestError, match="version 1 of .* is not kept"):
+        versions.load(str(out), version=1)
+    refused = run_cli("shardprep.verify", out, "--version", "1")
+    assert refused.returncode == 2 and "not kept" in refused.stderr and "Traceback" not in refused.stderr
+    assert verify.verify(str(out))[0] == []
+
+
+def test_an_append_of_another_schema_is_refused_before_any_record_is_read(inputs, tmp_path) -> None:
+    out = tmp_path / "ds"
+    run_cli(RUN, "--input", inputs["base"], "--output", out, *FLAGS, check=True)
+    before = sorted(p.name for p in out.iterdir())
+    extra = write_csv(tmp_path / "in" / "extra.csv", [{**r, "z": 1} for r in sample_rows(20, start=900)])
+    typed = write_csv(tmp_path / "in" / "typed.csv", [{**r, "label": f"c{r['label']}"} for r in sample_rows(20, start=900)])
+    lacking = write_csv(tmp_path / "in" / "lacking.csv", [{k: v for k, v in r.items() if k != "x1"}
+                                                          for r in sample_rows(20, start=900)])
+    for path, expected in ((extra, "has feature 'z', which the data set"), (typed, "feature 'label' is string []"),
+                           (lacking, "feature 'x1' (float32 []) of the data set")):
+        proc = run_cli(RUN, "--input", path, "--output", out, "--append", *FLAGS)
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+        assert len([line for line in proc.stderr.splitlines() if "error" in line]) == 1 and "Traceback" not in proc.stderr
+    for args, expected in ((("--split", "train=0.5,test=0.5"), "has splits eval, train"), (("--split", "train=0.8,eval=0.2", "--seed", "3"), "--seed 42"),
+                           ((), "give --split")):
+        proc = run_cli(RUN, "--input", inputs["day2"], "--output", out, "--append", "--num-shards", "4", *args)
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    again = run_cli(RUN, "--input", inputs["base"], "--output", out, "--append", *FLAGS)  # the same input twice
+    assert again.returncode == 1 and "appended before" in again.stderr, again.stderr
+    proc = run_cli(RUN, "--input", inputs["day2"], "--output", tmp_path / "none", "--append", *FLAGS)
+    assert proc.returncode == 2 and "holds no committed data set" in proc.stderr
+    assert manifest.load(str(out)).data_version == 1 and verify.verify(str(out))[0] == []
+    assert sorted(p.name for p in out.iterdir()) == before or len(list(out.glob("run-*"))) == 2  # a refused run's report
+
+
+def _slow(args: list, delays: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": delays}
+    return subprocess.Popen([sys.executable, "-m", RUN, *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("second", ["--append", "--overwrite"])
+def test_racing_runs_exactly_one_commits_and_the_other_loses_nothing(inputs, tmp_path, second) -> None:
+    """A run that read version 1, slowed before its lease, while an append commits version 2: refused at
+    its commit (exit 1, naming it), its folder removed; its rerun commits. And two runs that overlap
+    under the lease: the second is refused at once."""
+    out = tmp_path / "ds"
+    run_cli(RUN, "--input", inputs["base"], "--output", out, *FLAGS, check=True)
+    late = _slow(["--input", inputs["day5"], "--output", out, second, *FLAGS], "run.planned=12")
+    time.sleep(3)  # it has read version 1 and waits
+    run_cli(RUN, "--input", inputs["day2"], "--output", out, "--append", *FLAGS, check=True)
+    _, err = late.communicate(timeout=300)
+    assert late.returncode == 1, err
+    assert "changed while run" in err and "version 2" in err and "nothing was committed" in err, err
+    m = manifest.load(str(out))
+    assert m.data_version == 2 and m.accounting.written == 660
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("run-")) == sorted(m.run_ids)  # nothing left
+    run_cli(RUN, "--input", inputs["day5"], "--output", out, second, *FLAGS, check=True)  # the rerun: nothing lost
+    assert manifest.load(str(out)).accounting.written == (710 if second == "--append" else 50)
+    # overlapping under the lease: the second is refused at once, the first commits
+    first = _slow(["--input", inputs["day4"], "--output", out, "--append", *FLAGS], "commit.leased=8")
+    deadline = time.time() + 120
+    while not (out / "_lease.json").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    other = run_cli(RUN, "--input", inputs["day3"], "--output", out, second, *FLAGS)
+    assert other.returncode == 1 and "another run owns" in other.stderr, other.stderr
+    assert first.wait(300) == 0
+    assert verify.verify(str(out))[0] == [] and manifest.load(str(out)).data_version == 4
