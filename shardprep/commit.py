@@ -20,7 +20,8 @@ from shardprep import fs, generations, lease, manifest, naming, planning, retent
 from shardprep.config import ReshardConfig
 from shardprep.errors import ManifestError, RunError
 
-__all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "StatsFact", "UnitFact", "assemble", "changed_inputs", "commit"]
+__all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "StatsFact", "UnitFact", "assemble", "changed_inputs", "commit",
+           "commit_manifest"]
 
 log = logging.getLogger("shardprep")
 
@@ -214,6 +215,17 @@ def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     try:
         with lease.hold(config.output, config.run_id):
             return _commit_leased(config, result, errors, report)
+    except RunError as e:
+        return _refuse(config, report, [str(e)])
+
+
+def commit_manifest(config: ReshardConfig, result: manifest.Manifest) -> str:
+    """Commits a manifest made outside the pipeline (``shardprep.compact``) as ``commit`` commits its own:
+    under the lease, refused if another run committed after ``config.base``. Returns the URL."""
+    report = {"status": "ok", "run_id": config.run_id, "errors": []}
+    try:
+        with lease.hold(config.output, config.run_id):
+            return _commit_leased(config, result, [], report)
     except RunError as e:
         return _refuse(config, report, [str(e)])
 

@@ -63,13 +63,22 @@ def test_append_adds_a_balanced_generation_and_keeps_every_version(inputs, tmp_p
     one = manifest.load(str(whole))
     assert m.statistics == one.statistics and m.features == one.features
     assert _ids(out, "eval") == _ids(whole, "eval")  # the split of a record is its own hash: the same
-    # clean --keep-versions 1: older versions are refused, the current one is whole
+    # compaction: one exactly balanced generation of the same records and statistics, version 4
+    run_cli("shardprep.compact", out, check=True)
+    c = manifest.load(str(out))
+    assert (c.data_version, c.parent, len(c.generations), c.statistics) == (4, 3, 1, one.statistics)
+    assert {c.head_run} == c.run_ids and verify.verify(str(out))[0] == []
+    for split, info in c.splits.items():
+        assert max(s.num_records for s in info.shards) - min(s.num_records for s in info.shards) <= 1
+        assert _ids(out, split) == _ids(whole, split)
+    assert verify.verify(str(out), version=3)[0] == []  # the version before stays readable
+    # clean --keep-versions 1: older versions are refused, their files gone, the current one is whole
     run_cli("shardprep.clean", out, "--keep-versions", "1", check=True)
     with pytest.raises(manifest.ManifestError, match="version 1 of .* is not kept"):
         versions.load(str(out), version=1)
-    refused = run_cli("shardprep.verify", out, "--version", "1")
+    refused = run_cli("shardprep.verify", out, "--version", "3")
     assert refused.returncode == 2 and "not kept" in refused.stderr and "Traceback" not in refused.stderr
-    assert verify.verify(str(out))[0] == []
+    assert verify.verify(str(out))[0] == [] and sorted(p.name for p in out.glob("run-*")) == [c.head_run]
 
 
 def test_an_append_of_another_schema_is_refused_before_any_record_is_read(inputs, tmp_path) -> None:
