@@ -54,8 +54,8 @@ class DaskEngine:
         return True
 
 
-# distributed's periodic housekeeping, slowed down (an idle cluster's CPU: BENCHMARKS.md, issue 33's
-# section); also for `dask worker` / `dask scheduler` of a real cluster (docs/scale-out.md, "Sizing a Dask cluster").
+# distributed's periodic housekeeping, slowed down (an idle cluster's CPU: benchmarks/analysis.md,
+# "One job, three engines"); also for `dask worker` / `dask scheduler` of a real cluster (docs/scale-out.md, "Sizing a Dask cluster").
 QUIET = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",

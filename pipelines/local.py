@@ -26,7 +26,7 @@ from shardprep.job import Plan
 
 __all__ = ["TINY_BYTES", "LocalEngine", "plan_workers"]
 
-TINY_BYTES = 1 << 20  # below this, one process: the work is all start-up (BENCHMARKS.md, issue 33's section)
+TINY_BYTES = 1 << 20  # below this, one process: all start-up (benchmarks/analysis.md, "One job, three engines")
 log = logging.getLogger("shardprep")
 
 

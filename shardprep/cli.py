@@ -52,8 +52,8 @@ _QUIET_UNLESS_VERBOSE = ("apache_beam", "distributed", "tornado", "absl")
 
 class _Quiet(logging.Filter):
     """Drops the records of ``_QUIET_UNLESS_VERBOSE``'s loggers below ``level``, whatever level a
-    library gives its loggers later: distributed sets its own to INFO when it is imported (a Dask
-    run printed ~35 lines of scheduler and nanny chatter)."""
+    library gives its loggers later: distributed sets its own to INFO when it is imported (scheduler
+    and nanny chatter on every Dask run)."""
 
     def __init__(self, level: int) -> None:
         super().__init__()
@@ -136,8 +136,7 @@ def exit_early_on_interrupt(prog: str) -> None:
 
 def exit_now(code: int) -> NoReturn:
     """Ends a command's process with ``code`` once its output is flushed, without the interpreter's
-    teardown: after importing Beam that teardown costs ~0.45 CPU s (measured), a tenth of a small
-    run. Only from ``__main__``, once ``main`` has returned: the run's own clean-up (pool, lease,
+    teardown (after importing Beam, a sizeable share of a small run's CPU). Only from ``__main__``, once ``main`` has returned: the run's own clean-up (pool, lease,
     Dask cluster, run folder) is done by then, in its ``with`` blocks."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -47,8 +47,8 @@ class StringCounts:
     @classmethod
     def of(cls, values: pa.Array, weights: np.ndarray | None = None) -> StringCounts:
         """The counts of a binary array's values (each once, or ``weights`` times): one hash pass
-        (``dictionary_encode``, ~3x faster than ``value_counts`` and ~10x ``group_by``) and a bincount."""
-        import pyarrow.compute as pc  # here: its import (~70 ms) only where strings are counted
+        (``dictionary_encode``, faster than ``value_counts`` or ``group_by``) and a bincount."""
+        import pyarrow.compute as pc  # here: its import is slow, and only counting strings needs it
 
         encoded = pc.dictionary_encode(_large(values))
         counts = np.bincount(encoded.indices.to_numpy(zero_copy_only=False), weights=weights,
@@ -120,7 +120,7 @@ class StringCounts:
         values = [_large(v) for v, _ in self._parts]
         hashes = np.concatenate([binary_hashes(v) for v in values])
         sizes = np.concatenate([np.diff(value_offsets(v)) for v in values])
-        ordered = np.sort(hashes)  # ~4x faster than np.unique's index (or its hash table, for 8-byte words)
+        ordered = np.sort(hashes)  # faster than np.unique's index (or its hash table, for 8-byte words)
         new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
         if new.all():  # every value distinct (long texts, ids): each counts
             return ordered, int(sizes.sum())

@@ -1,6 +1,6 @@
 """Compact JSON (``json.dumps(doc, separators=(",", ":"))``, byte for byte) of a document holding a large
 object whose values are a few shared objects: a wide table's features, 50,000 names and a few distinct
-specs. json's encoder writes each value anew (~0.3 s for a 7 MB ``features.json``); here each distinct
+specs. json's encoder writes each value anew; here each distinct
 value object is encoded once and its text spliced in after every key that holds it.
 """
 from __future__ import annotations

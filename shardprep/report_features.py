@@ -4,7 +4,7 @@ Up to ``FULL_FEATURES`` features are drawn in full: statistics per split, quanti
 top values. Beyond, that many are drawn (the flagged ones first, then the first in manifest order)
 and every other feature is one line per split in pages of ``PAGE_FEATURES``: each page a closed
 ``<details>`` holding one preformatted text block, which a browser parses as one node and lays out
-only when opened (10,000 features: about 3 MiB). Ids are by index (``feature-12``), never from a name.
+only when opened. Ids are by index (``feature-12``), never from a name.
 """
 from __future__ import annotations
 

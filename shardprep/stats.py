@@ -83,8 +83,8 @@ def _add_numbers(s: FeatureStats, dtype: str, values: list) -> np.ndarray:
 
 def _scaled_total(x: np.ndarray, shift: int, bits: int) -> int:
     """``sum(int(v * 2**shift) for v in x)``, exact, for float64 values of at most ``bits``
-    significant bits, each an integer once scaled (``_F_SHIFT``), without a Python int per value (4x
-    faster for 400k values): the values' integer significands are summed per binary exponent in
+    significant bits, each an integer once scaled (``_F_SHIFT``), without a Python int per value:
+    the values' integer significands are summed per binary exponent in
     pieces of 24 bits (float64 sums of them stay exact up to 2**29 values), and the few sums shifted
     into place as Python ints."""
     if not x.size:
@@ -146,7 +146,7 @@ def cap(s: FeatureStats) -> None:
         return  # under both caps for sure: nothing counted
     if s.counts.never_counted:
         # judged by their hashes (a column of distinct long texts: one hash pass that the sketch
-        # takes, where counting them first cost ~3x that); under the cap, counted, so that the
+        # takes, cheaper than counting them first); under the cap, counted, so that the
         # next batches' tests count the new values together with these, never hash them all again
         hashes, held = s.counts.distinct_hashes()
         if hashes.size > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and held > MAX_HELD_BYTES):

@@ -36,8 +36,8 @@ def write_shard(root: str, path: str, framed: bytes | np.ndarray, num_records: i
     The crc32c covers the file exactly as stored (after gzip), so ``verify`` and GCS object
     metadata can be compared with the manifest without decompressing. gzip uses mtime 0, so the
     same records always give the same bytes. Uncompressed, page-aligned data (``aligned_buffer``)
-    goes to a local disk with ``O_DIRECT``: copying it into the page cache cost ~1 to 3 CPU ns a byte
-    here (issue 12), more than any other step; the fsync before the rename makes it durable either way.
+    goes to a local disk with ``O_DIRECT``: copying it into the page cache costs
+    more CPU than any other step; the fsync before the rename makes it durable either way.
     """
     data, index, info = _stored_form(path, framed, num_records, compress, ends)
     _store(root, path, data, index)
@@ -67,8 +67,7 @@ def _store(root: str, path: str, data: bytes | np.ndarray, index: bytes | None =
 class ShardWriter:
     """``write_shard`` on a thread of its own, one shard at a time, while the caller builds the next.
 
-    Two processes writing shards with ``O_DIRECT`` spent 16-18% of WriteShards waiting for the disk
-    (benchmarks/analysis.md). ``write`` returns the shard's ``ShardInfo`` at once (its bytes and
+    A process writing shards with ``O_DIRECT`` waits for the disk (benchmarks/analysis.md). ``write`` returns the shard's ``ShardInfo`` at once (its bytes and
     crc32c are known before it is stored) and stores it in the background once the one before is
     stored; ``flush`` waits for the last and raises any error of theirs. The caller flushes before
     anyone may rely on the shards (the end of a bundle or a pool task): until then a shard may be

@@ -6,9 +6,9 @@ so it trains under mixed precision. Any image size works: the input is ``[None, 
 
 Normalisation is ``GroupNormalization`` (groups of ``GROUP_CHANNELS`` channels), not batch norm: it
 normalises each image on its own, so there are no moving statistics to settle and training mode and
-inference mode compute the same function. With batch norm, docs/trainer.md's short image run (30 steps)
-exported a model that scored 1.00 in training mode and 0.67 in inference mode on its own training
-images (the moving statistics had not caught up): the eval and the exported model were both wrong.
+inference mode compute the same function. With batch norm, a short run's
+moving statistics do not catch up: the eval and the exported model (inference mode) score worse
+than training mode on the same images.
 Group norm also does not depend on the per-replica batch size.
 """
 from __future__ import annotations

@@ -313,7 +313,6 @@ def _string_pieces(name: str, column: tuple[np.ndarray, bytes]) -> tuple[Pieces,
 
 # Rows encoded at once: the layout takes ~150-200 bytes of arrays a row whatever the row's size,
 # so a block of tiny rows (a 4 MB CSV block of two small ints is ~700k rows) is encoded in slices.
-# 88 MB of such a CSV, one process: peak RSS 470 -> ~300 MB, no slower.
 MAX_ROWS = 1 << 16
 
 
@@ -359,8 +358,8 @@ def _rows(column: Any, lo: int, hi: int) -> Any:
 
 
 # Rows up to which a batch's features are encoded all at once (``_cells``): numpy's cost per call
-# outweighs the gather of the cells in short batches (a wide table's 50,000 columns x 20 rows:
-# 2.0 -> 0.1 s); in long ones feature by feature (float runs at once) is faster.
+# outweighs the gather of the cells in short batches (a wide table's); in long ones feature by
+# feature (float runs at once) is faster.
 _CELL_ROWS = 128
 
 

@@ -45,7 +45,7 @@ def varint_slow(n: int) -> bytes:
 
 def _two_byte_varints() -> list[bytes]:
     """The varints of 128 .. 2**14 - 1, sliced from one buffer: low seven bits | 0x80, then the rest
-    (a call of varint_slow each cost every process 15 ms of its start)."""
+    (not a call of varint_slow each: this runs at every process's start)."""
     pairs = bytearray(2 * ((1 << 14) - 128))
     pairs[0::2] = bytes(range(128, 256)) * 127
     pairs[1::2] = b"".join(bytes((high,)) * 128 for high in range(1, 128))

@@ -82,7 +82,7 @@ class CsvFormat(Format):
         from shardprep.formats.csv_arrow import framed_batches
         from shardprep.formats.csv_wide import WIDE_COLUMNS, wide_batches
 
-        if len(unit.columns) > WIDE_COLUMNS:  # pyarrow's reader costs ~10 KB and 40 us a column
+        if len(unit.columns) > WIDE_COLUMNS:  # pyarrow's reader costs memory and time per column (``csv_wide``)
             return wide_batches(unit, schema, read_csv(unit, lists=True))
         return framed_batches(unit, schema, extra_fields)
 

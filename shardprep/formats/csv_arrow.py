@@ -45,7 +45,7 @@ from shardprep.schema import Schema
 
 __all__ = ["Unsupported", "framed_batches", "numbers", "usable"]
 
-BLOCK_BYTES = 4 << 20  # per pyarrow block: the per-batch work (numpy calls) is ~12% of 1 MB blocks' (issue 12)
+BLOCK_BYTES = 4 << 20  # per pyarrow block: large enough that the per-batch work (numpy calls) is small
 MIN_BLOCK_BYTES = 1 << 20  # a --max-record-mb below this leaves CSV to the per-record path
 _INT64 = r"^-?[0-9]+$"
 
@@ -119,8 +119,8 @@ class _Checked(io.RawIOBase):
                                                  and data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r")):
             self.clean = False
         self._cr = data.endswith(b"\r")
-        if data.isascii() and not self._utf8.getstate()[0]:  # valid, no sequence left open: no decode (~4x
-            return  # faster, and no copy of the block as text)
+        if data.isascii() and not self._utf8.getstate()[0]:  # valid, no sequence left open: no decode
+            return  # (faster, and no copy of the block as text)
         try:
             self._utf8.decode(data)
         except UnicodeDecodeError:
@@ -259,8 +259,7 @@ def _one_record(line: bytes, delimiter: str) -> bool:
 
 def _encode(batch: pa.RecordBatch, schema: Schema, source: _Checked) -> Iterator[FramedBatch]:
     """A block's records, ``columnar.MAX_ROWS`` rows at a time: a 4 MB block of tiny rows holds
-    ~700k, and its columns' conversion costs ~100 bytes a row (88 MB of two-int rows, one process:
-    peak RSS 409 -> ~280 MB)."""
+    ~700k, and its columns' conversion costs ~100 bytes a row."""
     if not source.clean:
         raise Unsupported("a lone \\r, invalid UTF-8 or a broken stream")
     for lo in range(0, batch.num_rows, columnar.MAX_ROWS):

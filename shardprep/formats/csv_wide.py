@@ -1,7 +1,6 @@
 """The column-wise path of a wide CSV unit: the csv module's rows, turned into columns, encoded by ``example.columnar``.
 
-pyarrow's CSV reader costs about 10 KB of memory and 40 us per column for every reader it opens
-(50,000 columns: 0.5 GB and 2 s before the first row), so past ``WIDE_COLUMNS`` columns a unit is
+pyarrow's CSV reader costs memory and time per column for every reader it opens, so past ``WIDE_COLUMNS`` columns a unit is
 read by the per-record reader (``formats.csv.read_csv``, given as ``records``, rows as lists) and
 its rows are turned into columns here, ``BATCH_CELLS`` cells at a time. The contract is
 ``formats.csv_arrow``'s: exactly the records the per-record path would give, or ``Unsupported``
@@ -26,9 +25,9 @@ from shardprep.schema import Schema
 
 __all__ = ["BATCH_CELLS", "WIDE_COLUMNS", "wide_batches"]
 
-WIDE_COLUMNS = 2000  # more columns than this: this path, not pyarrow's reader (20 MB per reader at this width)
+WIDE_COLUMNS = 2000  # more columns than this: this path, not pyarrow's reader
 BATCH_CELLS = 1 << 20  # cells turned into columns at once (~60 bytes each as Python text): per batch, the
-# encoder costs ~10 us a column, a small share of the column's >= 1M / columns cells
+# encoder's fixed cost per column is a small share of the column's >= 1M / columns cells
 
 
 def wide_batches(unit: WorkUnit, schema: Schema, records: Iterator[Record]) -> Iterator[FramedBatch]:

@@ -82,7 +82,7 @@ class CutTable:
     """Per file and nominal unit: the quote parity and newlines before the unit's nominal start.
 
     Built from every ``RangeCount`` of a run: numpy prefix sums over the units sorted by (file,
-    index), O(units) time and 24 bytes a unit (1,000,000 units: ~1.5 s). Runners sometimes deliver
+    index), O(units) time and 24 bytes a unit. Runners sometimes deliver
     a side-input element twice: equal duplicates are dropped, different ones or a missing range
     raise ``RuntimeError``.
     """

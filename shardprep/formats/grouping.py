@@ -24,7 +24,7 @@ from shardprep.formats.base import FileGroup, WorkUnit
 __all__ = ["FILES_PER_GROUP", "SMALL_FILE_BYTES", "group_small", "small"]
 
 FILES_PER_GROUP = 512  # as ``formats.images.FILES_PER_UNIT``: a group's plan pickles to some 100 KB at most
-SMALL_FILE_BYTES = 1 << 20  # a larger file (parsed in ~20 ms or more) repays its own unit
+SMALL_FILE_BYTES = 1 << 20  # a larger file's parse repays its own unit
 
 
 def small(units: Sequence[WorkUnit], unit_bytes: int) -> bool:

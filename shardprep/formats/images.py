@@ -36,8 +36,8 @@ __all__ = ["FEATURES", "FILES_PER_UNIT", "ImageFormat", "ImageOptions", "ImageSo
 
 FILES_PER_UNIT = 512
 # Images encoded at once by the column-wise reader: a whole unit (--unit-mb, at most 64 by default) in one
-# block, so Parse passes it on without joining blocks (one copy of the unit fewer: ~8% of the
-# reader's CPU on 27 KB JPEGs); the block's bytes are freed once joined, so the peak stays ~2 units.
+# block, so Parse passes it on without joining blocks (one copy of the unit fewer); the block's
+# bytes are freed once joined, so the peak stays ~2 units.
 BLOCK_BYTES = 64 << 20
 LABEL = "image/class/label"
 FEATURES = {

@@ -73,8 +73,8 @@ def parquet_units(file: InputFile, unit_bytes: int) -> list[WorkUnit]:
     group, one unit, one core). A unit's ``start``/``end`` are row numbers (0-based, end excluded).
 
     A range inside a group decodes the group's rows before it too (no reader skips pages
-    undecoded): ~4-16% of a row's parse time each, so a group in k ranges costs (k-1)/2 decodes
-    more in all, and gives k cores work. A function of the file's footer alone, like every plan."""
+    undecoded; a decode is a small part of a row's parse), so a group in k ranges costs (k-1)/2
+    decodes more in all, and gives k cores work. A function of the file's footer alone, like every plan."""
     found = footer(file)  # its casts refuse a column no feature can hold
     if repeated := sorted(n for n, k in collections.Counter(found.names).items() if k > 1):  # a row dict keeps one
         raise InputError(f"{file.url!r}: the Parquet schema repeats column name(s) {', '.join(map(repr, repeated))}: "
@@ -112,7 +112,7 @@ def _batches(pf: Any, unit: WorkUnit, batch_rows: int, columns: list[str] | None
     """Record batches of rows ``[unit.start, unit.end)`` of the open file ``pf``: the row groups
     holding them, the rows before ``start`` in the first of them read and dropped. Of the columns
     named, or of the Parquet (leaf) columns at ``indices`` (a wide file's group: on this thread,
-    as pyarrow's threads cost ~30% more CPU on short columns and saved no time)."""
+    as pyarrow's threads cost more CPU on short columns and saved no time)."""
     groups, skip, first = [], 0, 0
     for i in range(pf.metadata.num_row_groups):
         n = pf.metadata.row_group(i).num_rows
@@ -180,7 +180,7 @@ def sample_parquet(unit: WorkUnit, rows: int) -> Iterator[Record]:
     """The first ``rows`` records of ``unit`` as the schema's sample: the columns whose type and footer
     statistics decide what inference makes of them (``parquet_meta.sample_kinds``) stand in the first
     record as one representative value; only the other columns' rows are read (a wide table of
-    numbers: none, where reading them took ~2 s for 50,000 columns)."""
+    numbers: none)."""
     n = min(rows, unit.end - unit.start)
     if n <= 0:
         return
@@ -201,16 +201,16 @@ def _cast(column: Any, target: Any, pa: Any) -> Any:
         column = column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
     elif pa.types.is_decimal(column.type):
         # through its digits: Arrow's decimal to double is not correctly rounded (1 value in 7 of
-        # decimal(9, 2)); its parse of the digits (the cast below) is
+        # decimal(9, 2)); its parse of the digits (the cast below) is correctly rounded
         column = column.cast(pa.string())
     return column.cast(target)
 
 
 FAST_BATCH_ROWS = 65536
 BATCH_CELLS = 1 << 22  # and at most this many cells a batch (a wide file's 65,536 rows: billions)
-# pyarrow keeps ~7 KB for each column it is reading (50,000 columns at once took 350 MB for 8 MB of
-# values), so a unit of a file past READ_COLUMNS flat columns whose cells are at most GROUPED_CELLS
-# is read READ_COLUMNS columns after another, each group over all the unit's rows, then encoded.
+# pyarrow keeps some KB for each column it is reading, so a unit of a file past READ_COLUMNS flat
+# columns whose cells are at most GROUPED_CELLS is read READ_COLUMNS columns after another, each
+# group over all the unit's rows, then encoded.
 READ_COLUMNS = 2000
 GROUPED_CELLS = 1 << 24
 
@@ -289,7 +289,7 @@ def _within_int64(type_: Any, pa: Any) -> bool:
 
 def _int_columns(batch: Any, names: list[str], all_of_it: bool, pa: Any) -> dict[str, np.ndarray]:
     """The integer columns ``names`` of ``batch`` as int64 arrays, converted together (Arrow's
-    ``to_tensor``: one column-major matrix, ~1 us a column where one ``to_numpy`` each took ~14);
+    ``to_tensor``: one column-major matrix, not one ``to_numpy`` a column);
     {} where one holds a null (each column's own check then names it)."""
     try:
         matrix = np.asarray((batch if all_of_it else batch.select(names)).to_tensor(row_major=False))
@@ -323,7 +323,7 @@ def _column(name: str, dtype: str, column: Any, pa: Any) -> Any:
 
 def encoded_bytes(file: InputFile) -> int:
     """The bytes of the file's records as framed ``tf.train.Example``, from its footer, a little above
-    what they take (1.0-1.5x measured, on numeric and text columns): per record 22 bytes of framing
+    what they take: per record 22 bytes of framing
     and wrappers, per value its name, 18 bytes of wrappers and its uncompressed bytes. The file's
-    own size says little: dictionary-coded, a 19 kB file made an 18.5 MB data set."""
+    own size says little (dictionary coding, compression)."""
     return planned_facts(file).encoded_bytes

@@ -112,7 +112,7 @@ _PLAIN_IDS: set[int] = set()
 
 def type_keys(types: list[Any]) -> list[Any]:
     """A key per Arrow type, equal for equal types: its type id where the id alone says the type (a
-    plain number, string or date type; ~0.1 us, where hashing a DataType takes ~1.3), else the type."""
+    plain number, string or date type: cheaper than hashing a DataType), else the type."""
     import pyarrow as pa
 
     if not _PLAIN_IDS:
@@ -125,7 +125,7 @@ def type_keys(types: list[Any]) -> list[Any]:
 
 
 class Footer(NamedTuple):
-    """What a file's footer says, parsed once a process: a 50,000-column footer takes ~0.5 s to parse
+    """What a file's footer says, parsed once a process: a wide footer is slow to parse
     and turn into an Arrow schema, and the launcher reads it to plan, to sample and to describe."""
 
     metadata: Any  # pyarrow FileMetaData
@@ -188,7 +188,7 @@ _LAZY: list[Any] = []
 
 def _lazy_file_class() -> Any:
     """``pq.ParquetFile`` whose column-name index (``_nested_paths_by_prefix``: a list per column,
-    ~0.2 s for 50,000 columns at every open) is built when a read first names columns."""
+    built at every open) is built when a read first names columns."""
     if _LAZY:
         return _LAZY[0]
     import pyarrow.parquet as pq

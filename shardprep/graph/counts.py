@@ -2,7 +2,7 @@
 
 Assign needs, for every batch, the global position of its first record within its split: the
 prefix sum of the record counts of the batches before it in (split, file, unit, part) order. Held
-as Python tuples and dicts this costs ~200 bytes a batch and a sort of tuples on every worker;
+as Python tuples and dicts this costs an object per value and a sort of tuples on every worker;
 here it is six int64 columns (48 bytes a batch) built in one pass, sorted once with numpy on a
 packed key, and looked up by binary search, so a worker's plan is O(batches) in time and memory
 (``BENCHMARKS.md``, "Scale on paper").

@@ -4,9 +4,7 @@ Record bytes never cross the runner: they wait in spill files (``graph.spill``),
 only a batch's url, size and record count, so the runner's coders and memory see a few small
 values per batch whatever the number of records. What is per record stays on disk beside the
 bytes (a batch's record ends) or is computed where it is needed (a shard's records, from the
-permutation's inverse: ``graph.stages.WriteShards``). Elements that carried per-record arrays took
-~90 bytes a record of the launcher's memory across Beam's and the pool's copies: 1.19 GB peak at
-1 GB of 89-byte Examples.
+permutation's inverse: ``graph.stages.WriteShards``).
 """
 from __future__ import annotations
 
@@ -78,7 +76,7 @@ class ShardBatches(NamedTuple):
     """Assign -> GroupByShard -> WriteShards, in place: a shard's one piece, naming the file that
     lists its split's batches (``graph.spill.write_listing``), each of which is a ``ShardPiece`` in
     place. One element per shard whatever the number of batches, where a piece per batch and shard
-    made batches x shards elements (1,024 shards of 667 MB: 82k; ~1.6M for 100 GB)."""
+    would make batches x shards elements."""
 
     url: str
     total: int

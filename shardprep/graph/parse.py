@@ -61,7 +61,7 @@ class Parse:
         cfg = self._config
         self._schema = cfg.schema
         self._missing: dict[str, int] = {}  # per unit: rows that left each feature out (a missing value)
-        self._row_encoder = None  # built on first use: column-wise readers never need it (50,000 features: ~7 s)
+        self._row_encoder = None  # built on first use: column-wise readers never need it (a wide table's is slow to build)
         self._thresholds = planning.split_thresholds(cfg.splits)
         self._split_index = {s.name: i for i, s in enumerate(cfg.splits)}  # for files with a fixed split (TFDS)
         self._started = time.monotonic()
@@ -132,8 +132,8 @@ class Parse:
                     waiting += len(run)
             except Unsupported as e:
                 fast = False
-                # the first unit of a process at INFO, the others with --verbose: 200 small files that
-                # all fall back gave 200 lines
+                # the first unit of a process at INFO, the others with --verbose: many small files that
+                # all fall back give a line a process, not one a file
                 log.log(logging.DEBUG if self._told_fallback else logging.INFO,
                         "%s unit %d: per-record path from record %d on (%s)%s", unit.file.url, unit.index,
                         done + waiting + 1, e, "" if self._told_fallback else "; other units' fallbacks with --verbose")

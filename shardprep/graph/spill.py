@@ -216,12 +216,11 @@ def scatter_in_place(url: str, starts: np.ndarray, lengths: np.ndarray, dests: n
     """Copies the records ``[starts[i], starts[i] + lengths[i])`` of the local file ``url`` to
     ``out[dests[i]:]``, copying nothing but the records: through a map of the file (only the pages
     holding them are read; the map lasts only this copy), or, when they are under 1/``SPARSE`` of its
-    bytes, with ``pread`` (``native.pread_records``; adjacent records in one call). Mapping a 10 MB
-    batch file for ~20 of its records (1,024 shards) cost several times reading them; for a 64th of
-    them (64 shards) the map is faster than one read each."""
+    bytes, with ``pread`` (``native.pread_records``; adjacent records in one call). A map of a batch
+    file costs more than reading a few of its records, and less than one read each of many."""
     freeze_startup_objects()
     starts, lengths = _int64(starts), _int64(lengths)
-    with fs.open_file(url) as f:  # a local file: Python's open (fsspec's file system lookup cost 6% of WriteShards)
+    with fs.open_file(url) as f:  # a local file: Python's open (no fsspec file system lookup)
         if SPARSE * int(lengths.sum()) < os.fstat(f.fileno()).st_size:
             read = native.pread_records(f.fileno(), starts, lengths)
             native.scatter(read, _int64(np.cumsum(lengths) - lengths), lengths, dests, out)

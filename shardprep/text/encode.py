@@ -2,11 +2,11 @@
 
 ``InstanceEncoder(config, vocab_size)(instance)`` gives exactly the bytes
 ``shardprep.example.example_encoder(bert_schema(...))(instance_row(instance, config))`` gives
-(tests/shardprep/text/test_encode.py compares them), 4-5x faster: the features' order, prefixes
+(tests/shardprep/text/test_encode.py compares them), faster: the features' order, prefixes
 and padding are fixed by the config, so only the ids' varints are computed per instance (from a
 table of every id's varint), the 0/1 lists are ``bytes`` of the values, the weights repeated
 constants. ``encoded_instances`` gives the encoded instances of one document: from the compiled
-twin (``shardprep.native._bert``: the same draws of Python's Mersenne Twister, the same bytes, ~10x
+twin (``shardprep.native._bert``: the same draws of Python's Mersenne Twister, the same bytes,
 faster) where it is built and ``SHARDPREP_NATIVE`` is not 0, else ``create_instances`` and the
 encoder. ``batches`` turns a unit's ``(position, Example bytes | Bad)`` into the framed batches of
 ``Format.framed_batches``: each record length's frame header made once, the data CRCs written
@@ -76,7 +76,7 @@ class InstanceEncoder:
         self.n, self.p = n, p = config.max_seq_length, config.max_predictions_per_seq
         self._varints = [varint(i) for i in range(max(vocab_size, n))]  # ids and positions are below both
         # The mask and weights of each length, made when first needed and kept: memory grows with the
-        # lengths that occur, never with n x n (a table of every length was 10 GB at n = 100,000).
+        # lengths that occur, never with n x n (a table of every length would be 10 GB at n = 100,000).
         self._mask_prefix = _prefix("input_mask", b"\x1a", n)
         self._weights_prefix = _prefix("masked_lm_weights", b"\x12", 4 * p)
         self._mask: dict[int, bytes] = {}

@@ -220,7 +220,7 @@ def share_vocab(vocab: Vocab | None, output: str, run_id: str) -> None:
 
 
 def unit_bytes(total: int, given_mb: float | None) -> int:
-    """Store bytes per unit: ``--unit-mb``, else total / 32 within 1-16 MB (a unit's instances are ~25x its text)."""
+    """Store bytes per unit: ``--unit-mb``, else total / 32 within 1-16 MB (a unit's instances are many times its text)."""
     if given_mb is not None:
         return max(1, int(given_mb * 1024 * 1024))
     return max(MIN_UNIT_BYTES, min(MAX_UNIT_BYTES, total // 32))

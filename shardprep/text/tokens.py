@@ -2,7 +2,7 @@
 
 BERT's random next segments come from the whole corpus, so every worker reads documents of every
 unit. Tokenizing them where they are read made each worker tokenize the random documents of the
-whole corpus once more (issue 37: the every-core run spent ~1.4x one process's CPU). Instead the
+whole corpus once more. Instead the
 job's ``CountRanges`` step (``graph.ranges``, a side input of Parse: it ends before any unit is
 parsed, on every engine) tokenizes each unit's documents once (``write_unit``) into
 ``tokens/<first doc id>.tok`` beside the store (``text.store``), and Parse's readers take them from

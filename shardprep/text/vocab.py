@@ -132,7 +132,7 @@ class Vocab:
         An ASCII text is split here as BERT's BasicTokenizer splits ASCII (control characters
         dropped, lower case unless cased, each punctuation character a word, whitespace between
         words) and each word's pieces come from ``_pieces``, a memo of the tokenizer's own answer
-        for that word: the same ids, ~3x faster on text of a natural vocabulary. Other texts go to
+        for that word: the same ids, faster on text of a natural vocabulary. Other texts go to
         the tokenizer whole (``encode_batch_fast`` where the package has it: no character offsets)."""
         out: list[list[int] | None] = []
         rest: list[str] = []
@@ -175,8 +175,7 @@ class Vocab:
         Asked of the tokenizer's WordPiece model alone: the normalizer and pre-tokenizer leave such
         a word as it is (no control character, whitespace, accent or CJK character; lower case
         already unless cased; no punctuation but a word of its own), and the model's answer is
-        ~3.5x cheaper than the whole pipeline's (~3 us a word, not ~11: a cold memo, as every
-        worker's is at first, cost ~1 s of CPU on 20 MB of text)."""
+        cheaper than the whole pipeline's, which counts while a worker's memo is cold."""
         cache = self._word_cache
         if len(cache) >= WORD_CACHE + len(self._whole_words):
             cache.clear()  # bounded memory whatever the corpus's vocabulary of words
