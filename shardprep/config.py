@@ -53,7 +53,7 @@ class ReshardConfig:
     # from (an input format that ``gives_columns``), else in WriteShards, while the disk stores shards
     statistics_in_parse: bool = True
     text: dict[str, Any] | None = None  # a text run's manifest entry (text.spec.TextSpec.manifest_entry)
-    spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (graph.spill.spill_bytes)
+    spill_in_place: bool = True  # WriteShards may read local spill in place: it fits in memory (capacity.spill_bytes)
     append: bool = False  # --append: a new generation of the data set at ``output`` (shardprep.generations)
     # ``Manifest.identity`` of the data set the run was planned against ("": none); the commit refuses if
     # another is committed by then (a race). None: not checked
