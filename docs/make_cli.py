@@ -15,9 +15,12 @@ COMMANDS = {  # module -> what it is for
     "shardprep.run": "re-shard raw data into balanced TFRecord shards and a manifest "
                      "(`python -m pipelines.dataflow ARGS` is this with `--runner dataflow`)",
     "shardprep.verify": "check a committed data set against its manifest",
+    "shardprep.index": "give every shard of a data set written without them its record index, and DALI's "
+                       "`tfrecord2idx` index",
     "shardprep.inspect": "show a data set's splits, features and a few records",
     "shardprep.report": "write one self-contained HTML report of a data set (charts, dead letters, red flags)",
     "shardprep.clean": "remove run folders no reader needs",
+    "shardprep.compact": "rewrite every generation of an appended data set into one, as a new manifest version",
     "trainer.train": "one worker of a MultiWorkerMirroredStrategy training job",
     "trainer.launch": "start N local training workers (or N workers of any MWMS program) on loopback",
     "trainer.evaluate": "score another data set's split with a trained model, its class ids matched by name",
