@@ -27,7 +27,8 @@ collective), ``input`` and ``elastic`` (the public input), ``features`` (what ``
 each kind of label), ``session`` (strategy, model, summary), ``controller`` (the outer loop) driving a
 step runner: ``loop`` (``CustomRunner``) or ``fit`` (``FitRunner``; ``keras_compat``: the Keras
 workarounds it needs), ``checkpoints``, ``collaborators`` (the job's evaluator and exporter), ``resume``
-(a resume must keep the input plan), ``scoring`` (loss and accuracy of a split), ``labels`` and
+(a resume must keep the input plan), ``scoring`` (loss and accuracy of a split), ``eta`` (the planned
+steps, the ETA, the warning for a long run without a GPU), ``labels`` and
 ``model_card`` (label vocabularies; what ``trainer.evaluate`` reads beside an export), ``metrics``,
 ``report``, ``idlog`` (``--debug-record-ids``), ``job`` (one worker's run: the composition root that
 wires the controller).

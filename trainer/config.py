@@ -6,7 +6,7 @@ import dataclasses
 from trainer.bert_task import BERT_SIZES
 from trainer.errors import TrainerError
 
-__all__ = ["AUGMENTS", "AUTO", "COMMUNICATIONS", "DEFAULT_AUGMENT", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
+__all__ = ["AUGMENTS", "AUTO", "COMMUNICATIONS", "DEFAULT_AUGMENT", "EVAL_RECORDS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
 
 AUTO = "auto"  # --model left out: chosen from the data set's features (trainer.defaults)
 
@@ -16,6 +16,7 @@ PRECISIONS = ("off", "auto", "float16", "bfloat16")
 EXPORTS = ("keras", "savedmodel", "none")
 AUGMENTS = ("none", "crop", "crop,flip")  # --augment: training images' random changes (trainer.image_input)
 DEFAULT_AUGMENT = "crop"  # a shift keeps any class; a mirror does not (digits, text, signs, logos)
+EVAL_RECORDS = 10_000  # --eval-records default: records of --eval-split scored at most (None: every one)
 
 
 class ConfigError(TrainerError):
@@ -56,6 +57,7 @@ class TrainConfig:
     log_every: int = 50
     export: str = "keras"
     eval_split: str | None = None
+    eval_records: int | None = EVAL_RECORDS  # --eval-records N (None: --eval-records all, every record)
     record_ids: bool = False  # --debug-record-ids (trainer.idlog)
     verify_records: bool = False  # --verify-records (trainer.preflight.verify_records)
     image_size: int = 64  # --model image: decoded, resized and cropped to this square size
@@ -104,6 +106,8 @@ class TrainConfig:
             raise ConfigError(f"--features names the label {self.label!r}: a model cannot take its own label as input")
         if not self.data or not self.model_dir:
             raise ConfigError("--data and --model-dir must not be empty")
+        if self.eval_records is not None and self.eval_records < 1:
+            raise ConfigError(f"--eval-records {self.eval_records}: expected at least 1, or all")
         if self.eval_split is not None and not self.eval_split:
             raise ConfigError("--eval-split must not be empty: name a split of the data set, or leave the flag out")
         if self.record_ids and (self.loop != "custom" or "://" in self.model_dir):

@@ -10,7 +10,8 @@ lines, then evaluation and the final export.
   done before the controller is built (its step is ``LoopSettings.start_step``);
 - an ``Evaluator`` scores the model after training (``trainer.collaborators.SplitEvaluator``:
   ``--eval-split``); an ``Exporter`` writes the final model (``trainer.collaborators.ModelExporter``);
-- ``Progress`` (``trainer.metrics``) prints the progress lines and TensorBoard scalars.
+- ``Progress`` (``trainer.metrics``) prints the progress lines and TensorBoard scalars;
+- ``eta`` (``trainer.eta.StepClock``), told of every finished step, logs the ETA after the first steps.
 
 Importing this module does not import TensorFlow (the time-based checkpoint interval is agreed
 through ``strategy`` with one all-gather, imported when it runs).
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from trainer.eta import StepClock
     from trainer.metrics import Meter, Progress
 
 __all__ = [
@@ -113,8 +115,9 @@ class Controller:
 
     def __init__(self, *, runner: StepRunner, settings: LoopSettings, progress: Progress,
                  checkpoints: CheckpointSaver | None = None, evaluator: Evaluator | None = None,
-                 exporter: Exporter | None = None, meter: Meter | None = None, strategy: Any = None) -> None:
-        self.runner, self.settings, self.progress = runner, settings, progress
+                 exporter: Exporter | None = None, meter: Meter | None = None, strategy: Any = None,
+                 eta: StepClock | None = None) -> None:
+        self.runner, self.settings, self.progress, self.eta = runner, settings, progress, eta
         self.checkpoints, self.evaluator, self.exporter = checkpoints, evaluator, exporter
         self.meter, self.strategy = meter, strategy
         self.step = settings.start_step  # the global step reached
@@ -147,6 +150,8 @@ class Controller:
         s = self.settings
         self.step = step
         self.progress.update(step=step, epoch=self._epoch, loss=loss, force=step % s.steps_per_epoch == 0)
+        if self.eta is not None:
+            self.eta.on_step(step)
         if self.checkpoints is None:
             return
         every = s.checkpoint_every or self._timed_every(step)

@@ -9,6 +9,9 @@ TF-free and pure over the manifest's numbers, so every worker chooses alike befo
   with fewer records than ``MIN_BATCH`` gets a batch of all its records.
 - ``--epochs``: enough for ``TARGET_STEPS`` steps in all (at least one epoch): small data sets are
   not starved of steps, large ones get one full pass.
+- ``--model bert`` with no GPU visible (``bert_cpu_batch``, ``bert_cpu_steps``): the batch at most ``BERT_CPU_BATCH`` and,
+  when neither ``--epochs`` nor ``--steps-per-epoch`` is given, one epoch of at most
+  ``BERT_CPU_STEPS`` steps: a demo that ends in minutes, not hours (a GPU run keeps the rules above).
 - ``--model-dir``: ``model-<name of the --data folder>`` in the current folder.
 - default features: ``identifier_like`` string columns (distinct values in at least
   ``IDENTIFIER_SHARE`` of the records: a name or date per row) are left out (``trainer.features``).
@@ -22,8 +25,8 @@ from shardprep import planning
 from shardprep.schema import FeatureSpec
 
 __all__ = [
-    "IDENTIFIER_SHARE", "MAX_BATCH", "MAX_LEFT_OUT", "MIN_BATCH", "STEPS_PER_EPOCH_AIM", "TARGET_STEPS", "choose_batch",
-    "choose_epochs", "choose_model", "default_model_dir", "identifier_like",
+    "BERT_CPU_BATCH", "BERT_CPU_STEPS", "IDENTIFIER_SHARE", "MAX_BATCH", "MAX_LEFT_OUT", "MIN_BATCH", "STEPS_PER_EPOCH_AIM",
+    "TARGET_STEPS", "bert_cpu_batch", "bert_cpu_steps", "choose_batch", "choose_epochs", "choose_model", "default_model_dir", "identifier_like",
 ]
 
 TARGET_STEPS = 300  # training steps in all when --epochs is left out
@@ -32,6 +35,8 @@ MIN_BATCH, MAX_BATCH = 8, 256  # default per-replica batch bounds
 MAX_LEFT_OUT = 0.02  # share of the records the default batch may leave out of an epoch
 IDENTIFIER_SHARE = 0.9  # distinct values / records at or above which a string column is an identifier
 IDENTIFIER_MIN_RECORDS = 20  # below this many records no column is called an identifier
+BERT_CPU_BATCH = 32  # --model bert without a GPU: default per-replica batch at most this
+BERT_CPU_STEPS = TARGET_STEPS  # --model bert without a GPU: default steps per epoch at most this (one epoch)
 
 
 def default_model_dir(data: str) -> str:
@@ -61,6 +66,17 @@ def choose_batch(worker_plan: planning.WorkerPlan, *, local_replicas: int) -> in
 
     fitting = [b for b in range(MIN_BATCH, batch + 1) if left_out(b) <= MAX_LEFT_OUT]
     return max(fitting) if fitting else min(range(MIN_BATCH, batch + 1), key=left_out)
+
+
+def bert_cpu_batch(batch: int) -> int:
+    """``--model bert`` with no GPU visible: the default per-replica ``batch`` at most ``BERT_CPU_BATCH``."""
+    return min(batch, BERT_CPU_BATCH)
+
+
+def bert_cpu_steps(steps_per_epoch: int | None, epochs: int | None) -> int | None:
+    """``--model bert`` with no GPU visible: ``--steps-per-epoch`` as given, or ``BERT_CPU_STEPS`` when neither
+    it nor ``--epochs`` is given (the epochs then come to one: ``choose_epochs``)."""
+    return BERT_CPU_STEPS if steps_per_epoch is None and epochs is None else steps_per_epoch
 
 
 def choose_epochs(steps_per_epoch: int) -> int:

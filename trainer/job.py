@@ -38,11 +38,12 @@ class JobPlan(NamedTuple):
     config: TrainConfig | None = None  # the job's settings with the defaults chosen (``trainer.defaults``)
 
 
-def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) -> JobPlan:
+def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int, on_cpu: bool = False) -> JobPlan:
     """The input plans every worker computes alike from the manifest, before any collective.
 
     Settings left out (``--model``, the batch, ``--epochs``) are chosen here from the manifest and
-    logged in one line; ``JobPlan.config`` holds them.
+    logged in one line; ``JobPlan.config`` holds them. ``on_cpu`` (no GPU visible): ``--model bert``'s
+    defaults are a short run's (``trainer.defaults.bert_cpu_batch``, ``bert_cpu_steps``).
     """
     num_replicas = cluster.num_workers * local_replicas
     given = config
@@ -72,7 +73,9 @@ def plan_job(config: TrainConfig, *, cluster: ClusterInfo, local_replicas: int) 
         split = m.splits.get(config.split)  # an unknown split: pre-flight refuses it below
         batch = defaults.choose_batch(planning.plan_workers([s.num_records for s in split.shards], cluster.num_workers),
                                       local_replicas=local_replicas) if split else defaults.MIN_BATCH
-        config = dataclasses.replace(config, per_replica_batch=batch)
+        config = dataclasses.replace(config, per_replica_batch=defaults.bert_cpu_batch(batch) if bert and on_cpu else batch)
+    if bert is not None and on_cpu:
+        config = dataclasses.replace(config, steps_per_epoch=defaults.bert_cpu_steps(config.steps_per_epoch, config.epochs))
     global_batch = global_batch_size(config, num_replicas=num_replicas)
     plan = preflight.plan_input(
         root=config.data,
@@ -167,6 +170,9 @@ def _describe_defaults(given: TrainConfig, config: TrainConfig, plan: preflight.
     if given.per_replica_batch is None and given.global_batch is None:
         parts.append(f"--per-replica-batch {config.per_replica_batch} (for {plan.num_records} records, "
                      f"{plan.dropped_records} left out per epoch)")
+    if given.steps_per_epoch is None and config.steps_per_epoch is not None:
+        parts.append(f"--steps-per-epoch {config.steps_per_epoch} (--model bert with no GPU visible: a short run; "
+                     "--steps-per-epoch N or --epochs N for more)")
     if given.epochs is None:
         parts.append(f"--epochs {config.epochs} ({plan.steps_per_epoch} steps each, "
                      f"{config.epochs * plan.steps_per_epoch} in all)")
@@ -210,10 +216,11 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
     ``then(summary)`` runs once the summary is written, while the job's input iterators are still held
     (``trainer.train`` ends the worker process there: releasing them can wait for tf.data's threads)."""
     from trainer import checkpoints as ckpt_lib
-    from trainer import collaborators, controller, metrics, session, strategy
+    from trainer import collaborators, controller, eta, metrics, session, strategy
 
     gpus = strategy.local_gpus()
-    plan, eval_plan, identity, run_id, config = plan_job(config, cluster=cluster, local_replicas=max(1, gpus))
+    plan, eval_plan, identity, run_id, config = plan_job(config, cluster=cluster, local_replicas=max(1, gpus),
+                                                         on_cpu=gpus == 0)
     saved = resume.saved_identity(config.model_dir)
     plan, identity = _elastic_cap(plan, identity, saved)
     resume.check_resume(config.model_dir, identity, is_chief=cluster.is_chief, run_id=run_id, data=config.data)
@@ -256,13 +263,17 @@ def run_job(config: TrainConfig, *, cluster: ClusterInfo,
         logdir=f"{config.model_dir.rstrip('/')}/tensorboard",
     )
     settings = controller.LoopSettings(start_step, total_steps, ses.plan.steps_per_epoch, config.checkpoint_every)
+    if cluster.is_chief:
+        log.info("%s", eta.plan_line(start_step=start_step, total_steps=total_steps,
+                                     steps_per_epoch=ses.plan.steps_per_epoch, global_batch=ses.plan.global_batch))
+    clock = eta.StepClock(start_step=start_step, total_steps=total_steps, on_cpu=gpus == 0, enabled=cluster.is_chief)
     runner = _make_runner(ses, meter, start_step=start_step, handover=handover,
                           old_plan=old_plans.get(handover.old_workers) if handover else None)
     try:
         result = controller.Controller(
             runner=runner, settings=settings, progress=progress, checkpoints=checkpoints,
             evaluator=collaborators.evaluator_for(ses), exporter=collaborators.exporter_for(ses), meter=meter,
-            strategy=ses.strategy,
+            strategy=ses.strategy, eta=clock,
         ).run()
     finally:
         runner.close()

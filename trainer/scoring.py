@@ -1,11 +1,14 @@
-"""Loss and accuracy of a model on a split, every record once: ``--eval-split`` and ``trainer.evaluate``.
+"""Loss and accuracy of a model on a split: ``--eval-split`` and ``trainer.evaluate``.
 
 Each worker scores its own records of the split (the same planning as training, but nothing is
 dropped: the last batch may be partial) with no collective per batch, so the workers may hold
-different numbers of records; one all-reduce then adds up their sums.
+different numbers of records; one all-reduce then adds up their sums. ``max_batches`` stops each
+worker after its first that many batches (``--eval-records``, ``trainer.eta.eval_batches_cap``);
+None scores every record once.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -48,6 +51,7 @@ def evaluate(
     train_mean: float | None = None,
     objective: Objective | None = None,
     label_map: tuple[int, ...] | None = None,
+    max_batches: int | None = None,
 ) -> dict[str, Any]:
     """Scores ``worker``'s records of ``plan``; returns the totals over all workers.
 
@@ -60,7 +64,8 @@ def evaluate(
     the manifest's statistics) or, without statistics, the eval split's own mean (a stricter baseline).
     """
     if plan.targets and objective is not None:  # a dict of targets (BERT pre-training): the objective scores them
-        return _evaluate_objective(strategy, model, plan, worker=worker, batch_size=batch_size, objective=objective)
+        return _evaluate_objective(strategy, model, plan, worker=worker, batch_size=batch_size, objective=objective,
+                                   max_batches=max_batches)
     center = 0.0 if train_mean is None else float(train_mean)
     remap = None if label_map is None else tf.constant(label_map, tf.int64)
 
@@ -86,7 +91,7 @@ def evaluate(
 
     sums = [0.0] * 6  # loss, scored, unseen, correct, sum(y - center), sum((y - center)^2)
     local = 0
-    for features, labels in data.eval_batches(plan, worker=worker, batch_size=batch_size):
+    for features, labels in _batches(plan, worker=worker, batch_size=batch_size, max_batches=max_batches):
         sums = [a + float(b) for a, b in zip(sums, score(features, labels))]
         local += int(labels.shape[0])
     loss, total, unseen, correct, y_sum, y_squares = _all_sum(strategy, sums)
@@ -103,13 +108,26 @@ def evaluate(
         out.update(eval_accuracy=None, eval_mse=round(loss / total, 6), eval_baseline_mse=round(baseline, 6))
         detail = (f"mse {out['eval_mse']:.6g}, baseline mse {out['eval_baseline_mse']:.6g} (always predicting the "
                   f"{'training' if train_mean is not None else 'eval'} mean)")
-    log.info("eval on split %r: %d examples (%d on this worker), loss %.4f, %s", plan.split, out["eval_examples"], local,
-             out["eval_loss"], detail)
+    log.info("eval on split %r: %d examples (%d on this worker%s), loss %.4f, %s", plan.split, out["eval_examples"],
+             local, _capped(plan, max_batches, batch_size), out["eval_loss"], detail)
     return out
 
 
+def _batches(plan: InputPlan, *, worker: int, batch_size: int, max_batches: int | None):
+    """``worker``'s eval batches, the first ``max_batches`` of them (None: all)."""
+    return itertools.islice(data.eval_batches(plan, worker=worker, batch_size=batch_size), max_batches)
+
+
+def _capped(plan: InputPlan, max_batches: int | None, batch_size: int) -> str:
+    """The log's note when ``max_batches`` may leave records of the split unscored."""
+    if max_batches is None or max_batches * batch_size * plan.num_workers >= plan.num_records:
+        return ""
+    return (f"; at most {max_batches} batches of {batch_size} a worker of the split's {plan.num_records:,} records: "
+            "--eval-records N|all scores more")
+
+
 def _evaluate_objective(strategy: tf.distribute.Strategy, model: keras.Model, plan: InputPlan, *, worker: int,
-                        batch_size: int, objective: Objective) -> dict[str, Any]:
+                        batch_size: int, objective: Objective, max_batches: int | None = None) -> dict[str, Any]:
     """The mean of the objective's loss per example and each of its accuracies (``eval_<name>``), over the
     records of every worker."""
 
@@ -121,7 +139,7 @@ def _evaluate_objective(strategy: tf.distribute.Strategy, model: keras.Model, pl
         return [tf.reduce_sum(tf.cast(objective.loss(labels, outputs), tf.float64)), n, *counts]
 
     sums = [0.0] * (2 + 2 * len(objective.names))
-    for features, labels in data.eval_batches(plan, worker=worker, batch_size=batch_size):
+    for features, labels in _batches(plan, worker=worker, batch_size=batch_size, max_batches=max_batches):
         sums = [a + float(b) for a, b in zip(sums, score(features, labels))]
     loss, total, *counts = _all_sum(strategy, sums)
     total = max(total, 1.0)
@@ -129,6 +147,7 @@ def _evaluate_objective(strategy: tf.distribute.Strategy, model: keras.Model, pl
                            "eval_accuracy": None}
     for i, name in enumerate(objective.names):
         out[f"eval_{name}"] = round(counts[2 * i] / max(counts[2 * i + 1], 1.0), 4)
-    log.info("eval on split %r: %d examples, loss %.4f, %s", plan.split, out["eval_examples"], out["eval_loss"],
+    log.info("eval on split %r: %d examples%s, loss %.4f, %s", plan.split, out["eval_examples"],
+             _capped(plan, max_batches, batch_size), out["eval_loss"],
              ", ".join(f"{name} {out[f'eval_{name}']:.4f}" for name in objective.names))
     return out

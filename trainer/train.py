@@ -22,7 +22,9 @@ from shardprep.errors import RunError
 from trainer import defaults
 from trainer.bert_task import BERT_SIZES
 from trainer.cluster import parse_tf_config
-from trainer.config import AUGMENTS, AUTO, COMMUNICATIONS, DEFAULT_AUGMENT, EXPORTS, LOOPS, PRECISIONS, TrainConfig
+from trainer.config import (
+    AUGMENTS, AUTO, COMMUNICATIONS, DEFAULT_AUGMENT, EVAL_RECORDS, EXPORTS, LOOPS, PRECISIONS, TrainConfig,
+)
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_args"]
 
@@ -86,7 +88,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--stage-dir", help="copy this worker's shards to this local folder first")
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--export", choices=EXPORTS, default="keras", help="format of the final model")
-    p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval), every record once")
+    p.add_argument("--eval-split", help="after training, loss and accuracy on this split (e.g. eval)")
+    p.add_argument("--eval-records", type=_eval_records, default=EVAL_RECORDS, metavar="N|all",
+                   help=f"--eval-split: score about N of its records at most, each worker its first batches "
+                        f"(default: {EVAL_RECORDS:,}); all: every record once")
     p.add_argument("--verify-records", action="store_true",
                    help="read this worker's shards and check every record's CRC before the first step")
     p.add_argument("--debug-record-ids", action="store_true", help=argparse.SUPPRESS)
@@ -126,6 +131,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         log_every=args.log_every,
         export=args.export,
         eval_split=args.eval_split,
+        eval_records=args.eval_records,
         record_ids=args.debug_record_ids,
         verify_records=args.verify_records,
         image_size=args.image_size,
@@ -137,6 +143,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(f.strip() for f in text.split(",") if f.strip())
+
+
+def _eval_records(text: str) -> int | None:
+    """``--eval-records``: a count, or ``all`` (None: every record)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of records or all, not {text!r}") from None
 
 
 def _tf_error_line(error: Exception) -> str:

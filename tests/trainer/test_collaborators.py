@@ -63,3 +63,14 @@ def test_export_none_writes_nothing(planned, tmp_path):
     config = dataclasses.replace(plan.config, model_dir=str(tmp_path / "m"), export="none")
     exporter = collaborators.ModelExporter(model=model, config=config, plan=plan.train, cluster=ClusterInfo())
     assert exporter.export(1) is None and not (tmp_path / "m").exists()
+
+
+def test_the_evaluator_stops_after_max_batches_and_the_job_wires_eval_records(planned):
+    """Issue 58: --eval-records caps --eval-split (each worker its first batches); all scores every record."""
+    plan, model, strategy = planned
+    evaluator = collaborators.SplitEvaluator(
+        strategy=strategy, model=model, plan=plan.eval, worker=0, batch_size=16,
+        classification=True, objective=objective_for(True), max_batches=1,
+    )
+    assert evaluator.evaluate(0)["eval_examples"] == 16
+    assert plan.config.eval_records == 10_000  # the default: this 40-record split is scored whole
