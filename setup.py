@@ -43,6 +43,8 @@ EXTRAS = {
         "grain==0.2.18",
         # tests/shardprep/test_verify_tfrecord_lite.py reads our shards with a second, TF-free reader; never a core dependency.
         "tfrecord-lite>=0.0.8",
+        # benchmarks.text_dedup: datasketch's MinHash + MinHashLSH, the contender of shardprep.text.minhash; never a core dependency.
+        "datasketch==2.0.0",
     ],
 }
 EXTRAS["all"] = sorted({req for name in ("train", "gcp", "dask") for req in EXTRAS[name]})
