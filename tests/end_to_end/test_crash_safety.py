@@ -62,7 +62,7 @@ elif point == "mid_shard":
     @contextlib.contextmanager
     def write_atomic(url, **kwargs):
         with real(url, **kwargs) as f:
-            if "/train/" not in url:
+            if "/train/" not in url or not url.endswith(".tfrecord"):  # a shard, not its record index
                 yield f
                 return
             started.append(url)
@@ -173,7 +173,7 @@ def crash(point: str, source: Path, out: Path) -> dict:
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) if out.exists() else []
     return {
         "files": files,
-        "shards": sum(1 for f in files if "/train/" in f and ".tmp-" not in f),
+        "shards": sum(1 for f in files if "/train/" in f and f.endswith(".tfrecord")),  # not their record indexes
         "tmp": sum(1 for f in files if ".tmp-" in f),
     }
 
