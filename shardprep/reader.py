@@ -15,23 +15,30 @@ cannot be read at random: ``open`` refuses them in one line.
 
 ``read(indices)`` reads each contiguous run of a shard's records with one ranged read: a slice of a
 memory map locally (and on NFS), one ranged GET per run on ``gs://`` (fsspec's ``cat_ranges``).
+Iteration reads each shard in order, ``_CHUNK`` bytes of whole records a read.
+
+The checks cost little: a run of records (iteration, or ``read`` of neighbours) has both CRCs of
+every record checked in one call of the compiled ``native.scan``, whose frames must be exactly the
+index's; a single record has its data CRC computed on its bytes (``google_crc32c``), and its
+12-byte header (length and the length's masked CRC) compared with headers already checked, so the
+length's CRC is computed once per distinct header (a bounded memo), not once per read.
 """
 from __future__ import annotations
 
-import bisect
 import mmap
 import operator
 import os
 import stat
 import struct
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import google_crc32c
 import numpy as np
 
-from shardprep import framing, fs, manifest, members, naming, record_index, versions
+from shardprep import framing, fs, manifest, members, naming, native, record_index, versions
 from shardprep.errors import ManifestError, ShardprepError, UsageError
 from shardprep.example import RecordError, decode_example
 
@@ -40,6 +47,10 @@ __all__ = ["DamagedRecordError", "NotRandomAccessError", "Records", "open"]
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 _crc = google_crc32c.value
+_CHUNK = 16 << 20  # bytes of one shard read at a time by a pass in order (and one ranged GET on gs://)
+_RUN = 8  # a contiguous run of at least this many records has its CRCs checked in one native.scan
+_HEADS_MAX = 1 << 16
+_heads: dict[bytes, int] = {}  # a record header (length and its masked CRC, 12 bytes) already checked -> length
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
 
@@ -194,26 +205,31 @@ class Records(Sequence):
             shard = self._open[s] = _Shard(self._root, self._infos[s])
         return shard
 
-    def _locate(self, i: int) -> tuple[int, int]:
-        n = self._starts[-1]
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is not int:
+            if isinstance(i, slice):
+                return self.read(range(*i.indices(len(self))))
+            i = operator.index(i)
+        starts = self._starts
+        n = starts[-1]
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"record {i} is outside [0, {n})")
-        s = bisect.bisect_right(self._starts, i) - 1
-        return s, i - self._starts[s]
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return self.read(range(*i.indices(len(self))))
-        s, k = self._locate(operator.index(i))
+        s = bisect_right(starts, i) - 1
         shard = self._open[s] or self._shard(s)
         offsets = shard.offsets
+        k = i - starts[s]
         start, end = offsets[k], offsets[k + 1]
-        if shard.view is not None:
-            record = _checked(shard.view, start, end, shard.info.path)
+        view = shard.view
+        frame = view[start:end] if view is not None else shard.ranges([(start, end)])[0]
+        if _heads.get(frame[:12]) == end - start - 16:  # _data's checks inline, for a header checked before
+            record = frame[12:-4]
+            crc = _crc(record)
+            if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != _U32.unpack_from(frame, end - start - 4)[0]:
+                record = _data(frame, shard.info.path, start)  # raises DamagedRecordError
         else:
-            record = _checked(shard.ranges([(start, end)])[0], 0, end - start, shard.info.path, base=start)
+            record = _data(frame, shard.info.path, start)
         return record if self._features is None else self._parse(record, shard.info.path, start)
 
     def read(self, indices: Any) -> list:
@@ -241,28 +257,43 @@ class Records(Sequence):
         offsets, path = shard.offsets, shard.info.path
         unique = np.unique(local)
         breaks = np.flatnonzero(np.diff(unique) != 1) + 1
-        runs = list(zip([0, *breaks.tolist()], [*breaks.tolist(), len(unique)]))
-        spans = [(offsets[int(unique[a])], offsets[int(unique[b - 1]) + 1]) for a, b in runs]
+        firsts = unique[np.concatenate(([0], breaks))]
+        lasts = unique[np.concatenate((breaks - 1, [len(unique) - 1]))]
+        table = np.frombuffer(offsets, "<u8")
+        span_starts, span_ends = table[firsts].tolist(), table[lasts + 1].tolist()
         records: dict[int, Any] = {}
-        for (a, b), (span_start, _), blob in zip(runs, spans, shard.ranges(spans)):
-            for k in unique[a:b].tolist():
-                start, end = offsets[k] - span_start, offsets[k + 1] - span_start
-                record = _checked(blob, start, end, path, base=span_start)
-                records[k] = record if self._features is None else self._parse(record, path, offsets[k])
+        parse = self._features is not None
+        blobs = shard.ranges(list(zip(span_starts, span_ends)))
+        for first, last, span_start, blob in zip(firsts.tolist(), lasts.tolist(), span_starts, blobs):
+            if first == last:
+                record = _data(blob, path, span_start)
+                records[first] = self._parse(record, path, span_start) if parse else record
+                continue
+            bounds = (table[first:last + 2] - span_start).tolist()
+            for k, bound, record in zip(range(first, last + 1), bounds, _run(blob, bounds, path, span_start)):
+                records[k] = self._parse(record, path, span_start + bound) if parse else record
         for k, place in zip(local.tolist(), places.tolist()):
             out[place] = records[k]
 
     def __iter__(self) -> Iterator:
-        """Every record in order, a shard at a time (one read of each shard)."""
+        """Every record in order, a shard at a time, ``_CHUNK`` bytes of whole records a read."""
         for s in range(len(self._infos)):
             shard = self._shard(s)
             offsets, path = shard.offsets, shard.info.path
-            if len(offsets) < 2:
-                continue
-            (blob,) = [shard.view] if shard.view is not None else shard.ranges([(0, offsets[-1])])
-            for k in range(len(offsets) - 1):
-                record = _checked(blob, offsets[k], offsets[k + 1], path)
-                yield record if self._features is None else self._parse(record, path, offsets[k])
+            table = np.frombuffer(offsets, "<u8")
+            k, n = 0, len(offsets) - 1
+            while k < n:
+                start = offsets[k]
+                j = max(bisect_right(offsets, start + _CHUNK) - 1, k + 1)
+                end = offsets[j]
+                blob = shard.view[start:end] if shard.view is not None else shard.ranges([(start, end)])[0]
+                bounds = (table[k:j + 1] - start).tolist()
+                if self._features is None:
+                    yield from _run(blob, bounds, path, start)
+                else:
+                    for bound, record in zip(bounds, _run(blob, bounds, path, start)):
+                        yield self._parse(record, path, start + bound)
+                k = j
 
     def _parse(self, record: bytes, path: str, offset: int) -> dict[str, np.ndarray]:
         try:
@@ -280,19 +311,44 @@ def _array(values: list, spec: dict) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
 
 
-def _checked(blob: Any, start: int, end: int, path: str, *, base: int = 0) -> bytes:
-    """The data of the framed record at ``blob[start:end]`` after its framing and CRC checks
-    (``base``: the blob's offset in the shard, for the error's byte offset)."""
+def _data(frame: bytes, path: str, offset: int) -> bytes:
+    """The data of the framed record ``frame`` (its exact bytes by the index: header, data, footer),
+    which starts at byte ``offset`` of the shard ``path``, after its framing and both CRC checks
+    (``DamagedRecordError`` otherwise). A header equal byte for byte to one whose CRC was checked
+    before is not hashed again (``_heads``)."""
+    length = _heads.get(frame[:12])
+    if length is None:
+        length = _header(frame, path, offset)
+    if length != len(frame) - 16:
+        raise DamagedRecordError(path, offset, f"its length field says {length} bytes, the index {len(frame) - 16}")
+    data = frame[12:-4]
+    crc = _crc(data)
+    if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != _U32.unpack_from(frame, length + 12)[0]:
+        raise DamagedRecordError(path, offset, f"its {length} data bytes fail their CRC")
+    return data if type(data) is bytes else bytes(data)
+
+
+def _header(frame: bytes, path: str, offset: int) -> int:
+    """The length in the header of ``frame`` after its CRC check, remembered in ``_heads`` (bounded)."""
     try:
-        length, length_crc = _HEADER.unpack_from(blob, start)
-        (data_crc,) = _U32.unpack_from(blob, end - 4)
+        length, length_crc = _HEADER.unpack_from(frame)
     except struct.error:
-        raise DamagedRecordError(path, base + start, "the shard ends inside it") from None
-    data = blob[start + 12:end - 4]
-    if length != end - start - 16:
-        raise DamagedRecordError(path, base + start, f"its length field says {length} bytes, the index {end - start - 16}")
-    if _mask(_crc(blob[start:start + 8])) != length_crc:
-        raise DamagedRecordError(path, base + start, "its length fails its CRC")
-    if _mask(_crc(data)) != data_crc:
-        raise DamagedRecordError(path, base + start, f"its {length} data bytes fail their CRC")
-    return data if isinstance(data, bytes) else bytes(data)
+        raise DamagedRecordError(path, offset, "the shard ends inside it") from None
+    if _mask(_crc(frame[:8])) != length_crc:
+        raise DamagedRecordError(path, offset, "its length fails its CRC")
+    if len(_heads) < _HEADS_MAX:
+        _heads[bytes(frame[:12])] = length
+    return length
+
+
+def _run(blob: bytes, bounds: list[int], path: str, base: int) -> list[bytes]:
+    """The data of the contiguous records ``blob[bounds[i]:bounds[i + 1]]`` (``blob`` starts at byte
+    ``base`` of the shard ``path``), each after its framing and both CRC checks: a run of ``_RUN`` or more
+    in one ``native.scan`` whose frames must be exactly the index's, else (or on any doubt) record by
+    record through ``_data``, which names the damaged one."""
+    if len(bounds) > _RUN and len(blob) == bounds[-1] and bounds[0] == 0:
+        stop, why, found, status = native.scan(blob, 0, ())
+        if (why == 0 and stop == len(blob) and 2 not in status
+                and found == np.asarray(bounds[:-1], "<i8").tobytes()):
+            return [blob[a + 12:b - 4] for a, b in zip(bounds, bounds[1:])]
+    return [_data(blob[a:b], path, base + a) for a, b in zip(bounds, bounds[1:])]

@@ -90,11 +90,30 @@ def test_a_damaged_record_is_one_error_naming_the_shard_and_offset(ds, tmp_path)
     (bad / shard.path).write_bytes(bytes(data))
     records = reader.open(str(bad), "train")
     assert records[cut + 1] and records[cut + 3]
-    for read in (lambda: records[cut + 2], lambda: records.read([0, cut + 2, 5])):
+    for read in (lambda: records[cut + 2], lambda: records.read([0, cut + 2, 5]),
+                 lambda: records.read(range(cut, cut + 40)), lambda: list(records)):  # the last two: native.scan's
         with pytest.raises(reader.DamagedRecordError) as e:
             read()
         assert str(e.value).startswith(f"{shard.path}: the record at byte {offset} is damaged (")
         assert "fail their CRC" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_damaged_header_is_found_though_the_same_length_was_read_before(ds, tmp_path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(ds, bad)
+    shard = manifest.load(str(bad)).splits["train"].shards[0]
+    offsets = np.fromfile(bad / shard.index.path, "<u8", offset=16)
+    lengths = np.diff(offsets)
+    k = next(k for k in range(1, len(lengths)) if lengths[k] in lengths[:k])  # an earlier record of its length
+    data = bytearray((bad / shard.path).read_bytes())
+    data[int(offsets[k]) + 9] ^= 0x01  # the length's CRC
+    (bad / shard.path).write_bytes(bytes(data))
+    records = reader.open(str(bad), "train")
+    records[:k]
+    for read in (lambda: records[k], lambda: records.read([k, 0]), lambda: records[:]):
+        with pytest.raises(reader.DamagedRecordError, match=f"the record at byte {offsets[k]} is damaged "
+                                                            r"\(its length fails its CRC\)"):
+            read()
 
 
 def test_an_unknown_split_is_one_line(ds) -> None:
