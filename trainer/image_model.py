@@ -10,6 +10,11 @@ inference mode compute the same function. With batch norm, a short run's
 moving statistics do not catch up: the eval and the exported model (inference mode) score worse
 than training mode on the same images.
 Group norm also does not depend on the per-replica batch size.
+
+``learning_rate_schedule``: the image model trains with Adam on a cosine decay over the whole run
+(a warm-up of ``WARMUP_SHARE`` of the steps to ``--learning-rate``, then down to near 0 at the last
+step), so a short run and a long one both end at a small learning rate; figures in BENCHMARKS.md
+(Images: accuracy against scikit-learn).
 """
 from __future__ import annotations
 
@@ -17,9 +22,16 @@ import keras
 
 from trainer.image_input import IMAGE
 
-__all__ = ["GROUP_CHANNELS", "build_image_model"]
+__all__ = ["GROUP_CHANNELS", "WARMUP_SHARE", "build_image_model", "learning_rate_schedule"]
 
 GROUP_CHANNELS = 8  # channels per normalisation group (32 filters: 4 groups)
+WARMUP_SHARE = 20  # the warm-up is 1/WARMUP_SHARE of the run's steps (at least one)
+
+
+def learning_rate_schedule(peak: float, *, total_steps: int) -> keras.optimizers.schedules.LearningRateSchedule:
+    """0 to ``peak`` over the first ``total_steps // WARMUP_SHARE`` steps, then a cosine decay towards 0."""
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=max(1, total_steps), warmup_target=peak, warmup_steps=max(1, total_steps // WARMUP_SHARE))
 
 
 def _norm(filters: int, name: str) -> keras.layers.Layer:

@@ -1,8 +1,8 @@
 """``python -m trainer.image_rate --data DIR``: images/s of the image input pipeline per CPU core.
 
-Reads, parses, decodes, resizes, crops and flips a split's images exactly as training does
-(``data.worker_batches`` with an ``image_size``), on a tf.data thread pool of ``--threads``
-threads, with no model: the rate one core sustains tells how many cores keep one GPU fed.
+Reads, parses, decodes, resizes, crops and flips a split's images exactly as training does with
+``--augment crop,flip``, the costliest setting (``data.worker_batches`` with an ``image_size``), on
+a tf.data thread pool of ``--threads`` threads, with no model: the rate one core sustains tells how many cores keep one GPU fed.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def input_rate(data: str, *, split: str = "train", size: int = 64, batch: int = 
     m = manifest.load(data)
     plan = plan_input(root=data, split=split, label="image/class/label", inputs=(ENCODED,), num_workers=1,
                       per_worker_batch=batch, steps_cap=None, data_manifest=m)
-    plan = dataclasses.replace(plan, image_size=size)
+    plan = dataclasses.replace(plan, image_size=size, augment="crop,flip")
     ds = data_lib.worker_batches(plan, worker=0, batch_size=batch, batches_per_epoch=plan.steps_per_epoch)
     options = tf.data.Options()
     options.threading.private_threadpool_size = threads

@@ -89,7 +89,7 @@ def open_session(
                 num_classes=num_classes if classification else None,
                 statistics=plan.statistics,
             )
-        optimizer = keras.optimizers.Adam(learning_rate)
+        optimizer = keras.optimizers.Adam(_schedule(config, plan, learning_rate))
         if loss_scale:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -103,6 +103,17 @@ def open_session(
         config, cluster, plan, eval_plan, strat, model, optimizer, policy, loss_scale, learning_rate, classification,
         allreduce_s, objective,
     )
+
+
+def _schedule(config: TrainConfig, plan: InputPlan, learning_rate: float) -> Any:
+    """``--model image``: a cosine decay over the run's steps (``trainer.image_model``); else the constant rate."""
+    if config.model != "image" or not config.epochs:
+        return learning_rate
+    from trainer.image_model import learning_rate_schedule
+
+    total = config.epochs * plan.steps_per_epoch
+    log.info("--model image: learning rate warms up to %g, then a cosine decay over %d steps", learning_rate, total)
+    return learning_rate_schedule(learning_rate, total_steps=total)
 
 
 def _bert_model(plan: InputPlan) -> tuple[keras.Model, Objective]:

@@ -310,8 +310,9 @@ def test_two_workers_train_the_image_model(folder_run, tmp_path):
     """Two local workers: equal steps, no empty replica-step, images/s and input wait reported, eval scored."""
     from trainer.demo_images import train_images
 
+    # --num-classes 2: the label's 3 class names win over a smaller count; the demo's shapes look the same mirrored
     summaries = train_images(folder_run, str(tmp_path / "run"), workers=2, epochs=2, image_size=16,
-                             extra=["--num-classes", "2"])  # the label's 3 class names win over a smaller count
+                             extra=["--num-classes", "2", "--augment", "crop,flip"])
     assert [s["steps"] for s in summaries] == [summaries[0]["steps"]] * 2 and summaries[0]["steps"] > 0
     assert all(s["empty_replica_steps"] == 0 for s in summaries)
     assert all(s["examples_per_second"] > 0 and 0 <= s["input_wait_fraction"] <= 1 for s in summaries)
