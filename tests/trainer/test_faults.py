@@ -161,8 +161,9 @@ def _resume(monkeypatch, capsys, soak: dict[str, Any], *changes: str, data: str 
     "changes, workers, message",
     [
         (("--per-replica-batch", "8"), WORKERS,
-         "per-worker batch (--per-replica-batch / --global-batch) 16 -> 8; steps per epoch (--steps-per-epoch) 30 -> 60"),
-        ((), 3, "workers 2 -> 3; steps per epoch (--steps-per-epoch) 30 -> 20"),
+         "global batch (--per-replica-batch x replicas / --global-batch) 32 -> 16; steps per epoch (--steps-per-epoch) 30 -> 60"),
+        # another worker count resumes (trainer.elastic) only with the same global batch: 3 workers of 16 make 48
+        ((), 3, "global batch (--per-replica-batch x replicas / --global-batch) 32 -> 48; steps per epoch (--steps-per-epoch) 30 -> 20"),
         (("--split", "eval"), WORKERS, "split (--split) train -> eval; records in the split 960 -> 240"),
         (("--steps-per-epoch", "10"), WORKERS, "steps per epoch (--steps-per-epoch) 30 -> 10"),
         (("--seed", "8", "--shuffle-buffer", "64"), WORKERS, "--shuffle-buffer 128 -> 64; --seed 7 -> 8"),
