@@ -132,9 +132,20 @@ def test_quickstart_has_the_whole_path():
     assert "'data/*.csv'" in (ROOT / "README.md").read_text()  # the user's own CSV, by a quoted glob
 
 
+def readme_reader_snippet() -> str:
+    """The README's TF-free read of the shards: its Python block that imports ``shardprep.reader``."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (snippet,) = [b for b in blocks if "from shardprep import reader" in b]
+    return snippet
+
+
 def test_quickstart_prepares_checks_and_reports_a_data_set(user_csv):
     _run_quickstart(user_csv, [a for a in quickstart_commands() if a[2].startswith("shardprep.")], timeout=120)
     assert (user_csv / "ds" / "manifest.json").exists() and (user_csv / "report.html").stat().st_size > 1000
+    proc = subprocess.run([sys.executable, "-c", readme_reader_snippet()], cwd=user_csv, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 0 and "tensorflow" not in proc.stderr.lower(), proc.stderr
+    assert int(proc.stdout.split()[0]) > 0  # the README's read printed the split's record count first
 
 
 @pytest.mark.slow
@@ -197,3 +208,10 @@ def test_make_charts_draws_non_blank_images(tmp_path):
         with Image.open(tmp_path / name) as image:
             lo, hi = image.convert("L").getextrema()
             assert image.width > 300 and hi - lo > 100, (name, image.size, lo, hi)  # drawn, not one colour
+
+
+def test_the_readme_is_one_screen():
+    """Install, the two commands, a quickstart and two short reads; the reference lives in docs/."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 100, f"README.md is {len(lines)} lines: move the reference to docs/overview.md"
+    assert any(line.startswith("Or into your own environment") and "pip install" in line for line in lines)
