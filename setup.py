@@ -39,6 +39,9 @@ EXTRAS = {
         # tests/shardprep/formats/test_tfds.py proves our TFDS metadata with the real library; never a core dependency.
         "tensorflow-datasets==4.9.*",
         "importlib_resources>=6",  # tensorflow-datasets 4.9.10 imports it without declaring it
+        # benchmarks.image_sets / image_accuracy: the digits and photos they ship, and the pixel baselines.
+        "scikit-learn==1.9.1",
+        "scikit-image==0.26.0",
         # tests/shardprep/test_reader.py: grain's DataLoader and MapDataset over shardprep.reader; never a core dependency.
         "grain==0.2.18",
         # tests/shardprep/test_verify_tfrecord_lite.py reads our shards with a second, TF-free reader; never a core dependency.
