@@ -170,13 +170,33 @@ def _listing_problems(root: str, m: manifest.Manifest) -> list[str]:
     return out
 
 
-def vocab_problems(root: str, text: dict | None) -> list[str]:
+def stored_problems(root: str, path: str, *, size: int, crc32c: str, what: str) -> list[str] | None:
+    """On an object store, a file the manifest names against the store's own size and crc32c (one
+    metadata request, nothing downloaded); None where that cannot decide (a local file, no stored crc32c)."""
+    url = naming.join(root, path)
+    if fs.is_local(url):
+        return None
+    filesystem, remote = fs.filesystem(url)
+    try:
+        info = filesystem.info(remote)
+    except FileNotFoundError:
+        return [f"{path}: the {what} is missing"]
+    stored = _stored_crc32c(info)
+    if int(info.get("size", -1)) != size or stored not in (None, crc32c):
+        return [f"{path}: the {what} differs from the manifest's size and crc32c (the file was replaced)"]
+    return [] if stored is not None else None
+
+
+def vocab_problems(root: str, text: dict | None, *, deep: bool = False) -> list[str]:
     """A text run's vocabulary against the manifest's size and crc32c (older data sets record neither)."""
     if not text or "vocab_crc32c" not in text:
         return []
     path, size = text["vocab"], text["vocab_num_bytes"]
+    if not deep and (found := stored_problems(root, path, size=size, crc32c=text["vocab_crc32c"],
+                                              what="vocabulary")) is not None:
+        return found
     try:
-        with shard_reader.open_shard(root, path, limit=size) as stream:
+        with shard_reader.open_shard(root, path, limit=size, field="text.vocab") as stream:
             whole = stream.drain()
     except FileNotFoundError:
         return [f"{path}: the vocabulary is missing"]
@@ -189,12 +209,17 @@ def vocab_problems(root: str, text: dict | None) -> list[str]:
     return []
 
 
-def sketch_problems(root: str, m: manifest.Manifest) -> list[str]:
-    """A statistics state the manifest names (``sketches``) that is missing or not its size and crc32c."""
+def sketch_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> list[str]:
+    """A statistics state the manifest names (``sketches``) that is missing or not its size and crc32c (on
+    object stores without ``deep``: the store's crc32c, nothing downloaded)."""
     from shardprep import stats_store
 
     out = []
     for name, info in m.sketches.items():
+        if not deep and (found := stored_problems(root, info.path, size=info.num_bytes, crc32c=info.crc32c,
+                                                  what="statistics state")) is not None:
+            out.extend(found)
+            continue
         try:
             stats_store.read(root, info, field=f"sketches.{name}")
         except FileNotFoundError:
@@ -208,7 +233,8 @@ def verify(root: str, *, deep: bool = False, jobs: int = 4, version: int | None 
     """Returns (problems, shards checked, records covered) of the current manifest, or of the kept
     manifest ``version`` (``manifest.load``)."""
     m = versions.load(root, version=version)
-    problems = manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text) + sketch_problems(root, m)
+    problems = (manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text, deep=deep)
+                + sketch_problems(root, m, deep=deep))
     shards = [s for split in m.splits.values() for s in split.shards]
     fields = [f"splits.{name}.shards[{i}].path" for name, split in m.splits.items() for i in range(len(split.shards))]
     shard_check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)

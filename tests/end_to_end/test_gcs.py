@@ -81,8 +81,9 @@ def test_verify_on_gcs_compares_stored_crc32c_and_downloads_only_with_deep(gcs, 
         assert proxy.media_downloads(run_id) == []  # metadata only
         before = len(proxy.log)
         assert verify.verify(out, deep=True)[0] == []
-        deep = [p for m_, p, s in proxy.log[before:] if "alt=media" in p and run_id in p]
-        assert len(deep) == len(shards)
+        deep = {p for m_, p, s in proxy.log[before:] if "alt=media" in p and run_id in p}
+        named = [s.path for s in shards] + [s.index.path for s in shards] + [i.path for i in m.sketches.values()]
+        assert {p.split("/o/", 1)[1].split("?")[0].replace("%2F", "/") for p in deep} == {f"ds/{p}" for p in named}
 
         fs = gcs.filesystem()
         target, gone = shards[1], shards[2]

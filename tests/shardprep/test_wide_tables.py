@@ -38,7 +38,7 @@ def _write(path: Path, names: list[str], values: np.ndarray) -> Path:
 
 def _decoded(root: Path) -> list[dict]:
     out = []
-    for shard in sorted((root).glob("run-*/train/*")):
+    for shard in sorted((root).glob("run-*/train/*.tfrecord")):
         with open(shard, "rb") as f:
             out += [decode_example(r) for r in framing.read_records(f)]
     return out

@@ -99,7 +99,8 @@ def test_exported_pretraining_model_loads_and_init_from_restores_its_encoder(dem
     outputs = exported(batch)
     vocab_size = json.loads((out / "run" / "bert.json").read_text())["vocab_size"]
     assert tuple(outputs["masked_lm"].shape) == (2, 10, vocab_size) and tuple(outputs["next_sentence"].shape) == (2, 2)
-    text = {"task": "text-classification", "vocab": "vocab.txt", "vocab_size": vocab_size, "max_seq_length": 64,
+    text = {"task": "text-classification", "vocab": manifest.load(str(out / "ds")).text["vocab"], "vocab_size": vocab_size,
+            "max_seq_length": 64,
             "labels": ["a", "b"]}
     task = bert_task(text, data=str(out / "ds"), size=None, init_from=str(out / "run"), label="")
     assert task.size == "tiny"

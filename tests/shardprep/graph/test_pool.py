@@ -170,9 +170,10 @@ def test_neither_the_launcher_nor_a_pool_process_imports_beam_and_each_unit_is_p
     lines = [line.split() for f in marks.iterdir() for line in f.read_text().splitlines()]
     assert len(list(marks.iterdir())) >= 1 and lines
     assert {beam for beam, _, _ in lines} == {"False"}, lines
-    assert sum(int(n) for _, work, n in lines if work == "Parse") == 4, lines  # the 4 units, each parsed once
+    # the 4 small files are one unit (formats.grouping), parsed once, its records in one batch
+    assert sum(int(n) for _, work, n in lines if work == "Parse") == 1, lines
     assert sum(int(n) for _, work, n in lines if work == "WriteShards") == 2, lines  # each shard written once
-    assert sum(int(n) for _, work, n in lines if work == "Assign") == 4, lines  # a batch per unit (500 rows each)
+    assert sum(int(n) for _, work, n in lines if work == "Assign") == 1, lines
 
 
 @pytest.mark.slow
