@@ -23,7 +23,15 @@ from trainer import defaults
 from trainer.bert_task import BERT_SIZES
 from trainer.cluster import parse_tf_config
 from trainer.config import (
-    AUGMENTS, AUTO, COMMUNICATIONS, DEFAULT_AUGMENT, EVAL_RECORDS, EXPORTS, LOOPS, PRECISIONS, TrainConfig,
+    AUGMENTS,
+    AUTO,
+    COMMUNICATIONS,
+    DEFAULT_AUGMENT,
+    EVAL_RECORDS,
+    EXPORTS,
+    LOOPS,
+    PRECISIONS,
+    TrainConfig,
 )
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_args"]
