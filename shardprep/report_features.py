@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from shardprep import manifest
@@ -35,13 +35,17 @@ PAGE_FEATURES = 500  # compact lines' features per page (a <details> element, la
 _QUANTILES = ("p1", "p5", "p25", "p50", "p75", "p95", "p99")
 
 
-def _stats_rows(name: str, m: manifest.Manifest, divs: dict[str, tuple[float, str]]) -> list[list[str]]:
-    rows = []
+def _split_stats(name: str, m: manifest.Manifest) -> Iterator[tuple[str, dict, int, int]]:
+    """(split, statistics, count, missing) of feature ``name`` in each split that has its statistics."""
     for split, features in m.statistics.items():
         s = features.get(name)
-        if not isinstance(s, dict):
-            continue
-        count, missing = s.get("count") or 0, s.get("missing") or 0
+        if isinstance(s, dict):
+            yield split, s, s.get("count") or 0, s.get("missing") or 0
+
+
+def _stats_rows(name: str, m: manifest.Manifest, divs: dict[str, tuple[float, str]]) -> list[list[str]]:
+    rows = []
+    for split, s, count, missing in _split_stats(name, m):
         share = share_of(missing, count + missing)
         distinct = ""
         if "distinct" in s:
@@ -177,11 +181,7 @@ def _compact_rows(index: int, name: str, m: manifest.Manifest, *, divs: dict[str
     shape = "" if spec.get("shape") == [] else " " + json.dumps(spec.get("shape"))
     head = [f"{index + 1:,}", shown(name), shown(f"{spec.get('dtype')}{shape}")]
     rows = []
-    for split, features in m.statistics.items():
-        s = features.get(name)
-        if not isinstance(s, dict):
-            continue
-        count, missing = s.get("count") or 0, s.get("missing") or 0
+    for split, s, count, missing in _split_stats(name, m):
         top = top_values(s)
         most = ""
         if top:

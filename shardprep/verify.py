@@ -128,15 +128,9 @@ def index_problems(root: str, shard: manifest.ShardInfo, *, deep: bool = False) 
         return []
     path = shard.index.path
     try:
-        url = naming.join(root, path)
-        if not fs.is_local(url) and not deep:
-            filesystem, remote = fs.filesystem(url)
-            info = filesystem.info(remote)
-            stored = _stored_crc32c(info)
-            if int(info.get("size", -1)) != shard.index.num_bytes or stored not in (None, shard.index.crc32c):
-                return [f"{path}: the record index differs from the manifest's size and crc32c"]
-            if stored is not None:
-                return []
+        if not deep and (found := stored_problems(root, path, size=shard.index.num_bytes, crc32c=shard.index.crc32c,
+                                                  what="record index")) is not None:
+            return found
         records = reader.Records(root, [shard])
         for _ in records:
             pass
