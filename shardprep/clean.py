@@ -37,7 +37,8 @@ def clean(root: str, *, keep_previous: int, dry_run: bool = False, keep_versions
         references = functools.partial(retention.references, root)
         if dry_run:
             return retention.stale_runs(retention.run_folders(root), current=current, committed=committed,
-                                        keep_previous=keep_previous, references=references) + old_copies
+                                        keep_previous=keep_previous, references=references,
+                                        order=functools.partial(retention.commit_order, root)) + old_copies
         gone = retention.remove_stale_runs(root, current=current, committed=committed, keep_previous=keep_previous)
         for copy in old_copies:
             if copy.split("/", 1)[0] not in gone:

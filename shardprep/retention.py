@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from shardprep import fs, lease, manifest, naming, versioned
 from shardprep.errors import ManifestError
@@ -42,7 +43,8 @@ def current_runs(root: str) -> set[str]:
 
 
 def stale_runs(runs: Sequence[str], *, current: set[str], committed: set[str], keep_previous: int,
-               references: Callable[[str], set[str]] = lambda run: {run}) -> list[str]:
+               references: Callable[[str], set[str]] = lambda run: {run},
+               order: Callable[[str], Any] = lambda run: run) -> list[str]:
     """The run folders to remove: all but ``current`` and the newest ``keep_previous`` committed ones,
     with every run folder the manifest each of those committed names (``references``: an appended
     manifest's earlier generations).
@@ -51,11 +53,21 @@ def stale_runs(runs: Sequence[str], *, current: set[str], committed: set[str], k
     read the data set before another committed is refused at its commit (``shardprep.commit``), so
     that is also the order in which they committed.
     """
-    previous = sorted(r for r in committed if r not in current and r in runs)
+    previous = sorted((r for r in committed if r not in current and r in runs), key=order)
     keep = set(current)
     for run in previous[-keep_previous:] if keep_previous > 0 else ():
         keep |= {run} | references(run)
     return sorted(r for r in runs if r not in keep)
+
+
+def commit_order(root: str, run: str) -> tuple[str, int]:
+    """A committed run's place in commit order: its id's start second, then the version its manifest
+    copy committed (two runs started in one second sort by version, not by their ids' random suffix)."""
+    try:
+        version = manifest.load(root, run_id=run).data_version or 0
+    except ManifestError:
+        version = 0
+    return run[:len("run-YYYYmmddTHHMMSSZ")], version
 
 
 def references(root: str, run: str) -> set[str]:
@@ -69,7 +81,7 @@ def references(root: str, run: str) -> set[str]:
 def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep_previous: int) -> list[str]:
     """Removes the run folders ``stale_runs`` picks; the caller holds the lease. Returns them."""
     gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous,
-                      references=lambda run: references(root, run))
+                      references=lambda run: references(root, run), order=lambda run: commit_order(root, run))
     for name in gone:
         lease.pause("clean.remove")
         _remove_folder(naming.join(root, name))
