@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import os
 import random
 import statistics
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from shardprep.text.corpus import NO_DEDUP, CorpusArrays
-from shardprep.text.dedup import components, kept_of
+from shardprep.text.dedup import Verifier, kept_of, shared_bands
 from shardprep.text.minhash import BANDS, ROWS, MinHasher, keys_of
 
 RATES = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
@@ -59,42 +60,76 @@ def planted(families: int, seed: int = 1) -> tuple[list[str], list[int]]:
     return [texts[i] for i in order], [family[i] for i in order]
 
 
-def quality(families: int) -> dict:
+def _leader_truth(n: int, truth: set) -> np.ndarray:
+    """``text.dedup``'s leader rule on the exact graph: each id's kept id, ids in order."""
+    earlier: dict[int, list[int]] = {}
+    for a, b in truth:
+        earlier.setdefault(b, []).append(a)
+    kept = np.arange(n)
+    for i in range(n):
+        kept[i] = next((k for k in sorted(earlier.get(i, ())) if kept[k] == k), i)
+    return kept
+
+
+def _candidates(keys: np.ndarray) -> set:
+    """Every pair of ids that shares a band key."""
+    rows, groups = shared_bands(keys)
+    members: dict[int, list[int]] = {}
+    for r, g in zip(rows.tolist(), groups.tolist()):
+        members.setdefault(g, []).append(r)
+    return {(a, b) for m in members.values() for a, b in itertools.combinations(sorted(m), 2)}
+
+
+def _pr(predicted: set, truth: set) -> dict:
+    hit = len(predicted & truth)
+    return {"pairs": len(predicted), "precision": round(hit / max(1, len(predicted)), 4),
+            "recall": round(hit / max(1, len(truth)), 4)}
+
+
+def quality(families: int, threshold: float = NO_DEDUP.threshold) -> dict:
+    """The pairs and the documents ``--dedup near`` finds against exact Jaccard >= 0.8 (module docstring)."""
     texts, family = planted(families)
     by_family: dict[int, list[int]] = {}
     for i, f in enumerate(family):
         by_family.setdefault(f, []).append(i)
-    truth, near_miss = set(), 0
+    truth, near_miss, jaccard = set(), 0, {}
     shingles = [_shingles(t.split()) for t in texts]
     for members in by_family.values():
-        for a in members:
-            for b in members:
-                if a < b:
-                    j = len(shingles[a] & shingles[b]) / len(shingles[a] | shingles[b])
-                    if j >= 0.8:
-                        truth.add((a, b))
-                    elif j >= 0.6:
-                        near_miss += 1
+        for a, b in itertools.combinations(sorted(members), 2):
+            j = jaccard[a, b] = len(shingles[a] & shingles[b]) / len(shingles[a] | shingles[b])
+            if j >= 0.8:
+                truth.add((a, b))
+            elif j >= 0.6:
+                near_miss += 1
     sig = MinHasher().signatures(texts)
-    doc = np.arange(len(texts), dtype=np.uint64) + np.uint64(1)  # no exact copies planted
-    arrays = CorpusArrays(np.arange(len(texts)), np.zeros(len(texts), np.int64), doc, keys_of(sig, BANDS, ROWS), sig)
-    out = {"documents": len(texts), "true_pairs": len(truth), "pairs_jaccard_0.6_to_0.8": near_miss}
-    ids = np.arange(len(texts))
-    u = np.asarray([a for a, _ in truth], np.int64)
-    v = np.asarray([b for _, b in truth], np.int64)
-    truly_dropped = set(np.flatnonzero(components(len(texts), [(u, v)]) != ids).tolist())
-    for name, threshold in (("verified", NO_DEDUP.threshold), ("bands_only", 0.0)):
-        kept = kept_of(arrays, "near", threshold)
-        clusters: dict[int, list[int]] = {}
-        for i, k in enumerate(kept.tolist()):
-            clusters.setdefault(k, []).append(i)
-        predicted = {(a, b) for c in clusters.values() for a in c for b in c if a < b}
+    keys = keys_of(sig, BANDS, ROWS)
+    n = len(texts)
+    doc = np.arange(n, dtype=np.uint64) + np.uint64(1)  # no exact copies planted
+    out: dict = {"documents": n, "true_pairs": len(truth), "pairs_jaccard_0.6_to_0.8": near_miss}
+    candidates = _candidates(keys)
+    out["candidate_pairs"] = _pr(candidates, truth)
+    hasher = MinHasher(1, 1)
+
+    def shingles_of(i: int) -> np.ndarray:
+        return np.unique(hasher.shingles([texts[i]])[0])
+
+    for name, check in (("estimate", None), ("estimate_and_exact", shingles_of)):
+        verifier = Verifier(sig, threshold, check)
+        out[f"verified_pairs_{name}"] = _pr({p for p in candidates if verifier.similar(p[1], [p[0]])[0]}, truth)
+        out[f"verified_pairs_{name}"]["exact_checks"] = verifier.exact_checks
+    ids = np.arange(n)
+    should = _leader_truth(n, truth)
+    truly_dropped = set(np.flatnonzero(should != ids).tolist())
+    for name, t, check in (("kept_estimate", threshold, None), ("kept_estimate_and_exact", threshold, shingles_of),
+                           ("kept_bands_only", 0.0, None)):
+        kept = kept_of(CorpusArrays(ids, np.zeros(n, np.int64), doc, keys, sig), "near", t, check)
         dropped = set(np.flatnonzero(kept != ids).tolist())
-        hit = len(predicted & truth)
-        out[name] = {"pair_precision": round(hit / max(1, len(predicted)), 4), "pair_recall": round(hit / max(1, len(truth)), 4),
-                     "dropped": len(dropped), "should_drop": len(truly_dropped),
+        named = [jaccard.get((int(kept[i]), i), 0.0) for i in dropped]
+        out[name] = {"dropped": len(dropped), "should_drop": len(truly_dropped),
                      "drop_precision": round(len(dropped & truly_dropped) / max(1, len(dropped)), 4),
-                     "drop_recall": round(len(dropped & truly_dropped) / max(1, len(truly_dropped)), 4)}
+                     "drop_recall": round(len(dropped & truly_dropped) / max(1, len(truly_dropped)), 4),
+                     "named_pair_precision": round(sum(j >= 0.8 for j in named) / max(1, len(named)), 4),
+                     "named_pair_min_jaccard": round(min(named, default=1.0), 3)}
     return out
 
 

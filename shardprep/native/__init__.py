@@ -14,8 +14,9 @@ every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Ex
 ``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
 number features already summed and capped strings as their hashes, for ``shardprep.stats_columns``;
 its twin declines every batch), ``sum_numbers`` (a number column's count, min, max, exact sums and
-log-bucket counts; its twin declines every column) and ``hash_values`` (the distinct-count sketch's
-64-bit hash of each value of a column); ``feistel`` (the shuffle's keyed permutation, or its
+log-bucket counts; its twin declines every column), ``hash_values`` (the distinct-count sketch's
+64-bit hash of each value of a column) and ``minhash`` (MinHash signatures of a batch of texts: ``text.minhash``;
+its twin declines every batch); ``feistel`` (the shuffle's keyed permutation, or its
 inverse, in place: ``shardprep.permutation``).
 ``NATIVE`` says which one loaded: an install without a C compiler still works, more slowly.
 ``SHARDPREP_NATIVE=0`` in the environment forces the fallback (benchmarks, tests).
@@ -30,7 +31,7 @@ from shardprep.schema import Schema
 
 __all__ = ["CONFORMS", "CRC_BAD", "NATIVE", "REENCODE", "blake2b8", "conforms", "crc32c", "decode_example",
            "example_columns", "example_spec", "feistel", "fill_data_crcs", "gather", "hash_values",
-           "interleave", "jsonl_columns", "kind_of", "line_counts", "pread_records", "scan", "scatter",
+           "interleave", "jsonl_columns", "kind_of", "line_counts", "minhash", "pread_records", "scan", "scatter",
            "split_indices", "sum_numbers"]
 
 CONFORMS, REENCODE, CRC_BAD = 0, 1, 2  # ``scan``'s status of one frame (REENCODE: the encoder decides)
@@ -59,6 +60,7 @@ decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or N
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
 example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats_columns)
 hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (distinct.HyperLogLog)
+minhash = _impl.minhash  # (texts, int64 offsets, uint32 a, b, shingle, seed) -> uint32 signatures, or None (text.minhash)
 sum_numbers = _impl.sum_numbers  # (values, kind, bounds, inv_log, low) -> a number column's sums, or None (stats_columns)
 
 

@@ -15,7 +15,7 @@ import google_crc32c
 import numpy as np
 
 __all__ = ["blake2b8", "conforms", "crc32c", "decode_example", "example_columns", "feistel", "fill_data_crcs", "gather", "hash_values", "interleave",
-           "jsonl_columns", "line_counts", "pread_records", "scan", "scatter", "split_indices", "sum_numbers"]
+           "jsonl_columns", "line_counts", "minhash", "pread_records", "scan", "scatter", "split_indices", "sum_numbers"]
 
 Spec = Sequence[tuple[bytes, int, int]]
 _U64 = struct.Struct("<Q")
@@ -304,6 +304,12 @@ def example_columns(blob: bytes | memoryview, ends: bytes | memoryview, names: t
 def sum_numbers(values: bytes | memoryview, kind: int, bounds: bytes | memoryview, inv_log: float,
                 low: int) -> None:
     """Declines every column, like ``example_columns``: ``shardprep.stats_columns`` sums it with numpy."""
+    return None
+
+
+def minhash(data: bytes, offsets: bytes | memoryview, a: bytes | memoryview, b: bytes | memoryview, shingle: int,
+            seed: int) -> None:
+    """Declines every batch, like ``sum_numbers``: ``text.minhash`` computes it with numpy."""
     return None
 
 

@@ -1,74 +1,187 @@
 """``--dedup exact|near`` of a text run's documents: which to drop, and the store part without them.
 
-``kept_of`` joins documents that share a text hash (exact) or, for near, also an LSH band key
-(``text.minhash``) into connected components, and gives each document its component's lowest id
-(the lowest input position: ids are in input order): a rule of the texts and their order alone,
-whatever engine or worker count read them. ``rewrite`` copies one store part with each dropped
-document's entry replaced by a dead letter (``duplicate``: an exact copy of the one kept;
-``near_duplicate``: a near copy) that names the document kept, and gives the part's new
-document offsets and unit cuts.
+``kept_of`` gives each document the id of the document kept for it (itself where it is kept).
+Exact: a document whose text hash an earlier one has is a copy of the first (the lowest input
+position: ids are in input order). Near: the first copies are taken in id order, each dropped for
+the lowest *kept* document that shares an LSH band key with it (``text.minhash``) and whose
+signature agrees with its own in at least ``threshold`` of places (their estimated Jaccard
+similarity; where that is within three standard errors of ``threshold``, the exact Jaccard
+similarity of their shingles, read back from the store, decides: ``Verifier``), else kept: a
+leader rule, so a document is only ever dropped for one it is itself similar to (a chain A~B~C,
+C not near A, keeps A and C). A later copy follows its first copy. It is a rule of the texts and
+their order alone, whatever engine or worker count read them.
+``rewrite`` copies one store part with each dropped document's entry replaced by a dead letter
+(``duplicate``: an exact copy of the one kept; ``near_duplicate``: a near copy) that names the
+document kept, and gives the part's new document offsets and unit cuts.
 """
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from shardprep import fs
 from shardprep.text.corpus import CorpusArrays
-from shardprep.text.minhash import NO_KEY
+from shardprep.text.minhash import NO_KEY, MinHasher
 
-__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "components", "kept_of", "rewrite"]
+__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "StoreShingles", "Verifier", "entry_text", "first_copies", "kept_of", "rewrite",
+           "shared_bands"]
 
 DUPLICATE, NEAR_DUPLICATE = "duplicate", "near_duplicate"
 _BAD = re.compile(rb'\{"p": -?\d+, "r": ')  # a store entry that is a dead letter (``text.store._bad``)
 
 
-def _edges(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs of ids that share a key, chained within each group (NO_KEY joins nothing)."""
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    same = (k[1:] == k[:-1]) & (k[1:] != NO_KEY)
-    return order[:-1][same], order[1:][same]
+def first_copies(doc: np.ndarray) -> np.ndarray:
+    """Each id's lowest id of the same text hash."""
+    if len(doc) == 0:
+        return np.zeros(0, np.int64)
+    _, first, inverse = np.unique(doc, return_index=True, return_inverse=True)
+    return first[inverse.reshape(-1)].astype(np.int64)
 
 
-def components(n: int, edges: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Each of ``n`` ids' component's lowest id: lowest labels spread over the edges, with pointer
-    jumping, until no label changes."""
-    label = np.arange(n, dtype=np.int64)
-    u = np.concatenate([e[0] for e in edges]) if edges else np.zeros(0, np.int64)
-    v = np.concatenate([e[1] for e in edges]) if edges else np.zeros(0, np.int64)
-    while len(u):
-        low = np.minimum(label[u], label[v])
-        before = label.copy()
-        np.minimum.at(label, u, low)
-        np.minimum.at(label, v, low)
-        while True:  # pointer jumping: a label's own label, until stable
-            jumped = label[label]
-            if np.array_equal(jumped, label):
-                break
-            label = jumped
-        if np.array_equal(label, before):
-            break
-    return label
+def shared_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The band groups of ``keys`` (rows x bands) with two rows or more, as ``(rows, groups)``: each
+    row's groups, rows ascending (a group's id: its place among the groups of its band and key)."""
+    m, bands = keys.shape
+    row = np.repeat(np.arange(m, dtype=np.int64), bands)
+    band = np.tile(np.arange(bands, dtype=np.int64), m)
+    key = keys.reshape(-1)
+    valid = key != NO_KEY
+    row, band, key = row[valid], band[valid], key[valid]
+    order = np.lexsort((row, key, band))
+    row, band, key = row[order], band[order], key[order]
+    new = np.ones(len(row), bool)
+    new[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
+    group = np.cumsum(new) - 1
+    size = np.bincount(group)
+    many = size[group] >= 2
+    row, group = row[many], group[many]
+    by_row = np.argsort(row, kind="stable")
+    return row[by_row], group[by_row]
 
 
-def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0) -> np.ndarray:
-    """Each document's kept document id (itself where it is kept). Near: a pair that shares a band
-    is joined only if its signatures (``arrays.signatures``, where given) agree in at least
-    ``threshold`` of their places: the estimated Jaccard similarity, which keeps LSH's pairs below
-    the threshold (a band shared by chance) out of the clusters."""
-    edges = [_edges(arrays.doc)]
-    if mode == "near" and arrays.keys is not None:
-        for b in range(arrays.keys.shape[1]):
-            u, v = _edges(np.ascontiguousarray(arrays.keys[:, b]))
-            if arrays.signatures is not None and len(u):
-                agree = (arrays.signatures[u] == arrays.signatures[v]).mean(axis=1)
-                u, v = u[agree >= threshold], v[agree >= threshold]
-            edges.append((u, v))
-    return components(len(arrays.doc), edges)
+class Verifier:
+    """Whether a document is a near-duplicate of candidates that share a band with it: their
+    signatures' agreement (the estimated Jaccard similarity, ``places`` permutations) decides where
+    it is farther than ``MARGIN`` standard errors from ``threshold``; nearer, the exact Jaccard
+    similarity of their shingles' hashes (``shingles_of(id)``: sorted distinct uint32) does, where
+    given. Without signatures every candidate is one."""
+
+    MARGIN = 3.0
+
+    def __init__(self, signatures: np.ndarray | None, threshold: float,
+                 shingles_of: Callable[[int], np.ndarray] | None = None) -> None:
+        self._sig, self._threshold, self._shingles_of = signatures, threshold, shingles_of
+        places = signatures.shape[1] if signatures is not None else 1
+        margin = self.MARGIN * (threshold * (1 - threshold) / places) ** 0.5
+        self._low, self._high = threshold - margin, threshold + margin
+        self._memo: dict[int, np.ndarray] = {}
+        self.exact_checks = 0
+
+    def similar(self, i: int, found: Sequence[int]) -> np.ndarray:
+        """A bool for each id of ``found``: whether document ``i`` is its near-duplicate."""
+        if self._sig is None:
+            return np.ones(len(found), bool)
+        agree = (self._sig[list(found)] == self._sig[i]).sum(axis=1) / self._sig.shape[1]
+        ok = agree >= self._threshold
+        if self._shingles_of is not None:
+            for j in np.flatnonzero((agree >= self._low) & (agree < self._high)).tolist():
+                ok[j] = self.jaccard(i, found[j]) >= self._threshold
+        return ok
+
+    def jaccard(self, i: int, j: int) -> float:
+        """The exact Jaccard similarity of two documents' shingle hashes."""
+        self.exact_checks += 1
+        a, b = self._shingles(i), self._shingles(j)
+        both = len(np.intersect1d(a, b, assume_unique=True))
+        union = len(a) + len(b) - both
+        return both / union if union else 1.0
+
+    def _shingles(self, i: int) -> np.ndarray:
+        if i not in self._memo:
+            if len(self._memo) >= 4096:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[i] = self._shingles_of(i)  # type: ignore[misc]
+        return self._memo[i]
+
+
+class StoreShingles:
+    """A document's shingle hashes by id (``Verifier``'s ``shingles_of``), read from the store's
+    parts (``text.store.StorePart``s in store order: their urls and document offsets), the text
+    the part's sketch hashed (``entry_text``); a context manager that closes the parts it opened."""
+
+    def __init__(self, parts: Sequence, shingle: int) -> None:
+        self._parts = list(parts)
+        self._firsts = np.cumsum([0] + [len(p.offsets) for p in self._parts])
+        self._hasher = MinHasher(1, 1, shingle)
+        self._files: dict[int, Any] = {}
+
+    def __call__(self, i: int) -> np.ndarray:
+        k = int(np.searchsorted(self._firsts, i, side="right")) - 1
+        if k not in self._files:
+            self._files[k] = fs.open_file(self._parts[k].url, "rb")
+        f = self._files[k]
+        f.seek(int(self._parts[k].offsets[i - self._firsts[k]]))
+        hashes, _ = self._hasher.shingles([entry_text(json.loads(f.readline()))])
+        return np.unique(hashes)
+
+    def __enter__(self) -> StoreShingles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+def entry_text(entry: dict) -> str:
+    """A store entry's text as its part's sketch hashes it: the sentences, or text and pair, one a line."""
+    if "s" in entry:
+        return "\n".join(entry["s"])
+    b = entry.get("b")
+    return entry["a"] + ("\n" + b if b else "")
+
+
+def _leaders(keys: np.ndarray, verifier: Verifier) -> np.ndarray:
+    """The leader rule over rows in order: each row's kept row (itself, or the lowest kept row of a
+    shared band that ``verifier`` finds it similar to)."""
+    kept = np.arange(len(keys), dtype=np.int64)
+    rows, groups = shared_bands(keys)
+    if len(rows) == 0:
+        return kept
+    leaders: dict[int, list[int]] = {}
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    ends = np.r_[starts[1:], len(rows)]
+    for r, lo, hi in zip(rows[starts].tolist(), starts.tolist(), ends.tolist()):
+        mine = groups[lo:hi].tolist()
+        found = sorted({c for g in mine for c in leaders.get(g, ())})
+        ok = np.flatnonzero(verifier.similar(r, found)) if found else ()
+        if len(ok):
+            kept[r] = found[int(ok[0])]
+        else:
+            for g in mine:
+                leaders.setdefault(g, []).append(r)
+    return kept
+
+
+def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0,
+            shingles_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+    """Each document's kept document id (itself where it is kept): the module's rule, candidates
+    checked by a ``Verifier`` (``shingles_of``: a document's shingle hashes by id). Near without
+    ``arrays.signatures``: a shared band alone makes a pair."""
+    first = first_copies(arrays.doc)
+    if mode != "near" or arrays.keys is None:
+        return first
+    reps = np.flatnonzero(first == np.arange(len(first)))
+    sig = arrays.signatures[reps] if arrays.signatures is not None else None
+    by_row = (lambda r: shingles_of(int(reps[r]))) if shingles_of is not None else None
+    lead = reps[_leaders(arrays.keys[reps], Verifier(sig, threshold, by_row))]
+    kept = np.arange(len(first), dtype=np.int64)
+    kept[reps] = lead
+    return kept[first]
 
 
 def rewrite(url: str, out_url: str, first_id: int, kept: np.ndarray, arrays: CorpusArrays,
@@ -104,7 +217,7 @@ def rewrite(url: str, out_url: str, first_id: int, kept: np.ndarray, arrays: Cor
 def _dead_letter(entry: dict, k: int, i: int, arrays: CorpusArrays, name: Callable[[int], str]) -> bytes:
     exact = arrays.doc[k] == arrays.doc[i]
     where = f"{name(int(arrays.files[k]))} position {int(arrays.positions[k])}"
-    text = "\n".join(entry["s"]) if "s" in entry else entry.get("a", "")
+    text = entry_text(entry)
     bad = {"p": entry["p"], "r": DUPLICATE if exact else NEAR_DUPLICATE,
            "d": f"{'a copy' if exact else 'a near-duplicate'} of the document kept at {where}", "x": text[:1024]}
     return json.dumps(bad, ensure_ascii=False).encode("utf-8") + b"\n"

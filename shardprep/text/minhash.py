@@ -90,7 +90,18 @@ class MinHasher:
         return (_fmix64(sh[keep]) >> np.uint64(32)).astype(np.uint32), firsts
 
     def signatures(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), bands * rows)`` uint32 minima; a text without a shingle: all 0xFFFFFFFF."""
+        """``(len(texts), bands * rows)`` uint32 minima; a text without a shingle: all 0xFFFFFFFF.
+        Compiled (``native.minhash``: one pass over each text, its minima kept in registers), else numpy."""
+        encoded = [t.lower().encode("utf-8") for t in texts]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        out = native.minhash(b"".join(encoded), offsets, self._a, self._b, self.shingle, _WORD_SEED)
+        if out is not None:
+            return np.frombuffer(out, np.uint32).reshape(len(texts), len(self._a)).copy()
+        return self.signatures_numpy(texts)
+
+    def signatures_numpy(self, texts: Sequence[str]) -> np.ndarray:
+        """``signatures`` in numpy (the compiled path's twin)."""
         shingles, firsts = self.shingles(texts)
         out = np.full((len(texts), len(self._a)), 0xFFFFFFFF, np.uint32)
         has = np.flatnonzero(np.diff(firsts) > 0)

@@ -34,7 +34,7 @@ import numpy as np
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.corpus import NO_DEDUP, CorpusStats, DedupSettings, PartSketch, label_counts, merge, sentence_share
-from shardprep.text.dedup import kept_of, rewrite
+from shardprep.text.dedup import StoreShingles, kept_of, rewrite
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.tokens import document_bytes, unit_url, write_documents
 
@@ -271,7 +271,8 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
     parts: list[StorePart] = (run or _inline)(work, _elements(files, column_units, unit_bytes))
     arrays, corpus = merge(parts, share, dedup if dedup.mode == "near" else None)
     ids = np.arange(len(arrays.doc))
-    kept = kept_of(arrays, dedup.mode, dedup.threshold) if dedup.mode != "none" and len(ids) else ids
+    with StoreShingles(parts, dedup.shingle) as shingles_of:
+        kept = kept_of(arrays, dedup.mode, dedup.threshold, shingles_of) if dedup.mode != "none" and len(ids) else ids
     dropped = kept != ids
     exact = dropped & (arrays.doc[kept] == arrays.doc)
     removed = {"duplicate": int(exact.sum()), "near_duplicate": int((dropped & ~exact).sum())} \

@@ -34,6 +34,7 @@ static PyMethodDef methods[] = {
     {"example_columns", py_example_columns, METH_VARARGS, "Per-feature values and lengths of a framed batch, or None."},
     {"sum_numbers", py_sum_numbers, METH_VARARGS, "The count, min, max, exact sums and bucket counts of a number column."},
     {"hash_values", py_hash_values, METH_VARARGS, "The sketch hash of each value of (data, offsets), as uint64 bytes."},
+    {"minhash", py_minhash, METH_VARARGS, "MinHash signatures of a batch of texts, as uint32 bytes."},
     {"feistel", py_feistel, METH_VARARGS, "The keyed permutation of [0, n), or its inverse, in place."},
     {NULL, NULL, 0, NULL}};
 

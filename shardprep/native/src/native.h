@@ -10,6 +10,7 @@
  *   example.c  a tf.train.Example -> {name: [values]}
  *   columns.c  a batch of Examples -> per-feature columns, number features summed as read
  *   stats.c    those sums (stats.h: their per-value steps), sum_numbers, the sketch hash
+ *   minhash.c  MinHash signatures of a batch of texts (word shingles, the sketch hash's words)
  *   module.c   the Python method table and the module's initialisation
  * wire.h is the one reader of the protobuf wire format, which scan.c, example.c and columns.c call.
  *
@@ -99,5 +100,6 @@ NATIVE_FUNCTION(py_decode_example);
 NATIVE_FUNCTION(py_example_columns);
 NATIVE_FUNCTION(py_sum_numbers);
 NATIVE_FUNCTION(py_hash_values);
+NATIVE_FUNCTION(py_minhash);
 
 #endif

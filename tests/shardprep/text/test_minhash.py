@@ -1,13 +1,18 @@
 """``text.minhash`` and ``text.dedup``: signatures estimate Jaccard, band keys follow LSH's curve,
-components keep the lowest id, and the batch does not change a document's signature."""
+the batch does not change a document's signature, and the leader rule keeps the lowest id and
+drops a document only for a kept one it is itself similar to."""
 from __future__ import annotations
 
 import random
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from shardprep import native
 from shardprep.text.corpus import CorpusArrays
-from shardprep.text.dedup import components, kept_of
+from shardprep.text.dedup import Verifier, first_copies, kept_of, shared_bands
 from shardprep.text.minhash import NO_KEY, MinHasher
 
 VOCAB = [f"w{i}" for i in range(5000)]
@@ -68,10 +73,33 @@ def test_band_keys_follow_the_lsh_curve():
     assert hits[0.25] <= 2  # Jaccard ~0.2: ~ 0
 
 
-def test_components_keep_the_lowest_id_through_chains():
-    u, v = np.array([5, 3, 9, 1]), np.array([3, 7, 7, 2])
-    label = components(10, [(u, v)])
-    assert label.tolist() == [0, 1, 1, 3, 4, 3, 6, 3, 8, 3]
+def test_first_copies_and_shared_bands():
+    assert first_copies(np.array([7, 3, 7, 3, 9], np.uint64)).tolist() == [0, 1, 0, 1, 4]
+    keys = np.array([[1, 2], [1, 5], [NO_KEY, 5], [1, NO_KEY], [6, 7]], np.uint64)
+    rows, groups = shared_bands(keys)
+    assert rows.tolist() == [0, 1, 1, 2, 3]  # band 0 key 1: rows 0, 1, 3; band 1 key 5: rows 1, 2
+    assert len(set(groups[[0, 1, 4]].tolist())) == 1 and groups[2] == groups[3] != groups[0]
+
+
+def test_a_chain_keeps_its_ends_when_they_are_not_similar():
+    """A~B and B~C share bands, A and C agree in less than the threshold: B goes, C stays."""
+    sig = np.array([[1, 1, 1, 1], [1, 1, 1, 2], [3, 1, 1, 2]], np.uint32)  # A~B 3/4, B~C 3/4, A~C 2/4
+    keys = np.array([[10, 20], [10, 30], [40, 30]], np.uint64)
+    arrays = CorpusArrays(np.arange(3), np.zeros(3, np.int64), np.array([1, 2, 3], np.uint64), keys, sig)
+    assert kept_of(arrays, "near", 0.75).tolist() == [0, 0, 2]
+    assert kept_of(arrays, "near", 0.5).tolist() == [0, 0, 2]  # B is not kept: C is not its duplicate
+    keys[2, 0] = 10  # C shares a band with A too, and agrees with it in half its places
+    assert kept_of(arrays, "near", 0.5).tolist() == [0, 0, 0]
+    assert kept_of(arrays, "near", 0.75).tolist() == [0, 0, 2]
+
+
+def test_a_copy_follows_its_first_copy():
+    sig = np.array([[1, 1], [1, 2], [1, 2]], np.uint32)
+    keys = np.array([[10], [10], [10]], np.uint64)
+    arrays = CorpusArrays(np.arange(3), np.zeros(3, np.int64), np.array([1, 2, 2], np.uint64), keys, sig)
+    assert kept_of(arrays, "near", 0.5).tolist() == [0, 0, 0]  # the copy of a near copy names the kept one
+    assert kept_of(arrays, "near", 0.9).tolist() == [0, 1, 1]
+    assert kept_of(arrays, "exact").tolist() == [0, 1, 1]
 
 
 def test_kept_of_joins_exact_copies_and_shared_bands():
@@ -80,3 +108,35 @@ def test_kept_of_joins_exact_copies_and_shared_bands():
     arrays = CorpusArrays(np.arange(5), np.zeros(5, np.int64), doc, keys)
     assert kept_of(arrays, "exact").tolist() == [0, 1, 0, 3, 4]
     assert kept_of(arrays, "near").tolist() == [0, 1, 0, 1, 4]
+
+
+_WORDS = st.sampled_from(["a", "B", "w1", "Ünï", "日本", "x.y", "-", ",,", " ", "\t", "\n", "é!", "ß", "0"])
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled extension is not built here")
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_WORDS, max_size=25).map(" ".join), max_size=12), st.integers(1, 7), st.integers(1, 3))
+def test_compiled_signatures_are_the_numpy_ones(texts, shingle, bands):
+    m = MinHasher(bands, 3, shingle, seed=shingle)
+    assert np.array_equal(m.signatures(texts), m.signatures_numpy(texts))
+
+
+def _exact(i: int, texts: list[str]) -> np.ndarray:
+    return np.unique(MinHasher(1, 1).shingles([texts[i]])[0])
+
+
+def test_the_verifier_asks_the_exact_similarity_only_near_the_threshold():
+    r = random.Random(4)
+    texts = [" ".join(r.choice(VOCAB) for _ in range(400))]
+    words = texts[0].split()
+    for rate in (0.0, 0.03, 0.3):  # Jaccard ~1, ~0.8, ~0.1
+        texts.append(" ".join(w if r.random() >= rate else r.choice(VOCAB) for w in words))
+    sig = MinHasher().signatures(texts)
+    calls = []
+    v = Verifier(sig, 0.8, lambda i: calls.append(i) or _exact(i, texts))
+    truth = [len(np.intersect1d(_exact(0, texts), _exact(j, texts))) / len(np.union1d(_exact(0, texts), _exact(j, texts)))
+             for j in (1, 2, 3)]
+    ok = v.similar(0, [1, 2, 3])
+    assert ok.tolist() == [True, truth[1] >= 0.8, False]
+    assert v.exact_checks == 1 and set(calls) == {0, 2}  # the clear pairs were decided by their signatures
+    assert Verifier(None, 0.8).similar(0, [1, 2, 3]).all()  # no signatures: every candidate
