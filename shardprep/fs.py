@@ -166,24 +166,24 @@ def _local_glob(path: str) -> Matches:
     first = min(i for i in (path.find(c) for c in "*?[") if i >= 0)
     root = path[:path.rindex("/", 0, first) + 1] if "/" in path[:first] else ""
     depth = None if "**" in path else path[len(root):].count("/") + 1
-    parts = path.split("/")
+    parts = path[len(root):].split("/")  # below the root: the root's own names are the pattern's, literally
     out: list[str] = []
     left_out: list[tuple[str, str]] = []
     stack = [(root.rstrip("/") or "/", 1)]
     while stack:
         folder, level = stack.pop()
-        try:
+        try:  # the listing's file types: a regular file (not a link) needs no stat of its own
             with os.scandir(folder) as entries:
-                listed = [(e.path, e.is_dir(follow_symlinks=False)) for e in entries]
+                listed = [(e.path, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in entries]
         except OSError as e:
             if folder != (root.rstrip("/") or "/"):  # the pattern's own folder missing: no match, as before
                 log.warning("skipped %s: cannot be listed (%s)", folder, e.strerror or e)
             continue
-        for entry, is_dir in listed:
+        for entry, is_dir, is_file in listed:
             if is_dir and (depth is None or level < depth):
                 stack.append((entry, level + 1))
-            elif glob_match(parts, entry.split("/")):
-                what = "a folder" if is_dir else not_regular(entry)
+            elif glob_match(parts, entry[len(root):].split("/")):
+                what = "a folder" if is_dir else None if is_file else not_regular(entry)
                 if what is None:
                     out.append(entry)
                 else:
