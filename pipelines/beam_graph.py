@@ -11,9 +11,11 @@ merges), under the labels the job gives, so a Dataflow job shows the steps it al
           Parse.stats (or WriteShards.stats) -> MergeStats -> Stats
           facts -> AllFacts -> KeyFacts -> Gather -> Commit
 
-``Distribute`` (a Reshuffle) spreads the units over a distributed runner's workers. The graph
-holds only chunk numbers of the units, staged when the pipeline is about to run (``graph.units``;
-not for a dry run): building it writes nothing.
+``Distribute`` (a Reshuffle, after a stage the job marks ``spread``) spreads the units over a
+distributed runner's workers. The graph holds only chunk numbers of the units, staged by the
+launcher before it runs (``shardprep.submit``; not for a dry run): building it writes nothing. The
+stages count into Beam counters (``BeamCounters``, the engine's ``graph.counting.Sink``): the only
+place Beam's metrics are used.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.runners.runner import PipelineResult
@@ -31,17 +34,25 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.typehints.decorators import no_annotations
 
 from pipelines.dataflow_flags import check_locations, dataflow_args
-from pipelines.driver import stage_runner, summarize
+from pipelines.driver import summarize
 from pipelines.engines import RunOptions
 from shardprep import malloc, retention, run_checks
 from shardprep.config import ReshardConfig
-from shardprep.formats import WorkUnit
-from shardprep.graph import pool, units
-from shardprep.job import BY_KEY, ONE_GROUP, Job, Plan, Stage, group_values, reshard_job
+from shardprep.graph import counting
+from shardprep.graph.worker import split_output
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, reshard_job
 
-__all__ = ["BeamEngine", "Reshard", "StageFn"]
+__all__ = ["BeamCounters", "BeamEngine", "Reshard", "StageFn", "build"]
 
 log = logging.getLogger("shardprep")
+
+
+class BeamCounters:
+    """The Beam engine's counting sink (``graph.counting.Sink``): Beam counters of the product's
+    namespace, summed by the runner over its workers."""
+
+    def inc(self, name: str, n: int) -> None:
+        Metrics.counter(counting.NAMESPACE, name).inc(n)
 
 
 @beam.typehints.with_output_types(Any)  # declared: Beam would otherwise infer it from process's bytecode
@@ -57,6 +68,7 @@ class StageFn(beam.DoFn):
 
     def setup(self) -> None:
         malloc.keep_freed_memory()  # this process runs the steps (the launcher, a Dataflow worker)
+        counting.install(BeamCounters())
         getattr(self._work, "setup", lambda: None)()
 
     @no_annotations  # Beam would read ``*side: Any`` as a type hint on the side inputs
@@ -65,12 +77,12 @@ class StageFn(beam.DoFn):
             element = (element[0], group_values(element[1]))
         side = tuple(list(s) for s in side)
         for out in self._work.process(element, *side) or ():
-            tag, value = pool.split_output(out)
+            tag, value = split_output(out)
             yield value if tag is None else TaggedOutput(tag, value)
 
     def finish_bundle(self) -> Iterator[Any]:  # what the work left to finish (WriteShards's last shard, its statistics)
         for out in getattr(self._work, "flush", lambda: None)() or ():
-            tag, value = pool.split_output(out)
+            tag, value = split_output(out)
             windowed = GlobalWindows.windowed_value(value)
             yield windowed if tag is None else TaggedOutput(tag, windowed)
 
@@ -90,8 +102,8 @@ class Reshard(beam.PTransform):
         outputs: dict[str, beam.PCollection] = {"": pbegin | "Units" >> beam.Create(list(self._job.inputs))}
         for stage in self._job.stages:
             result = self._step(stage, outputs)
-            if self._distribute and stage.over == ("",):
-                result = result | "Distribute" >> beam.Reshuffle()
+            if self._distribute and stage.spread:
+                result = result | stage.spread >> beam.Reshuffle()
             outputs[stage.name] = result if not stage.tags else result.main
             for tag in stage.tags:
                 outputs[f"{stage.name}.{tag}"] = result[tag]
@@ -117,7 +129,7 @@ class Reshard(beam.PTransform):
 
 def build(pipeline: beam.Pipeline, config: ReshardConfig, num_units: int, *, distribute: bool = True) -> beam.PCollection:
     """Adds the re-shard of ``config`` to ``pipeline`` (tests pass a TestPipeline). Writes nothing:
-    its units are staged when it runs (``BeamEngine.run``)."""
+    its units are staged by the launcher (``shardprep.submit``)."""
     return pipeline | "Reshard" >> Reshard(reshard_job(config, num_units), distribute)
 
 
@@ -125,8 +137,6 @@ class BeamEngine:
     """The graph on Beam's runner ``runner``, one of Beam's known runner names, passed as its
     ``--runner`` flag (``pipelines.engines.Engine``); ``in_process``: the runner runs the job in this
     process (``FnApiRunner``); ``dataflow``: with Dataflow's flags and checks."""
-
-    plans_on_workers = False
 
     def __init__(self, runner: str, *, in_process: bool = False, dataflow: bool = False) -> None:
         self._runner, self._in_process, self._dataflow = runner, in_process, dataflow
@@ -143,22 +153,19 @@ class BeamEngine:
             beam_args = dataflow_args(beam_args)
         return PipelineOptions([f"--runner={self._runner}", *beam_args])
 
-    def run(self, config: ReshardConfig, units_: Sequence[WorkUnit], options: RunOptions,
-            plan: Plan | None = None) -> bool:
+    def runs(self, options: RunOptions) -> bool:
+        return not self.options(options.beam_args).view_as(TestOptions).dry_run
+
+    def run(self, job: Job, options: RunOptions) -> bool:
         beam_options = self.options(options.beam_args)
-        if plan is not None:  # in this process, before the graph is built
-            config, units_ = plan(stage_runner(None))
-        here = self._in_process
+        config, here = job.config, self._in_process
         if self._dataflow:
-            check_locations(config.output, sorted({unit.file.url for unit in units_}))
+            check_locations(config.output, sorted({url for url, _ in config.sources}))
         pipeline = beam.Pipeline(options=beam_options)
-        build(pipeline, config, len(units_), distribute=not here)
-        dry = beam_options.view_as(TestOptions).dry_run
-        if not dry:
-            units.stage(config, units_)
+        _ = pipeline | "Reshard" >> Reshard(job, distribute=not here)
         started = time.monotonic()
         result = pipeline.run()
-        if dry:
+        if beam_options.view_as(TestOptions).dry_run:
             retention.discard_run(config.output, config.run_id, whole=True)
             log.info("dry run: the Dataflow job graph of run %s was built and not submitted", config.run_id)
             return False

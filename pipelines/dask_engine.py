@@ -1,7 +1,7 @@
 """The Dask engine (``--runner dask``): the job's heavy stages as tasks on a Dask cluster's workers,
 the rest in the launcher (``pipelines.driver``). The cluster is the one at ``--dask-address``, or
 a ``LocalCluster`` of ``--dask-workers`` processes started for the run (``ahead``), whose workers
-are forked from the launcher on Linux; its workers are the run's pool (``graph.pool.executor_pool``
+are forked from the launcher on Linux; its workers are the run's pool (``pipelines.pool.executor_pool``
 over ``Client.get_executor``). Dask's public API only; neither the launcher nor a worker imports
 Beam. What the launcher holds between stages: docs/design.md, "Runners and storage".
 """
@@ -13,18 +13,17 @@ import logging
 import signal
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pipelines.driver import run_staged
+from pipelines import pool
+from pipelines.driver import run_on
 from pipelines.engines import RunOptions
 from shardprep import run_checks
 from shardprep.capacity import machine_cores
 from shardprep.config import ReshardConfig
-from shardprep.formats import WorkUnit
-from shardprep.graph import pool
-from shardprep.job import Plan
+from shardprep.job import Job
 
 __all__ = ["PRELOAD", "QUIET", "DaskEngine", "ahead", "on_this_machine", "workers"]
 
@@ -37,8 +36,6 @@ _LAUNCHER_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # the launcher's to answer 
 class DaskEngine:
     """``--runner dask`` (``pipelines.engines.Engine``)."""
 
-    plans_on_workers = True
-
     def checked(self, options: RunOptions) -> RunOptions:
         run_checks.refuse_unknown_args(options.beam_args, beam=False)
         return options._replace(beam_args=())
@@ -46,11 +43,12 @@ class DaskEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return options.dask_address is None or on_this_machine(options.dask_address)
 
-    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions,
-            plan: Plan | None = None) -> bool:
+    def runs(self, options: RunOptions) -> bool:
+        return True
+
+    def run(self, job: Job, options: RunOptions) -> bool:
         count = options.dask_workers or machine_cores()
-        run_staged(config, units, workers(config, address=options.dask_address, workers=count),
-                   0 if options.dask_address else count, plan)
+        run_on(job, workers(job.config, address=options.dask_address, workers=count), 0 if options.dask_address else count)
         return True
 
 

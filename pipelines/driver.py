@@ -1,59 +1,40 @@
 """Runs a job (``shardprep.job``) stage by stage: the heavy stages' elements on worker processes
-(``graph.pool.Workers``: this machine's, or a Dask cluster's), the others in this process.
+(``pipelines.pool.Workers``: this machine's, or a Dask cluster's), the others in this process.
 
 A stage starts once every stage it reads has ended, and its outputs are kept, in element order,
 until the last stage that reads them has run. Grouped input is formed here as Beam's GroupByKey
 would (``job.groups``: each key once, values in one order), so a stage sees the same elements on
-every engine, worker count and rerun. Nothing here imports Beam. ``run_staged``: a whole run of the
-local or Dask engine.
+every engine, worker count and rerun. What the stages count comes back with each task's results
+(``graph.counting.Tally``) and is summed here. Nothing here imports Beam. ``run_on``: a whole run of
+the local or Dask engine.
 """
 from __future__ import annotations
 
 import collections
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pipelines import pool
 from shardprep import malloc
-from shardprep.config import ReshardConfig
-from shardprep.formats import WorkUnit
-from shardprep.graph import pool, units
-from shardprep.job import BY_KEY, ONE_GROUP, Job, Plan, Stage, group_values, groups, reshard_job
+from shardprep.graph import worker
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups
 
-__all__ = ["run_job", "run_staged", "stage_runner", "summarize"]
+__all__ = ["run_job", "run_on", "summarize"]
 
 log = logging.getLogger("shardprep")
 
 
-def run_staged(config: ReshardConfig, units_: Sequence[WorkUnit],
-               workers: AbstractContextManager[pool.Workers | None], shown: int, plan: Plan | None = None) -> None:
-    """The re-shard of ``config``: its units staged, its job run on ``workers`` (entered once they
-    are staged; None: in this process), its summary printed (``shown`` worker processes). ``plan``
-    (a text run: ``shardprep.job.Plan``) gives the config and units once the workers are up, its
-    heavy step run on them (``stage_runner``)."""
-    if plan is None:
-        units.stage(config, units_)
+def run_on(job: Job, workers: AbstractContextManager[pool.Workers | None], shown: int) -> None:
+    """Runs ``job``, staged, on ``workers`` (entered now; None: in this process) and prints its
+    summary (``shown`` worker processes)."""
     with workers as started_workers:
-        if plan is not None:
-            config, units_ = plan(stage_runner(started_workers))
-            units.stage(config, units_)
-        job = reshard_job(config, len(units_))
         started = time.monotonic()
         _, counters = run_job(job, started_workers)
     summarize(counters, workers=shown, seconds=time.monotonic() - started)
-
-
-def stage_runner(workers: pool.Workers | None) -> Callable[[Any, list], list]:
-    """``run(work, elements)``: the main outputs of a stage's work over ``elements``, in their order,
-    run as a heavy stage of a job is (on ``workers``; None: in this process)."""
-    def run(work: Any, elements: list) -> list:
-        stage = Stage(type(work).__name__, work, over=(), heavy=True)
-        return [value for tag, value in _run_stage(stage, list(elements), (), workers, collections.Counter())
-                if tag is None]
-    return run
 
 
 def run_job(job: Job, workers: pool.Workers | None) -> tuple[list, dict[str, int]]:
@@ -91,7 +72,7 @@ def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers 
     if not elements:
         return
     if workers is None or not stage.heavy:
-        outputs, tally = pool.run_inline(stage.work, elements, side)
+        outputs, tally = worker.run_inline(stage.work, elements, side)
         counted.update(tally)
         yield from outputs
         return

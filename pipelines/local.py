@@ -1,7 +1,7 @@
 """The local engine (``--runner direct``, the default): the job on this machine's processes.
 
 By default the job's heavy stages run on a pool of one process per core this process may run on
-(``os.sched_getaffinity``), forked from the launcher (``graph.pool``), the rest in the launcher
+(``os.sched_getaffinity``), forked from the launcher (``pipelines.pool``), the rest in the launcher
 (``pipelines.driver``); inputs under ``TINY_BYTES`` or of a single work unit run in this process.
 Nothing imports Beam. The output does not depend on the count (docs/design.md, "Runners and storage").
 
@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
 
-from pipelines.driver import run_staged
+from pipelines import pool
+from pipelines.driver import run_on
 from pipelines.engines import RunOptions
 from shardprep import run_checks
 from shardprep.capacity import machine_cores
-from shardprep.config import ReshardConfig
 from shardprep.errors import UsageError
-from shardprep.formats import WorkUnit
-from shardprep.graph import pool
-from shardprep.job import Plan
+from shardprep.job import Job
 
 __all__ = ["TINY_BYTES", "LocalEngine", "plan_workers"]
 
@@ -33,8 +30,6 @@ log = logging.getLogger("shardprep")
 class LocalEngine:
     """``--runner direct``: this machine's processes (``pipelines.engines.Engine``)."""
 
-    plans_on_workers = True
-
     def checked(self, options: RunOptions) -> RunOptions:
         local_workers, rest = run_checks.direct_flags(options.beam_args, options.local_workers)
         run_checks.refuse_unknown_args(rest, beam=False)
@@ -43,13 +38,16 @@ class LocalEngine:
     def on_this_machine(self, options: RunOptions) -> bool:
         return True
 
-    def run(self, config: ReshardConfig, units: Sequence[WorkUnit], options: RunOptions,
-            plan: Plan | None = None) -> bool:
-        count = plan_workers(requested=options.local_workers, input_bytes=sum(size for _, size in config.sources),
-                             num_units=len(units) if plan is None else None, cores=machine_cores())
+    def runs(self, options: RunOptions) -> bool:
+        return True
+
+    def run(self, job: Job, options: RunOptions) -> bool:
+        input_bytes = sum(size for _, size in job.config.sources) if job.config is not None else 0
+        count = plan_workers(requested=options.local_workers, input_bytes=input_bytes, num_units=job.num_units,
+                             cores=machine_cores())
         if count > 1:
             log.info("direct runner: %d worker processes (--local-workers to choose)", count)
-        run_staged(config, units, pool.local_pool(count) if count > 1 else contextlib.nullcontext(), count, plan)
+        run_on(job, pool.local_pool(count) if count > 1 else contextlib.nullcontext(), count)
         return True
 
 

@@ -4,6 +4,7 @@ Facts and arithmetic only: nothing here starts or plans anything."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -13,8 +14,10 @@ from shardprep import space_bound as space_bounds
 from shardprep.errors import InputError
 from shardprep.formats import parquet
 
-__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "free_space", "machine_cores", "out_of_space",
-           "run_space", "space_bound", "space_needed", "spill_bytes"]
+__all__ = ["RUN_SPACE_FACTOR", "available_memory", "fits_in_memory", "free_space", "log_bound", "machine_cores",
+           "out_of_space", "run_space", "space_bound", "space_needed", "spill_bytes"]
+
+log = logging.getLogger("shardprep")
 
 # Free space a run needs, as a multiple of its input bytes: two copies (spill + shards) of the
 # encoded records, which take up to ~3x the input's bytes for CSV/JSON Lines of short numeric fields
@@ -123,6 +126,18 @@ def space_bound(config: Any, units: Sequence[Any]) -> space_bounds.SpaceBound:
                 "labels": len(spec.labels)}
     return space_bounds.space_bound(files=files, units=units, schema=schema, config=config,
                                     decompressed={f.index: _decompressed(f) for f in files}, text=text)
+
+
+def log_bound(config: Any, units: Sequence[Any]) -> None:
+    """Logs ``space_bound``'s total and its parts, once a run's units are known (a line only: a
+    bound that cannot be computed is logged at debug level, and the run goes on)."""
+    try:
+        bound = space_bound(config, units)
+    except Exception as e:  # noqa: BLE001 - a log line only: the run goes on
+        log.debug("no bound of the run's disk space: %s", e)
+        return
+    log.info("this run writes at most %.1f MB under %s at once (%s bytes: %s)", bound.total / 1e6, config.output,
+             f"{bound.total:,}", bound.describe())
 
 
 def text_store_bound(config: Any, units: Sequence[Any]) -> int:

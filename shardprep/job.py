@@ -23,6 +23,12 @@ it held back) and ``teardown``. A grouped stage gets ``(key, values)``, the valu
 in one order whatever the engine (``group_values``); a merged stage (``merge``) is a grouped one
 whose values an engine may combine as they come (Beam's combiner lifting). Where the outputs go,
 and what runs where, is the engines' business; what the output bytes are depends only on this.
+
+The launcher builds the job and stages what its first stage reads (``shardprep.submit``); an engine
+only runs it (``pipelines.engines.Engine.run``). A run whose units are known only once a first
+heavy step has run (a text run's document store: ``text.store_stages``) declares that step as
+stages before the re-shard's (``planned_job``): the last of them stages the units and gives their
+chunk numbers to ExpandUnits. What a stage counts goes to the engine's sink (``graph.counting``).
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, Commit, MergeStats, WriteRejected, WriteShards
 from shardprep.graph.units import ExpandUnits, num_chunks, slim, units_url
 
-__all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Plan", "Stage", "group_values", "reshard_job"]
+__all__ = ["BY_KEY", "ONE_GROUP", "Job", "Map", "Stage", "group_values", "groups", "planned_job", "reshard_job"]
 
 BY_KEY, ONE_GROUP = "key", "all"  # a stage's grouping: (key, value) outputs by key; every output in one group
 
@@ -63,7 +69,9 @@ class Stage(NamedTuple):
     ``tags``: its side outputs; ``heavy``: the work that reads or writes the data (run on the
     engine's workers; the others are a few elements, run where the engine finds it cheapest);
     ``labels``: the names of the Beam steps that group its input (``pipelines.beam_graph``), so
-    the Beam graph keeps the step names a Dataflow job has always shown.
+    the Beam graph keeps the step names a Dataflow job has always shown; ``spread``: its outputs are
+    the elements of the heavy stages after it, many more than its inputs: a distributed engine
+    spreads them over its workers, in a step of this name (Beam: a Reshuffle).
     """
 
     name: str
@@ -74,32 +82,43 @@ class Stage(NamedTuple):
     tags: tuple[str, ...] = ()
     heavy: bool = False
     labels: tuple[str, ...] = ()
-
-
-# A run whose units are known only once a first heavy step has run (a text run's document store:
-# ``text.launch.plan``): given ``run(work, elements) -> main outputs in order``, that step run as a
-# heavy stage on the engine's workers (or in line), it returns the config and the units of the job.
-Plan = Callable[[Callable[[Any, list], list]], tuple[ReshardConfig, list]]
+    spread: str = ""
 
 
 class Job(NamedTuple):
     """A run's stages in an order that puts each after everything it reads; ``inputs`` are the
-    first stage's elements (chunk numbers of the staged units: ``graph.units``), ``staged`` the
-    file they index, which the engine writes before the first stage runs (``graph.units.stage``)."""
+    first stage's elements (chunk numbers of a staged file: ``graph.units``), ``staged`` the file of
+    the units, which the launcher writes before the job runs (``graph.units.stage``), or the job's
+    first stages do (``planned_job``). ``config``: the run's (its output, run id and input list, for
+    the engine's checks and messages); ``num_units``: its work units, where known before it runs."""
 
     stages: tuple[Stage, ...]
-    inputs: tuple[int, ...]
+    inputs: tuple[Any, ...]
     staged: str
     result: str  # the stage whose one output is the URL of the manifest or of the failure report
+    config: ReshardConfig | None = None
+    num_units: int | None = None
 
 
 def reshard_job(config: ReshardConfig, num_units: int) -> Job:
     """The re-shard of ``config``'s work units (``num_units`` of them, staged in chunks)."""
+    stages = _reshard(config, over="")
+    return Job(stages, tuple(range(num_chunks(num_units))), units_url(config), "Commit", config, num_units)
+
+
+def planned_job(config: ReshardConfig, first: Sequence[Stage], inputs: Sequence[Any]) -> Job:
+    """A run whose units its ``first`` stages plan, over ``inputs``: the last of them stages the
+    units (``graph.units.stage``) and gives their chunk numbers; then the re-shard of those units."""
+    return Job((*first, *_reshard(config, over=first[-1].name)), tuple(inputs), units_url(config), "Commit", config)
+
+
+def _reshard(config: ReshardConfig, *, over: str) -> tuple[Stage, ...]:
+    """The re-shard's stages, the first over ``over``'s chunk numbers of the staged units."""
     staged = units_url(config)
     cfg = slim(config)  # every stage carries the config without the input list
     facts = ("Parse." + FACTS, "Assign." + FACTS, "WriteShards", "WriteRejected")
     stages = [
-        Stage("ExpandUnits", ExpandUnits(staged), over=("",)),
+        Stage("ExpandUnits", ExpandUnits(staged), over=(over,), spread="Distribute"),
         # nominal units' quote and newline counts: their cuts and first lines (formats.cuts)
         Stage("CountRanges", CountRanges(), over=("ExpandUnits",), heavy=True),
         Stage("Parse", Parse(cfg), over=("ExpandUnits",), side=("CountRanges",), tags=(REJECTED, FACTS, STATS),
@@ -118,7 +137,7 @@ def reshard_job(config: ReshardConfig, num_units: int) -> Job:
         facts += ("Stats",)
     stages.append(Stage("Commit", Commit(cfg, staged), over=facts, group=ONE_GROUP,
                         labels=("AllFacts", "KeyFacts", "Gather")))
-    return Job(tuple(stages), tuple(range(num_chunks(num_units))), staged, "Commit")
+    return tuple(stages)
 
 
 def group_values(values: Iterable[Any]) -> list:

@@ -17,11 +17,9 @@ if __name__ == "__main__":  # a signal during the imports below: one line and 13
 
 import argparse
 import contextlib
-import dataclasses
 import logging
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pipelines import engines
 from shardprep import (
@@ -40,6 +38,7 @@ from shardprep import (
     retention,
     run_checks,
     schema,
+    submit,
 )
 from shardprep.errors import InputError, RunError, UsageError
 from shardprep.formats import dialect
@@ -48,7 +47,8 @@ from shardprep.formats.dialect import DEFAULT_NULL_VALUES
 from shardprep.formats.images import LABEL as IMAGE_LABEL
 from shardprep.formats.images import ImageOptions
 from shardprep.summary import print_summary
-from shardprep.text import launch as text_launch
+from shardprep.text import prepare as text_prepare
+from shardprep.text.store_stages import TextRun
 
 log = logging.getLogger("shardprep")
 AUTO_STATISTICS_FEATURES = 1000  # --statistics auto: computed up to this many features (each costs CPU and manifest bytes in every split)
@@ -162,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
                      "about this size, images batched up to it (default: the input's size / 16, between 16 and 64 "
                      "MB, so that a few large files still give 16 cores a unit each)")
     run.add_argument("--verbose", action="store_true", help="more log lines, and tracebacks of unexpected errors")
-    text_launch.add_arguments(p)
+    text_prepare.add_arguments(p)
     return p
 
 
@@ -243,7 +243,7 @@ def _spill_in_place(on_this_machine: bool, files: Sequence[formats.InputFile]) -
 def _given_classes(args: argparse.Namespace) -> tuple[str, ...]:
     """``--labels-from``/``--label-vocab``'s class names (``shardprep.label_vocab``); kept on ``args.label_classes``
     for a text-classification run."""
-    if (args.labels_from or args.label_vocab) and args.format != "images" and args.task != text_launch.CLASSIFICATION:
+    if (args.labels_from or args.label_vocab) and args.format != "images" and args.task != text_prepare.CLASSIFICATION:
         raise UsageError(f"{'--labels-from' if args.labels_from else '--label-vocab'} goes with --format images or --task "
                          "text-classification (other formats keep the label values the input holds)")
     args.label_classes = label_vocab.resolve_flags(labels_from_dir=args.labels_from, label_vocab=args.label_vocab,
@@ -258,7 +258,7 @@ def _main(argv: Sequence[str] | None) -> int:
     options = engine.checked(engines.RunOptions(args.runner, args.local_workers, args.dask_address, args.dask_workers,
                                                 tuple(beam_args)))  # the command line, before any input is read
     run_checks.check_flags(args)
-    vocab = text_launch.check(args)  # a bad --vocab: one line, before any input is read
+    vocab = text_prepare.check(args)  # a bad --vocab: one line, before any input is read
     run_checks.check_output(args.output)
     parent = run_checks.data_set(args)  # with --append: also its --split, --seed and --compression
     splits = planning.parse_splits(args.split or "train")
@@ -271,7 +271,7 @@ def _main(argv: Sequence[str] | None) -> int:
     own = formats.own_splits(files, args.split)  # the TFDS splits kept, unless --split merges and re-splits them
     if own is not None:
         files, splits = own
-    text_launch.check_inputs(args, files)  # a text flag the input does not fit: one line, before any input is read
+    text_prepare.check_inputs(args, files)  # a text flag the input does not fit: one line, before any input is read
     _refuse_output_in_input(args.output, files)
     files = formats.prepare_inputs(files, _input_options(args))
     unit_bytes = (int(args.unit_mb * 1024 * 1024) if args.unit_mb is not None
@@ -281,7 +281,7 @@ def _main(argv: Sequence[str] | None) -> int:
     units = formats.plan_units(tabular if args.task else files, unit_bytes=unit_bytes, max_record_bytes=max_record_bytes,
                                group=not args.task)  # a text run's store takes each file's own units
     in_place = _spill_in_place(engine.on_this_machine(options), files)  # after planning: Parquet footers read once
-    features, extra = (text_launch.schema_of(args), "reject") if args.task else _schema(args, files)
+    features, extra = (text_prepare.schema_of(args), "reject") if args.task else _schema(args, files)
     if args.append:  # before any record is read by the pipeline
         features = generations.check_schema(parent.features, features, root=args.output, text_input=not args.schema and all(f.format == "csv" for f in files))
     cfg = config.ReshardConfig(
@@ -317,20 +317,15 @@ def _main(argv: Sequence[str] | None) -> int:
              "work units cut from the document store once it is built" if args.task else f"{len(units)} work units",
              len(features), cfg.run_id, cfg.output)
 
-    text_plan = None
-    if args.task:  # the document store and the units over it, inside the run's lease (text.launch)
-        text_launch.share_vocab(vocab, cfg.output, cfg.run_id)
+    text_run = None
+    if args.task:  # the document store and the units over it: the job's first stages (text.store_stages)
         column_units: dict[int, list] = {}
         for u in units:
             column_units.setdefault(u.file.index, []).append(u)
-
-        def text_plan(run_stage: Callable[[Any, list], list]) -> tuple[config.ReshardConfig, list[formats.WorkUnit]]:
-            text_units, entry = text_launch.plan(args, vocab, files, column_units, cfg.output, cfg.run_id,
-                                                 max_record_bytes, run_stage, engine.plans_on_workers)
-            return dataclasses.replace(cfg, text=entry), text_units
+        text_run = TextRun(args, vocab, tuple(files), column_units, max_record_bytes)
     lease.pause("run.planned")  # test hook: another run may commit between this run's planning and its lease
     try:
-        return _run(cfg, units, options, text_plan)
+        return _run(cfg, units, options, text_run)
     except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
         if interrupts.committed_anyway(cfg.output, cfg.run_id):
             return 0
@@ -338,16 +333,14 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _run(cfg: config.ReshardConfig, units: Sequence[formats.WorkUnit], options: engines.RunOptions,
-         text_plan: Callable[[Callable[[Any, list], list]], tuple[config.ReshardConfig, list[formats.WorkUnit]]]
-         | None = None) -> int:
-    """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run).
-
-    ``text_plan`` (a text run) gives the config and units once the lease is held, its document store
-    built on the engine's workers (``shardprep.job.Plan``)."""
+         text_run: TextRun | None = None) -> int:
+    """The run, under its lease: exit 0 once committed (``_finish``) or built (a dry run). Its job
+    is built, staged and run by ``shardprep.submit`` (``text_run``: a text run's, whose first
+    stages build its document store)."""
     ran = True  # unless a Dataflow dry run; also when an interrupt came after the commit
     with lease.hold(cfg.output, cfg.run_id):  # one run per --output, from here to the end of its clean-up
         with interrupts.discarding_on_failure(cfg.output, cfg.run_id):  # Ctrl-C: exit 130; the run folder removed
-            ran = engines.run(cfg, units, options, text_plan)  # a text run's plan: on the engine's workers
+            ran = submit.run(cfg, units, options, text=text_run)
         if not ran:
             print(f"dry run: built the job graph of run {cfg.run_id}; nothing was submitted")
             return 0

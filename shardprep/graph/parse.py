@@ -18,9 +18,10 @@ from shardprep.formats import Bad, Unsupported, WorkUnit
 from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
+from shardprep.graph.counting import Counter
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
-from shardprep.graph.pool import Counter, helper
 from shardprep.graph.spill import joined, pack
+from shardprep.graph.worker import helper
 from shardprep.malloc import freeze_startup_objects
 
 __all__ = ["Parse"]

@@ -7,9 +7,10 @@ one ``CutTable`` (prefix sums, numpy) per worker and resolves each nominal unit 
 range and first line before reading it. Exact units (small or gzip files, other formats) pass no
 element here.
 
-A text pre-training unit (``--task bert-pretraining``) is tokenized here, once for the run
-(``formats.text.tokenize_unit``, ``text.tokens``): Parse, which reads random documents of every
-unit, starts once this step has ended, so every worker finds every unit's tokens written.
+A text pre-training unit (``--task bert-pretraining``) not tokenized as its store part was built
+is tokenized here, once for the run (``formats.text.tokenize_unit``, ``text.tokens``; which units
+those are, the text run's job decides: ``text.store_stages``): Parse, which reads random documents
+of every unit, starts once this step has ended, so every worker finds every unit's tokens written.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 
 from shardprep.formats import WorkUnit
 from shardprep.formats.cuts import RangeCount, count_range
-from shardprep.graph.pool import Counter
+from shardprep.graph.counting import Counter
 
 __all__ = ["CountRanges"]
 

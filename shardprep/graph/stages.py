@@ -12,6 +12,7 @@ import numpy as np
 from shardprep import fs, naming, planning, stats, stats_columns, stats_store, writer
 from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
 from shardprep.config import ReshardConfig
+from shardprep.graph.counting import Counter
 from shardprep.graph.counts import CountTable
 from shardprep.graph.elements import (
     FACTS,
@@ -25,7 +26,6 @@ from shardprep.graph.elements import (
     Tagged,
     shard_key,
 )
-from shardprep.graph.pool import Counter, helper
 from shardprep.graph.spill import (
     Placed,
     in_place,
@@ -39,6 +39,7 @@ from shardprep.graph.spill import (
     write_listing,
 )
 from shardprep.graph.units import with_sources
+from shardprep.graph.worker import helper
 from shardprep.permutation import Permutation
 
 __all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]
@@ -195,7 +196,7 @@ class WriteShards:
         finally:
             self._counting.close()
 
-    def __getstate__(self) -> dict:  # pickled for the workers (graph.pool): without the cache
+    def __getstate__(self) -> dict:  # pickled for the workers (pipelines.pool): without the cache
         return {**self.__dict__, "_listings": {}, "_writer": None, "_counting": None, "_partial": {}}
 
     def __setstate__(self, state: dict) -> None:

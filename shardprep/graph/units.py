@@ -4,11 +4,12 @@ The launcher writes ``DIR/<run-id>/units.bin`` once (``stage``); the graph then 
 URL and a chunk count, whatever the number of files or units. ``ExpandUnits`` reads one chunk of
 units per element (a byte range of the file: one small read, not the whole file), and the commit
 reads the input list back (``with_sources``) for the manifest's sources and the input-change
-check. The DoFns carry the config without the input list (``slim``).
+check. The DoFns carry the config without the input list (``slim``). A text run stages the parts of
+its document store the same way (``text.store_stages``), and its units once the store is built.
 
 Layout: ``MAGIC``, the number of chunks n, n + 2 little-endian uint64 offsets, then n + 1
-zlib-compressed pickles: the input list ``(sources, versions)`` and the n chunks of units, in unit
-order. Pickle, as Beam uses for the DoFns themselves: the file is written and read by the same
+zlib-compressed pickles: the input list ``(sources, versions, text)`` and the n chunks of units, in
+unit order. Pickle, as Beam uses for the DoFns themselves: the file is written and read by the same
 job's code, in the run's own folder.
 """
 from __future__ import annotations
@@ -18,15 +19,17 @@ import pickle
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from shardprep import fs, naming
 from shardprep.config import ReshardConfig
 from shardprep.formats import WorkUnit
 
-__all__ = ["MAX_CHUNKS", "ExpandUnits", "num_chunks", "read_chunk", "slim", "stage", "units_url", "with_sources"]
+__all__ = ["MAX_CHUNKS", "ExpandUnits", "num_chunks", "read_all", "read_chunk", "slim", "stage", "units_url",
+           "with_sources"]
 
 MAX_CHUNKS = 4096  # elements of the graph's ``Units`` step: bounded, and one Dask partition each
-MAGIC = b"SPUNITS1"
+MAGIC = b"SPUNITS2"
 _HEAD = len(MAGIC) + 8
 
 
@@ -48,28 +51,33 @@ def _blob(value: object) -> bytes:
     return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def stage(config: ReshardConfig, units: Sequence[WorkUnit]) -> tuple[str, int]:
-    """Writes the units and the input list of ``config``; returns (URL, number of chunks)."""
+def stage(config: ReshardConfig, units: Sequence[Any], *, url: str | None = None) -> tuple[str, int]:
+    """Writes the units and the input list of ``config`` (with its ``text`` entry) to ``url``
+    (default: ``units_url``); returns (URL, number of chunks). ``units``: any picklable elements."""
     n = num_chunks(len(units))
     bounds = [len(units) * i // n for i in range(n + 1)]
-    blobs = [_blob((config.sources, config.versions))]
+    blobs = [_blob((config.sources, config.versions, config.text))]
     blobs += [_blob(list(units[a:b])) for a, b in zip(bounds, bounds[1:])]
     start = _HEAD + 8 * (len(blobs) + 1)
     offsets = [start]
     for blob in blobs:
         offsets.append(offsets[-1] + len(blob))
-    url = units_url(config)
+    url = url or units_url(config)
     with fs.write_atomic(url) as f:
         f.write(b"".join([MAGIC, struct.pack("<Q", n), struct.pack(f"<{len(offsets)}Q", *offsets), *blobs]))
     return url, n
 
 
-def _read_blob(url: str, index: int) -> object:
-    """Blob ``index`` of a staged file (0: the input list; 1..n: the chunks of units)."""
+def _chunks(url: str) -> int:
     head = fs.read_bytes(url, 0, _HEAD)
     if head[: len(MAGIC)] != MAGIC:
         raise ValueError(f"{url} is not a staged units file of this version (expected {MAGIC!r})")
-    (n,) = struct.unpack("<Q", head[len(MAGIC):])
+    return struct.unpack("<Q", head[len(MAGIC):])[0]
+
+
+def _read_blob(url: str, index: int) -> object:
+    """Blob ``index`` of a staged file (0: the input list; 1..n: the chunks of units)."""
+    n = _chunks(url)
     if not 0 <= index <= n:
         raise ValueError(f"{url}: blob {index} of {n + 1}")
     lo, hi = struct.unpack("<2Q", fs.read_bytes(url, _HEAD + 8 * index, _HEAD + 8 * index + 16))
@@ -80,10 +88,16 @@ def read_chunk(url: str, chunk: int) -> list[WorkUnit]:
     return _read_blob(url, chunk + 1)  # type: ignore[return-value]
 
 
+def read_all(url: str) -> list:
+    """Every unit of a staged file, in order."""
+    return [unit for chunk in range(_chunks(url)) for unit in read_chunk(url, chunk)]
+
+
 def with_sources(config: ReshardConfig, url: str) -> ReshardConfig:
-    """``config`` with the input list read back from the staged file (for the commit)."""
-    sources, versions = _read_blob(url, 0)  # type: ignore[misc]
-    return dataclasses.replace(config, sources=sources, versions=versions)
+    """``config`` with the input list (and a text run's ``text`` entry) read back from the staged
+    file (for the commit)."""
+    sources, versions, text = _read_blob(url, 0)  # type: ignore[misc]
+    return dataclasses.replace(config, sources=sources, versions=versions, text=text)
 
 
 class ExpandUnits:

@@ -39,7 +39,7 @@ from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, re
 from shardprep.text.tokens import document_bytes, unit_url, write_documents
 
 __all__ = ["CACHE_BYTES", "BuildPart", "DocumentReader", "StorePart", "StoreResult", "StoreUnit", "build_store",
-           "entries"]
+           "entries", "join_store", "store_parts"]
 
 CACHE_BYTES = 256 << 20
 
@@ -229,11 +229,7 @@ class BuildPart:
                         tuple(sorted(labels)), stats, tuple(tokens), corpus, top)
 
 
-def _inline(work: Any, elements: list) -> list:
-    return [out for element in elements for out in work.process(element)]
-
-
-def _elements(files: Sequence[InputFile], column_units: dict[int, list], unit_bytes: int) -> list[Element]:
+def store_parts(files: Sequence[InputFile], column_units: dict[int, list], unit_bytes: int) -> list[Element]:
     """The store's parts: a file each, but a local .txt file of more than 1.5 units is cut into
     pieces of about a unit after blank lines (``blank_line_pieces``: one pass that counts its lines)."""
     out: list[Element] = []
@@ -256,19 +252,26 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
 
     ``column_units``: the planned work units of each CSV / JSON Lines / Parquet file (by file
     index), read by ``read_unit`` (``formats.read_unit``: (position, row or Bad)) for ``columns`` =
-    (text, pair, label); ``.txt`` files are read whole. ``run(work, elements)``: the outputs of a
-    stage's work over its elements, in order, on the engine's workers (``pipelines.driver.stage_runner``;
-    None: here). Each file, or piece of a large .txt file, is a part of its own (``BuildPart``, which
-    also writes the units' token files where ``tokenize`` gives the vocabulary); ids, offsets and
-    units are the parts' shifted by the counts before them, so the store is the same however many
-    processes built it.
-
-    The parts' sketches (``text.corpus``) give the corpus's counts; with ``dedup`` (exact or near:
-    no ``tokenize`` then) each document that ``text.dedup.kept_of`` drops becomes a dead letter
-    naming the one kept, in a copy of its part (``text.dedup.rewrite``), before the parts are joined."""
+    (text, pair, label); ``.txt`` files are read whole. Each file, or piece of a large .txt file, is
+    a part of its own (``store_parts``; ``BuildPart``, which also writes the units' token files where
+    ``tokenize`` gives the vocabulary), built by ``run(work, elements)`` (their outputs in order;
+    None: here, one after the other), then joined (``join_store``). A text run's job runs these
+    steps as its first stages instead (``text.store_stages``)."""
     share = sentence_share(sum(f.size for f in files))
     work = BuildPart(folder, unit_bytes, columns, max_line_bytes, read_unit, tokenize, dedup, share)
-    parts: list[StorePart] = (run or _inline)(work, _elements(files, column_units, unit_bytes))
+    elements = store_parts(files, column_units, unit_bytes)
+    parts = run(work, elements) if run else [out for element in elements for out in work.process(element)]
+    return join_store(parts, files, folder, share=share, dedup=dedup)
+
+
+def join_store(parts: Sequence[StorePart], files: Sequence[InputFile], folder: str, *, share: float,
+               dedup: DedupSettings = NO_DEDUP) -> StoreResult:
+    """The store of ``files`` from its ``parts`` (``BuildPart``'s, in ``store_parts`` order): ids,
+    offsets and units are the parts' shifted by the counts before them, so the store is the same
+    however many processes built it. The parts' sketches (``text.corpus``) give the corpus's counts;
+    with ``dedup`` (exact or near: no ``tokenize`` then) each document that ``text.dedup.kept_of``
+    drops becomes a dead letter naming the one kept, in a copy of its part (``text.dedup.rewrite``),
+    before the parts are joined."""
     arrays, corpus = merge(parts, share, dedup if dedup.mode == "near" else None)
     ids = np.arange(len(arrays.doc))
     with StoreShingles(parts, dedup.shingle) as shingles_of:

@@ -145,8 +145,8 @@ def test_a_worker_that_ran_a_task_reuses_the_memory_it_frees():
     1 MB block; a worker's first task of a pool (``shardprep.malloc``) restores glibc's limits in that process."""
     from distributed import Client, LocalCluster
 
+    from pipelines import pool
     from pipelines.driver import run_job
-    from shardprep.graph import pool
     from shardprep.job import Job, Map, Stage
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c:
@@ -235,7 +235,7 @@ def test_dask_cluster_of_separate_processes_gives_direct_runners_bytes(raw_with_
 
 def test_an_interrupt_waits_for_the_tasks_a_standing_clusters_workers_began(separate_cluster, tmp_path):
     """A task a worker has begun runs on after its future is cancelled (a thread cannot be stopped):
-    the launcher waits for it (``graph.pool.remote_idle``) before it removes the run's folder, which
+    the launcher waits for it (``pipelines.pool.remote_idle``) before it removes the run's folder, which
     a Parse under way wrote its spill into after the removal."""
     import signal
 
@@ -245,7 +245,7 @@ def test_an_interrupt_waits_for_the_tasks_a_standing_clusters_workers_began(sepa
     for i in range(4):  # a unit each
         write_csv(raw / f"part-{i}.csv", sample_rows(300, start=300 * i))
     out = tmp_path / "ds"
-    with Client(separate_cluster, timeout=60) as client:  # each of the workers' tasks sleeps first (lease.pause)
+    with Client(separate_cluster, timeout=60) as client:  # each of the workers' tasks sleeps first (faults.pause)
         client.run(eval, "__import__('os').environ.__setitem__('SHARDPREP_TEST_DELAYS', 'pool.task=2')")
         try:
             proc = subprocess.Popen([sys.executable, "-m", "shardprep.run", "--input", f"{raw}/*.csv", "--output",

@@ -19,7 +19,7 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from pipelines import beam_graph, dataflow, engines
-from shardprep import config, formats, naming, planning
+from shardprep import config, formats, naming, planning, submit
 from shardprep.cli import UsageError
 from tests.conftest import ROOT, sample_rows, write_csv
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
@@ -96,7 +96,7 @@ def test_dry_run_builds_the_job_graph_with_our_labels_and_submits_nothing(job_in
     cfg, units = job_input
     args = [*CLOUD, *DRY, "--job_name=shardprep-dry-run"]
     with loopback_only() as blocked:
-        assert engines.run(cfg, units, engines.RunOptions("dataflow", beam_args=tuple(args))) is False
+        assert submit.run(cfg, units, engines.RunOptions("dataflow", beam_args=tuple(args))) is False
         pipeline = beam.Pipeline(options=engines.engine("dataflow").options(args))
         beam_graph.build(pipeline, cfg, len(units))
         result = pipeline.run()

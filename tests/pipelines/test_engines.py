@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_runner_name_has_an_engine_and_help_names_them(capsys):
     for name in engines.RUNNERS:
         chosen = engines.engine(name)
-        for method in ("checked", "on_this_machine", "run"):
+        for method in ("checked", "on_this_machine", "runs", "run"):
             assert callable(getattr(chosen, method)), (name, method)
     with pytest.raises(SystemExit):
         run.main(["--help"])

@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from pipelines.driver import stage_runner
+from pipelines import pool
+from pipelines.driver import run_job
 from shardprep import formats
 from shardprep.formats.base import InputFile
-from shardprep.graph import pool
+from shardprep.job import Job, Stage
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.store import build_store, entries
 
@@ -34,6 +35,14 @@ def files(tmp_path) -> list[InputFile]:
     names = ("a.txt", "b.txt", "c.txt", "d.txt.gz", "e.txt")
     return [InputFile(i, str(tmp_path / n), (tmp_path / n).stat().st_size, "text", n.endswith(".gz"))
             for i, n in enumerate(names)]
+
+
+def stage_runner(workers):
+    """``run(work, elements)``: the work as the heavy stage of a job, on ``workers`` (None: in line)."""
+    def run(work, elements):
+        return run_job(Job((Stage("BuildPart", work, over=("",), heavy=True),), tuple(elements), "", "BuildPart"),
+                       workers)[0]
+    return run
 
 
 def _build(files, folder, run=None):

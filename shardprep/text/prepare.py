@@ -1,37 +1,28 @@
-"""``shardprep.run --task``: the launcher's side of a text run (flags, vocabulary, document store, units).
+"""``shardprep.run --task``: a text run's flags and vocabulary, checked before any input is read.
 
 Order, so that a bad flag or vocabulary costs no input read: ``check`` (the flags, and a given
 ``--vocab`` loaded and judged: missing special tokens, or a case that does not match ``--cased``,
-is one line and exit 2), then, inside the run's lease, ``plan``: ``vocab.txt`` written into the run's
-folder, the document store (``text.store``; with a given vocabulary, a pre-training run's
-documents tokenized as it is built), or the store, ``--train-vocab``'s pass over it and then
-``vocab.txt``; and the job's work units (byte ranges of the store, a ``TextSpec`` on each).
+is one line and exit 2), ``check_inputs`` (the flags against the input files found). Then, inside
+the run's lease, the launcher builds the run's job, whose first stages build the document store
+and plan the work units over it (``text.store_stages``).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import logging
-import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from shardprep import formats, fs, naming
-from shardprep.errors import InputError, UsageError
-from shardprep.formats.base import InputFile, WorkUnit
-from shardprep.label_vocab import apply_vocabulary
+from shardprep import naming
+from shardprep.errors import UsageError
+from shardprep.formats.base import InputFile
 from shardprep.schema import Schema
 from shardprep.text.corpus import NO_DEDUP, DedupSettings
 from shardprep.text.minhash import BANDS, ROWS, SHINGLE
 from shardprep.text.pretraining import PretrainingConfig, bert_schema
-from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS, TextSpec
-from shardprep.text.store import build_store, sentences
-from shardprep.text.vocab import PROGRESS_SECONDS, Vocab, load_vocab, remember_vocab, train_vocab, write_vocab
+from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TASKS
+from shardprep.text.vocab import Vocab, load_vocab, remember_vocab
 
-__all__ = ["add_arguments", "check", "check_inputs", "plan", "schema_of", "share_vocab"]
-
-log = logging.getLogger("shardprep")
-MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
+__all__ = ["CLASSIFICATION", "PRETRAINING", "add_arguments", "check", "check_inputs", "config", "dedup_settings",
+           "schema_of", "share_vocab", "vocab_file"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -180,13 +171,17 @@ def vocab_file(given: str) -> str:
 def check_inputs(args: argparse.Namespace, files: Sequence[InputFile]) -> None:
     """The text flags against the input files found, before any is read (``UsageError``, one line):
     ``--text-column`` names a column of CSV / JSON Lines / Parquet input, so input of .txt files alone
-    refuses it; text-classification reads such columns only, never .txt."""
+    refuses it and input of any of them needs it; text-classification reads such columns only, never .txt."""
     if args.task is None or not files:
         return
     text = [f for f in files if f.format == "text"]
     if args.task == CLASSIFICATION and text:
         raise UsageError(f"--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt "
                          f"({text[0].url})")
+    column = [f.url for f in files if f.format != "text"]
+    if column and args.text_column is None:
+        raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
+                         "needs --text-column C for CSV / JSON Lines / Parquet input")
     if args.text_column is not None and len(text) == len(files):
         raise UsageError(f"--text-column goes with CSV / JSON Lines / Parquet input: {text[0].url} is .txt, read in "
                          "BERT's layout (a sentence a line, a blank line between documents); leave --text-column out")
@@ -217,97 +212,3 @@ def share_vocab(vocab: Vocab | None, output: str, run_id: str) -> None:
     """Before the engine's workers start: the given vocabulary is the one the run writes to its
     vocab.txt, so a process forked from here tokenizes with it instead of loading that file again."""
     remember_vocab(naming.join(output, naming.vocab_path(run_id)), vocab)
-
-
-def unit_bytes(total: int, given_mb: float | None) -> int:
-    """Store bytes per unit: ``--unit-mb``, else total / 32 within 1-16 MB (a unit's instances are many times its text)."""
-    if given_mb is not None:
-        return max(1, int(given_mb * 1024 * 1024))
-    return max(MIN_UNIT_BYTES, min(MAX_UNIT_BYTES, total // 32))
-
-
-def plan(args: argparse.Namespace, vocab: Vocab | None, files: Sequence[InputFile], column_units: dict[int, list],
-         output: str, run_id: str, max_line_bytes: int,
-         run_stage: Callable[[Any, list], list] | None = None, on_workers: bool = True) -> tuple[list[WorkUnit], dict]:
-    """Writes the store and the run's vocab.txt (in its run folder, so a failed run leaves the committed
-    data set's as it was); the job's units and the manifest's ``text`` entry. ``run_stage``:
-    the engine's runner of the store's first step, a part per input file or piece (``shardprep.job.Plan``);
-    ``on_workers``: it runs where the job's stages will (``Engine.plans_on_workers``), so the store's
-    parts are tokenized as they are built (else, on Beam's engines, in the launcher before the graph:
-    the job's workers tokenize, in CountRanges)."""
-    column = [f.url for f in files if f.format != "text"]
-    if column and args.text_column is None:
-        raise UsageError(f"{column[0]} is {files[0].format if files[0].format != 'text' else 'tabular'}: --task "
-                         "needs --text-column C for CSV / JSON Lines / Parquet input")
-    if args.task == CLASSIFICATION and len(column) < len(files):
-        raise UsageError("--task text-classification reads --text-column of CSV / JSON Lines / Parquet, not .txt")
-    folder = naming.join(output, naming.spill_folder(run_id)) + "/text"
-    total = sum(f.size for f in files)
-    vocab_url = naming.join(output, naming.vocab_path(run_id))
-    tokenize = None
-    dedup = dedup_settings(args)
-    if vocab is not None:  # written first: the store's step tokenizes with it (a worker of another engine reads it)
-        written = write_vocab(list(vocab.tokens), vocab_url)  # (not with --dedup: CountRanges tokenizes those kept)
-        tokenize = (vocab_url, args.cased) if args.task == PRETRAINING and on_workers and dedup.mode == "none" else None
-    result = build_store(files, folder, unit_bytes=unit_bytes(total, args.unit_mb), column_units=column_units,
-                         columns=(args.text_column, args.text_pair_column, args.label), max_line_bytes=max_line_bytes,
-                         read_unit=formats.read_unit, run=run_stage, tokenize=tokenize, dedup=dedup)
-    if result.num_documents == 0:
-        raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
-                         f"{result.stats.empty_documents} empty documents"
-                         + "".join(f", {n} {r}" for r, n in result.removed.items() if n)
-                         + "): check --input and --text-column")
-    if vocab is None:
-        store = f"{folder}/store.jsonl"
-        tokens = train_vocab(progress_lines(sentences(store), fs.size(store)), args.train_vocab, cased=args.cased,
-                             progress=log.info)
-        log.info("trained a vocabulary of %d tokens", len(tokens))
-        written = write_vocab(tokens, vocab_url)
-    else:
-        tokens = list(vocab.tokens)
-    labels = result.labels
-    if args.task == CLASSIFICATION and getattr(args, "label_classes", ()):  # --labels-from / --label-vocab
-        labels = apply_vocabulary(args.label_classes, result.labels, what=f"label column {args.label!r}")
-    spec = TextSpec(args.task, f"{folder}/store.jsonl", f"{folder}/index.npy", result.num_documents, vocab_url,
-                    args.cased, config(args), labels, result.stats.sentences)
-    by_index = {f.index: dataclasses.replace(f, format="text", gzip=False, text=spec) for f in files}
-    units, count = [], {}
-    for u in result.units:
-        k = count[u.file_index] = count.get(u.file_index, -1) + 1
-        units.append(WorkUnit(by_index[u.file_index], k, u.start, u.end, u.first_doc))
-    log.info("%s -> %d work units of the document store", _counts_line(args.task, result), len(units))
-    return units, spec.manifest_entry(len(tokens), vocab=naming.vocab_path(run_id), vocab_bytes=written[0],
-                                      vocab_crc32c=written[1], corpus=result.corpus.entry(),
-                                      dedup={**dedup.entry(), "removed": result.removed} if dedup.mode != "none" else None)
-
-
-def _counts_line(task: str, result) -> str:
-    """The store's counts for the log: documents and sentences, or a classification run's examples."""
-    s, c = result.stats, result.corpus
-    if task == CLASSIFICATION:
-        line = f"{s.documents:,} examples"
-    else:
-        line = f"{s.documents:,} documents, {s.sentences:,} sentences"
-    line += f", {s.bad_lines:,} bad lines"
-    if c.exact_duplicate_documents:
-        line += f"; {c.exact_duplicate_documents:,} documents are exact copies of another"
-    if c.sentences_sampled and task == PRETRAINING:
-        line += f"; {100 * c.sentences_repeated / c.sentences_sampled:.1f}% of sentences occur more than once"
-    removed = [f"{n:,} {r.replace('_', '-')}s" for r, n in result.removed.items() if n]
-    if result.removed:
-        line += f"; --dedup removed {' and '.join(removed) if removed else 'nothing'}"
-    return line
-
-
-def progress_lines(lines: Iterator[str], total: int, every: float = PROGRESS_SECONDS) -> Iterator[str]:
-    """``lines`` as they are, logging about every ``every`` seconds how far through ``total`` bytes of
-    text (UTF-8, counted from the lines) the pass is."""
-    done, last, start = 0, time.monotonic(), time.monotonic()
-    for line in lines:
-        done += len(line.encode("utf-8")) + 1
-        if time.monotonic() - last >= every:
-            last = time.monotonic()
-            log.info("--train-vocab: read %.0f of %.0f MB of text (%.0f%%, %.0f s)", done / 1e6, total / 1e6,
-                     min(100.0, 100 * done / max(1, total)), last - start)
-        yield line
-

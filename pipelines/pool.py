@@ -1,16 +1,15 @@
-"""Worker processes for the job's heavy stages, and what a worker runs for a task of one.
+"""Worker processes for the job's heavy stages: this machine's, or a Dask cluster's.
 
 ``local_pool`` forks this machine's processes, ``executor_pool`` takes a Dask cluster's
 ``Client.get_executor``; either gives a ``Workers``, to which ``pipelines.driver`` hands a stage's
-elements a few at a time. A task is ``(work key, pickled work, elements, side inputs)``; its worker
-keeps the work set up between tasks of one stage (``run_task``) and sends back its outputs, what
-its ``Counter`` s counted and its log records. Elements are small (units, references to spilled
-batches): the records travel through the spill files. A dead process fails the run (``PoolDied``);
-fork safety, cancelled Dask tasks and the rest: docs/design.md, "Runners and storage".
+elements a few at a time (``tasks_of``). What a worker runs for a task is ``graph.worker.run_task``
+(the stages' work, shared by the engines); it sends back the task's outputs, counts and log
+records. Elements are small (units, references to spilled batches): the records travel through the
+spill files. A dead process fails the run (``PoolDied``); fork safety, cancelled Dask tasks and the
+rest: docs/design.md, "Runners and storage". Nothing here imports Beam.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import functools
@@ -26,15 +25,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from shardprep import background, lease, malloc
-from shardprep.graph.elements import Tagged
+from shardprep import malloc
+from shardprep.graph import worker
+from shardprep.graph.worker import TaskResult, Work, run_task
 
-__all__ = ["IDLE_WAIT_S", "SWITCH_INTERVAL_S", "Counter", "PoolDied", "TASKS_PER_PROCESS", "Workers", "blob_of", "executor_pool", "helper", "in_worker", "local_pool",
-           "remote_idle", "remote_task", "run_inline", "run_task", "split_output", "tasks_of"]
+__all__ = ["IDLE_WAIT_S", "PRELOAD", "SWITCH_INTERVAL_S", "TASKS_PER_PROCESS", "PoolDied", "Workers", "blob_of",
+           "executor_pool", "local_pool", "remote_idle", "remote_task", "tasks_of"]
 
-NAMESPACE = "shardprep"
 PRELOAD = ["shardprep.job"]  # the stages' work, imported before the processes start
 TASKS_PER_PROCESS = 8  # a stage's elements are cut into at least this many tasks per process: balance vs overhead
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
@@ -43,25 +42,15 @@ IDLE_WAIT_S = 60.0  # the most ``remote_idle`` waits for a worker's task of a st
 # system call; at Python's default 5 ms a writer done with a pwrite waits that long for the thread
 # gathering the next shard
 SWITCH_INTERVAL_S = 0.0005
-Work = Any  # a stage's work: process(element, *side) -> outputs; optional setup(), flush() -> outputs, teardown()
-TaskResult = tuple[list, dict[str, int], list[logging.LogRecord]]  # outputs (tag, value), counters, log records
-
-
-class _Process:
-    """What this process keeps for the tasks it runs (one instance, ``_here``)."""
-
-    def __init__(self) -> None:
-        self.tally: collections.Counter | None = None  # during a task or a stage run in line: what Counters counted
-        self.work: tuple[bytes, Work] = (b"", None)  # in a worker: (key, work) of the stage it runs, set up once
-        self.records: list[logging.LogRecord] = []  # in a worker, during a task: its log records, for the launcher
-        self.one_at_a_time = threading.Lock()  # in another engine's worker: its tasks of a pool run one at a time
-        self.joined_level: int | None = None  # in another engine's worker: the log level it collects at, once set
-        self.worker = False  # a process of the local pool (``in_worker``)
-
-
-_here = _Process()
 
 log = logging.getLogger("shardprep")
+
+
+class _Remote:
+    """In another engine's worker (``remote_task``): its tasks of a pool run one at a time."""
+
+    one_at_a_time = threading.Lock()
+    joined_level: int | None = None  # the log level it collects at, once set
 
 
 class PoolDied(RuntimeError):
@@ -78,22 +67,6 @@ class Workers(NamedTuple):
     executor: Executor
     processes: int
     task: Callable[[tuple[bytes, bytes, list, tuple]], TaskResult]
-
-
-class Counter:
-    """A counter of this product's namespace: tallied for the launcher in a task or a stage run in
-    line (``run_task``, ``run_inline``), a Beam counter in a Beam worker."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def inc(self, n: int = 1) -> None:
-        if _here.tally is not None:
-            _here.tally[self._name] += n
-            return
-        from apache_beam.metrics import Metrics  # a Beam worker (``pipelines.beam_graph``): Beam is imported there
-
-        Metrics.counter(NAMESPACE, self._name).inc(n)
 
 
 def blob_of(work: Work) -> tuple[bytes, bytes]:
@@ -151,55 +124,29 @@ def executor_pool(executor: Executor, processes: int, drain: Callable[[], None])
     executor.shutdown(wait=False)
 
 
-def split_output(out: Any) -> tuple[str | None, Any]:
-    """(tag, value) of a work's output: ``Tagged`` for a side output, else (None, out)."""
-    if isinstance(out, Tagged):
-        return out.tag, out.value
-    return None, out
-
-
-class _Collect(logging.Handler):
-    """In a worker: keeps this product's log records, as text, for the launcher."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        record.msg, record.args = record.getMessage(), None
-        if record.exc_info:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-            record.exc_info = None
-        _here.records.append(record)
-
-
-def _collect_logs(level: int) -> None:
-    malloc.keep_freed_memory()  # the steps free large buffers: let malloc keep them (``shardprep.malloc``)
-    logger = logging.getLogger("shardprep")
-    logger.handlers[:] = [_Collect()]
-    logger.setLevel(level)
-    logger.propagate = False
-
-
 def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (not of the launcher's
     handlers, which came with the fork) and on Linux with the launcher; hand the GIL over sooner
-    (``SWITCH_INTERVAL_S``); count statistics in line (``in_worker``); collect log records."""
+    (``SWITCH_INTERVAL_S``); count statistics in line (``graph.worker.in_worker``); collect log records."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    _here.worker = True
+    worker.mark_pool_process()
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # it died before the prctl
             os._exit(1)
-    _collect_logs(level)
+    worker.collect_logs(level)
 
 
 def remote_task(level: int, task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
     """``run_task`` in another engine's worker (``executor_pool``), one task at a time in the process
     (the counters, log records and set-up copies are the process's; a worker of several threads
     runs them in turn); its log records go back to the launcher at the launcher's ``level``."""
-    with _here.one_at_a_time:
-        if _here.joined_level != level:
-            _collect_logs(level)
-            _here.joined_level = level
+    with _Remote.one_at_a_time:
+        if _Remote.joined_level != level:
+            worker.collect_logs(level)
+            _Remote.joined_level = level
         return run_task(task)
 
 
@@ -213,58 +160,9 @@ async def remote_idle(settle_s: float = 0.1) -> bool:
 
     deadline, quiet_since = time.monotonic() + IDLE_WAIT_S, time.monotonic()
     while time.monotonic() < deadline:
-        if _here.one_at_a_time.locked():
+        if _Remote.one_at_a_time.locked():
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= settle_s:
             return True
         await asyncio.sleep(0.02)
     return False
-
-
-def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
-    """In a worker: the outputs of ``elements`` (tag, value), what the work counted, its log
-    records; the work flushed (what it left to finish in the background is done) before they go back."""
-    key, blob, elements, side = task
-    if _here.work[0] != key:  # the first task of a stage here: the last stage's work torn down
-        getattr(_here.work[1], "teardown", lambda: None)()
-        _here.work = key, pickle.loads(blob)
-        getattr(_here.work[1], "setup", lambda: None)()
-    work = _here.work[1]
-    lease.pause("pool.task")  # test hook (race and interrupt tests)
-    try:
-        outputs, counted = _tallied(work, elements, side)
-        return outputs, counted, list(_here.records)
-    finally:
-        _here.records.clear()
-
-
-def in_worker() -> bool:
-    """Whether this is a process of the local pool: one process per core, so a helper thread there
-    would only take a core from another worker's steps. (Another engine's worker may run our tasks
-    one at a time with cores to spare: not counted as one.)"""
-    return _here.worker
-
-
-def helper(name: str) -> background.Behind:
-    """Work beside a step's (``background.Behind``): on a thread of its own where a core is free
-    (one process: its compiled parts free the GIL), in line in a local pool's process (``in_worker``)."""
-    return background.Behind(name, inline=in_worker())
-
-
-def run_inline(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:
-    """A stage's work over ``elements`` in this process: its outputs (tag, value) and what it counted."""
-    getattr(work, "setup", lambda: None)()
-    try:
-        return _tallied(work, elements, side)
-    finally:
-        getattr(work, "teardown", lambda: None)()
-
-
-def _tallied(work: Work, elements: list, side: tuple) -> tuple[list, dict[str, int]]:
-    _here.tally = collections.Counter()
-    try:
-        outputs = [split_output(out) for element in elements for out in work.process(element, *side) or ()]
-        outputs += [split_output(out) for out in getattr(work, "flush", lambda: None)() or ()]
-        return outputs, dict(_here.tally)
-    finally:
-        _here.tally = None

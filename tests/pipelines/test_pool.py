@@ -1,4 +1,4 @@
-"""The local pool (``shardprep.graph.pool``) under the driver (``pipelines.driver``): the same
+"""The local pool (``pipelines.pool``) under the driver (``pipelines.driver``): the same
 outputs, counters and log lines as in line, grouped input in one order, errors that fail the run,
 a command-line run in which neither the launcher nor a pool process imports Beam, and an interrupt
 or a killed process that leaves no run folder and no process behind."""
@@ -18,8 +18,10 @@ import psutil
 import pytest
 
 from pipelines.driver import run_job
+from pipelines.pool import SWITCH_INTERVAL_S, local_pool
+from shardprep.graph.counting import Counter
 from shardprep.graph.elements import Tagged
-from shardprep.graph.pool import SWITCH_INTERVAL_S, Counter, helper, in_worker, local_pool
+from shardprep.graph.worker import helper, in_worker
 from shardprep.job import BY_KEY, Job, Stage
 from tests.conftest import ROOT, sample_rows, write_csv
 
@@ -56,7 +58,7 @@ class Pairs:
 
 
 class WhereAmI:
-    """Says whether it runs in a pool's worker, and where its helper's calls run (``pool.helper``, as
+    """Says whether it runs in a pool's worker, and where its helper's calls run (``worker.helper``, as
     the statistics' counting uses it)."""
 
     def process(self, n: int) -> object:
@@ -149,7 +151,7 @@ def test_neither_the_launcher_nor_a_pool_process_imports_beam_and_each_unit_is_p
     marks.mkdir()
     code = textwrap.dedent(f"""
         import os, pickle, sys
-        from shardprep.graph import pool
+        from pipelines import pool
         real = pool.run_task
         def probe(task):
             work = type(pickle.loads(task[1])).__name__
