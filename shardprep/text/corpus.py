@@ -3,8 +3,8 @@
 ``PartSketch`` sees each document of one store part (``text.store.BuildPart``) where it is read:
 its position, a 64-bit hash of its text (exact copies), its sentences' hashes (repeated sentences;
 a share of them chosen by hash value when the corpus is large, so that every copy of a sentence
-is kept or left out together), its label (classification) and, for ``--dedup near``, its LSH band
-keys (``text.minhash``). It writes them beside the part (``<part>.corpus.npz``) and keeps the texts
+is kept or left out together), its label (classification) and, for ``--dedup near``, its MinHash
+signature and LSH band keys (``text.minhash``). It writes them beside the part (``<part>.corpus.npz``) and keeps the texts
 of the part's most repeated sentences. ``merge`` reads the parts' files in store order and gives
 the corpus's counts (``CorpusStats``) and the arrays ``text.dedup`` clusters. Every value is a
 function of the documents' texts and order, never of the engine or the worker count.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardprep import fs, native
-from shardprep.text.minhash import MinHasher, keys_of
+from shardprep.text.minhash import MinHasher, keys_of, shared_rows
 
 __all__ = ["NO_DEDUP", "SENTENCE_HASH_BUDGET", "CorpusArrays", "CorpusStats", "DedupSettings", "PartSketch", "label_counts", "merge",
            "sentence_share"]
@@ -120,8 +120,9 @@ class PartSketch:
         if self.labels:
             arrays["labels"] = np.asarray(self.labels, dtype=str)
         if self._near is not None:
-            arrays["signatures"] = (np.concatenate(self._keys) if self._keys
-                                    else np.zeros((0, self._near.bands * self._near.rows), np.uint32))
+            sig = (np.concatenate(self._keys) if self._keys
+                   else np.zeros((0, self._near.bands * self._near.rows), np.uint32))
+            arrays["signatures"], arrays["keys"] = sig, keys_of(sig, self._near.bands, self._near.rows)
         data = io.BytesIO()
         np.savez(data, **arrays)
         with fs.write_atomic(url, durable=False) as out:
@@ -140,8 +141,9 @@ class CorpusArrays:
     positions: np.ndarray  # int64: each document's input position
     files: np.ndarray  # int64: each document's input file index
     doc: np.ndarray  # uint64: each document's text hash
-    keys: np.ndarray | None  # (N, bands) uint64 band keys, --dedup near
-    signatures: np.ndarray | None = None  # (N, bands * rows) uint32 MinHash signatures, --dedup near
+    keys: np.ndarray | None = None  # (N, bands) uint64 band keys, --dedup near
+    signatures: np.ndarray | None = None  # (M, bands * rows) uint32 MinHash signatures, --dedup near
+    signature_ids: np.ndarray | None = None  # int64, ascending: the ids of ``signatures``' rows (None: all N)
 
 
 @dataclasses.dataclass
@@ -171,7 +173,9 @@ class CorpusStats:
 
 
 def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[CorpusArrays, CorpusStats]:
-    """The parts' sketches (``StorePart.corpus`` urls, in store order) as whole-corpus arrays and counts."""
+    """The parts' sketches (``StorePart.corpus`` urls, in store order) as whole-corpus arrays and counts.
+    Near: every document's band keys, and the signatures of only those that share a band key with
+    another (``shared_rows``: the only ones ``text.dedup`` compares), read part by part."""
     positions, files, docs, keys, sentences, tops = [], [], [], [], [], {}
     for part in parts:
         with np.load(io.BytesIO(fs.read_bytes(part.corpus))) as z:
@@ -180,12 +184,15 @@ def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[Co
             docs.append(z["doc"])
             sentences.append(z["sentences"])
             if near is not None:
-                keys.append(z["signatures"])
+                keys.append(z["keys"])
         tops.update(dict(part.top_sentences))
     doc = _cat(docs, np.uint64)
-    sig = np.concatenate(keys) if near is not None and keys else None
-    arrays = CorpusArrays(_cat(positions, np.int64), _cat(files, np.int64), doc,
-                          keys_of(sig, near.bands, near.rows) if sig is not None else None, sig)
+    arrays = CorpusArrays(_cat(positions, np.int64), _cat(files, np.int64), doc)
+    if near is not None:
+        arrays.keys = np.concatenate(keys) if keys else np.zeros((0, near.bands), np.uint64)
+        arrays.signature_ids = shared_rows(arrays.keys)
+        arrays.signatures = _signatures(parts, [len(p) for p in positions], arrays.signature_ids,
+                                        near.bands * near.rows)
     stats = CorpusStats(documents=len(doc), exact_duplicate_documents=int(len(doc) - len(np.unique(doc))),
                         sentence_share=share)
     sent = _cat(sentences, np.uint64)
@@ -201,6 +208,18 @@ def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[Co
             if text is not None:
                 stats.top_repeated.append([text, int(counts[i])])
     return arrays, stats
+
+
+def _signatures(parts: Sequence, counts: Sequence[int], ids: np.ndarray, places: int) -> np.ndarray:
+    """The signatures of documents ``ids`` (ascending), from the parts' sketches (``counts`` documents each)."""
+    out, first = [np.zeros((0, places), np.uint32)], 0
+    for part, count in zip(parts, counts):
+        mine = ids[(ids >= first) & (ids < first + count)] - first
+        if len(mine):
+            with np.load(io.BytesIO(fs.read_bytes(part.corpus))) as z:
+                out.append(z["signatures"][mine])
+        first += count
+    return np.concatenate(out)
 
 
 def label_counts(parts: Sequence, kept: np.ndarray) -> dict[str, int]:

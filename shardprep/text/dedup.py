@@ -68,13 +68,14 @@ class Verifier:
     signatures' agreement (the estimated Jaccard similarity, ``places`` permutations) decides where
     it is farther than ``MARGIN`` standard errors from ``threshold``; nearer, the exact Jaccard
     similarity of their shingles' hashes (``shingles_of(id)``: sorted distinct uint32) does, where
-    given. Without signatures every candidate is one."""
+    given. ``ids``: the document id of each row of ``signatures``, ascending (None: row ``i`` is
+    document ``i``). Without signatures every candidate is one."""
 
     MARGIN = 3.0
 
     def __init__(self, signatures: np.ndarray | None, threshold: float,
-                 shingles_of: Callable[[int], np.ndarray] | None = None) -> None:
-        self._sig, self._threshold, self._shingles_of = signatures, threshold, shingles_of
+                 shingles_of: Callable[[int], np.ndarray] | None = None, ids: np.ndarray | None = None) -> None:
+        self._sig, self._threshold, self._shingles_of, self._ids = signatures, threshold, shingles_of, ids
         places = signatures.shape[1] if signatures is not None else 1
         margin = self.MARGIN * (threshold * (1 - threshold) / places) ** 0.5
         self._low, self._high = threshold - margin, threshold + margin
@@ -85,7 +86,11 @@ class Verifier:
         """A bool for each id of ``found``: whether document ``i`` is its near-duplicate."""
         if self._sig is None:
             return np.ones(len(found), bool)
-        agree = (self._sig[list(found)] == self._sig[i]).sum(axis=1) / self._sig.shape[1]
+        rows = np.asarray([i, *found], np.int64)
+        if self._ids is not None:
+            rows = np.searchsorted(self._ids, rows)
+        sig = self._sig[rows]
+        agree = (sig[1:] == sig[0]).sum(axis=1) / self._sig.shape[1]
         ok = agree >= self._threshold
         if self._shingles_of is not None:
             for j in np.flatnonzero((agree >= self._low) & (agree < self._high)).tolist():
@@ -145,9 +150,9 @@ def entry_text(entry: dict) -> str:
     return entry["a"] + ("\n" + b if b else "")
 
 
-def _leaders(keys: np.ndarray, verifier: Verifier) -> np.ndarray:
+def _leaders(keys: np.ndarray, ids: np.ndarray, verifier: Verifier) -> np.ndarray:
     """The leader rule over rows in order: each row's kept row (itself, or the lowest kept row of a
-    shared band that ``verifier`` finds it similar to)."""
+    shared band that ``verifier`` finds it similar to; ``ids``: each row's document id)."""
     kept = np.arange(len(keys), dtype=np.int64)
     rows, groups = shared_bands(keys)
     if len(rows) == 0:
@@ -158,7 +163,7 @@ def _leaders(keys: np.ndarray, verifier: Verifier) -> np.ndarray:
     for r, lo, hi in zip(rows[starts].tolist(), starts.tolist(), ends.tolist()):
         mine = groups[lo:hi].tolist()
         found = sorted({c for g in mine for c in leaders.get(g, ())})
-        ok = np.flatnonzero(verifier.similar(r, found)) if found else ()
+        ok = np.flatnonzero(verifier.similar(int(ids[r]), ids[found].tolist())) if found else ()
         if len(ok):
             kept[r] = found[int(ok[0])]
         else:
@@ -176,9 +181,8 @@ def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0,
     if mode != "near" or arrays.keys is None:
         return first
     reps = np.flatnonzero(first == np.arange(len(first)))
-    sig = arrays.signatures[reps] if arrays.signatures is not None else None
-    by_row = (lambda r: shingles_of(int(reps[r]))) if shingles_of is not None else None
-    lead = reps[_leaders(arrays.keys[reps], Verifier(sig, threshold, by_row))]
+    verifier = Verifier(arrays.signatures, threshold, shingles_of, arrays.signature_ids)
+    lead = reps[_leaders(arrays.keys[reps], reps, verifier)]
     kept = np.arange(len(first), dtype=np.int64)
     kept[reps] = lead
     return kept[first]

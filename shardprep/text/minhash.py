@@ -24,7 +24,7 @@ import numpy as np
 
 from shardprep import native
 
-__all__ = ["BANDS", "ROWS", "SHINGLE", "MinHasher", "NO_KEY"]
+__all__ = ["BANDS", "ROWS", "SHINGLE", "MinHasher", "NO_KEY", "keys_of", "shared_rows"]
 
 BANDS, ROWS, SHINGLE = 14, 8, 5
 NO_KEY = np.uint64(0)  # a document without a shingle: no band key (a real key that is 0 is made 1)
@@ -133,3 +133,15 @@ def keys_of(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     key[key == NO_KEY] = 1
     key[(signatures == 0xFFFFFFFF).all(axis=1)] = NO_KEY
     return key
+
+
+def shared_rows(keys: np.ndarray) -> np.ndarray:
+    """The rows (ascending) of ``keys`` (rows x bands) that share a band's key with another row."""
+    shared = np.zeros(len(keys), bool)
+    for b in range(keys.shape[1]):
+        order = np.argsort(keys[:, b], kind="stable")
+        k = keys[order, b]
+        same = (k[1:] == k[:-1]) & (k[1:] != NO_KEY)
+        shared[order[1:][same]] = True
+        shared[order[:-1][same]] = True
+    return np.flatnonzero(shared)

@@ -140,7 +140,7 @@ def test_classification_counts_its_classes_and_drops_copies(planted, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--dedup", "near"], "--dedup goes with --task"),
+    (["--dedup", "near"], "goes with --task"),
     (["--task", "bert-pretraining", "--train-vocab", 50, "--dedup-bands", 4], "--dedup-bands goes with --dedup near"),
     (["--task", "bert-pretraining", "--train-vocab", 50, "--dedup", "near", "--dedup-rows", 0],
      "--dedup-rows 0: expected 1 or more"),

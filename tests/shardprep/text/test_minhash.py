@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from shardprep import native
 from shardprep.text.corpus import CorpusArrays
 from shardprep.text.dedup import Verifier, first_copies, kept_of, shared_bands
-from shardprep.text.minhash import NO_KEY, MinHasher
+from shardprep.text.minhash import NO_KEY, MinHasher, keys_of, shared_rows
 
 VOCAB = [f"w{i}" for i in range(5000)]
 
@@ -140,3 +140,20 @@ def test_the_verifier_asks_the_exact_similarity_only_near_the_threshold():
     assert ok.tolist() == [True, truth[1] >= 0.8, False]
     assert v.exact_checks == 1 and set(calls) == {0, 2}  # the clear pairs were decided by their signatures
     assert Verifier(None, 0.8).similar(0, [1, 2, 3]).all()  # no signatures: every candidate
+
+
+def test_the_signatures_of_the_rows_that_share_a_band_are_enough():
+    """``text.corpus.merge`` reads only those: the same documents are kept."""
+    r = random.Random(6)
+    texts = []
+    for _ in range(30):
+        a, b = _pair(r, r.choice((0.0, 0.01, 0.03, 0.05, 0.3)), n=120)
+        texts += [a, b, " ".join(r.choice(VOCAB) for _ in range(50))]
+    sig = MinHasher().signatures(texts)
+    keys = keys_of(sig, 14, 8)
+    ids = shared_rows(keys)
+    assert 0 < len(ids) < len(texts)
+    doc = np.arange(len(texts), dtype=np.uint64)
+    full = kept_of(CorpusArrays(np.arange(len(texts)), np.zeros(len(texts), np.int64), doc, keys, sig), "near", 0.8)
+    sparse = CorpusArrays(np.arange(len(texts)), np.zeros(len(texts), np.int64), doc, keys, sig[ids], ids)
+    assert np.array_equal(kept_of(sparse, "near", 0.8), full) and (full != np.arange(len(texts))).sum() >= 10
