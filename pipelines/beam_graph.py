@@ -39,7 +39,7 @@ from pipelines.engines import RunOptions
 from shardprep import malloc, retention, run_checks
 from shardprep.config import ReshardConfig
 from shardprep.graph import counting
-from shardprep.graph.worker import split_output
+from shardprep.graph.tasks import split_output
 from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, reshard_job
 
 __all__ = ["BeamCounters", "BeamEngine", "Reshard", "StageFn", "build"]

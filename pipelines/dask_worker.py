@@ -1,5 +1,5 @@
 """Preloaded by each worker of a Dask cluster the run uses (``pipelines.dask_engine``): the stages'
-work and the pool's task functions (``pipelines.pool``, ``shardprep.graph.worker``), none of which imports Beam. Workers
+work and the pool's task functions (``pipelines.pool``, ``shardprep.graph.tasks``), none of which imports Beam. Workers
 of a cluster of your own take ``--preload pipelines.dask_worker`` (docs/scale-out.md, "Sizing a
 Dask cluster")."""
 import signal

@@ -20,7 +20,7 @@ from typing import Any
 
 from pipelines import pool
 from shardprep import malloc
-from shardprep.graph import worker
+from shardprep.graph.tasks import run_inline
 from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, group_values, groups
 
 __all__ = ["run_job", "run_on", "summarize"]
@@ -72,7 +72,7 @@ def _run_stage(stage: Stage, elements: list, side: tuple, workers: pool.Workers 
     if not elements:
         return
     if workers is None or not stage.heavy:
-        outputs, tally = worker.run_inline(stage.work, elements, side)
+        outputs, tally = run_inline(stage.work, elements, side)
         counted.update(tally)
         yield from outputs
         return

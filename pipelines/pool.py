@@ -2,7 +2,7 @@
 
 ``local_pool`` forks this machine's processes, ``executor_pool`` takes a Dask cluster's
 ``Client.get_executor``; either gives a ``Workers``, to which ``pipelines.driver`` hands a stage's
-elements a few at a time (``tasks_of``). What a worker runs for a task is ``graph.worker.run_task``
+elements a few at a time (``tasks_of``). What a worker runs for a task is ``graph.tasks.run_task``
 (the stages' work, shared by the engines); it sends back the task's outputs, counts and log
 records. Elements are small (units, references to spilled batches): the records travel through the
 spill files. A dead process fails the run (``PoolDied``); fork safety, cancelled Dask tasks and the
@@ -28,8 +28,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import NamedTuple
 
 from shardprep import malloc
-from shardprep.graph import worker
-from shardprep.graph.worker import TaskResult, Work, run_task
+from shardprep.graph.tasks import TaskResult, Work, collect_logs, mark_pool_process, run_task
 
 __all__ = ["IDLE_WAIT_S", "PRELOAD", "SWITCH_INTERVAL_S", "TASKS_PER_PROCESS", "PoolDied", "Workers", "blob_of",
            "executor_pool", "local_pool", "remote_idle", "remote_task", "tasks_of"]
@@ -127,16 +126,16 @@ def executor_pool(executor: Executor, processes: int, drain: Callable[[], None])
 def _start_process(level: int, launcher: int) -> None:
     """In each pool process: leave SIGINT to the launcher, die on SIGTERM (not of the launcher's
     handlers, which came with the fork) and on Linux with the launcher; hand the GIL over sooner
-    (``SWITCH_INTERVAL_S``); count statistics in line (``graph.worker.in_worker``); collect log records."""
+    (``SWITCH_INTERVAL_S``); count statistics in line (``graph.tasks.in_worker``); collect log records."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    worker.mark_pool_process()
+    mark_pool_process()
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # it died before the prctl
             os._exit(1)
-    worker.collect_logs(level)
+    collect_logs(level)
 
 
 def remote_task(level: int, task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
@@ -145,7 +144,7 @@ def remote_task(level: int, task: tuple[bytes, bytes, list, tuple]) -> TaskResul
     runs them in turn); its log records go back to the launcher at the launcher's ``level``."""
     with _Remote.one_at_a_time:
         if _Remote.joined_level != level:
-            worker.collect_logs(level)
+            collect_logs(level)
             _Remote.joined_level = level
         return run_task(task)
 

@@ -3,7 +3,7 @@
 A stage's work keeps ``Counter`` s (``Counter("records_read").inc(n)``) and knows nothing of the
 engine: each ``inc`` goes to this process's current sink. The local and Dask engines tally a task's
 counts and send them back with its outputs (``Tally``, installed for the task by
-``graph.worker``); the Beam engine installs a sink that reports them as Beam counters
+``graph.tasks``); the Beam engine installs a sink that reports them as Beam counters
 (``pipelines.beam_graph``). Where no engine installed one, counts are dropped (``Discard``): a
 stage's work run by hand, in a test, counts nothing anywhere. Nothing here imports an engine.
 """

@@ -21,7 +21,7 @@ from shardprep.framing import FramedBatch
 from shardprep.graph.counting import Counter
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
 from shardprep.graph.spill import joined, pack
-from shardprep.graph.worker import helper
+from shardprep.graph.tasks import helper
 from shardprep.malloc import freeze_startup_objects
 
 __all__ = ["Parse"]

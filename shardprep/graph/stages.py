@@ -38,8 +38,8 @@ from shardprep.graph.spill import (
     sorted_url,
     write_listing,
 )
+from shardprep.graph.tasks import helper
 from shardprep.graph.units import with_sources
-from shardprep.graph.worker import helper
 from shardprep.permutation import Permutation
 
 __all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]

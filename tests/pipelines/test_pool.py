@@ -21,7 +21,7 @@ from pipelines.driver import run_job
 from pipelines.pool import SWITCH_INTERVAL_S, local_pool
 from shardprep.graph.counting import Counter
 from shardprep.graph.elements import Tagged
-from shardprep.graph.worker import helper, in_worker
+from shardprep.graph.tasks import helper, in_worker
 from shardprep.job import BY_KEY, Job, Stage
 from tests.conftest import ROOT, sample_rows, write_csv
 
@@ -58,7 +58,7 @@ class Pairs:
 
 
 class WhereAmI:
-    """Says whether it runs in a pool's worker, and where its helper's calls run (``worker.helper``, as
+    """Says whether it runs in a pool's worker, and where its helper's calls run (``tasks.helper``, as
     the statistics' counting uses it)."""
 
     def process(self, n: int) -> object:

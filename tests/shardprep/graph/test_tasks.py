@@ -1,4 +1,4 @@
-"""``graph.worker``: a stage's work in this process or as a worker's task gives its outputs in element
+"""``graph.tasks``: a stage's work in this process or as a worker's task gives its outputs in element
 order, side outputs tagged, what it counted and (in a task) its log records; the work stays set up
 between a stage's tasks and is torn down when another stage's task comes."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import pickle
 
-from shardprep.graph import worker
+from shardprep.graph import tasks
 from shardprep.graph.counting import Counter
 from shardprep.graph.elements import Tagged
 
@@ -36,7 +36,7 @@ class Halves:
 
 def test_in_line_outputs_in_order_tagged_and_counted():
     Halves.events = []
-    outputs, counted = worker.run_inline(Halves(), [4, 3, 8], ([100],))
+    outputs, counted = tasks.run_inline(Halves(), [4, 3, 8], ([100],))
     assert outputs == [(None, 102), ("odd", 3), (None, 104), (None, "flushed")]
     assert counted == {"numbers_seen": 3}
     assert Halves.events == ["setup", "teardown"]
@@ -48,10 +48,10 @@ def test_a_task_keeps_its_work_set_up_and_sends_its_log_records_back():
     logger = logging.getLogger("shardprep")
     handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
     try:
-        worker.collect_logs(logging.INFO)
-        first = worker.run_task((b"key", blob, [2], ([0],)))
-        second = worker.run_task((b"key", blob, [5], ([0],)))
-        worker.run_task((b"other", pickle.dumps(Halves()), [], ()))  # another stage: the first torn down
+        tasks.collect_logs(logging.INFO)
+        first = tasks.run_task((b"key", blob, [2], ([0],)))
+        second = tasks.run_task((b"key", blob, [5], ([0],)))
+        tasks.run_task((b"other", pickle.dumps(Halves()), [], ()))  # another stage: the first torn down
     finally:
         logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
     assert first[:2] == ([(None, 1), (None, "flushed")], {"numbers_seen": 1})
@@ -61,5 +61,5 @@ def test_a_task_keeps_its_work_set_up_and_sends_its_log_records_back():
 
 
 def test_split_output():
-    assert worker.split_output(Tagged("facts", 1)) == ("facts", 1)
-    assert worker.split_output((1, 2)) == (None, (1, 2))
+    assert tasks.split_output(Tagged("facts", 1)) == ("facts", 1)
+    assert tasks.split_output((1, 2)) == (None, (1, 2))
