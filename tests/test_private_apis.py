@@ -126,3 +126,46 @@ def test_no_product_module_uses_a_private_or_internal_api():
                     known.add(key)
     assert found == [], "private or internal API used:\n" + "\n".join(found)
     assert known == KNOWN, f"listed in KNOWN but no longer used (remove them): {sorted(KNOWN - known)}"
+
+
+# Where Beam may be imported: its engine and Dataflow's flags (``pipelines``), and the command line's
+# check of the flags it passes to Beam (``shardprep.run_checks``, imported there only when given).
+# The job's stages count through ``shardprep.graph.counting``: Beam's metrics only in its engine.
+BEAM_IMPORTERS = {"pipelines/beam_graph.py", "pipelines/dataflow_flags.py", "shardprep/run_checks.py"}
+BEAM_METRICS = {"pipelines/beam_graph.py"}
+
+
+def beam_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import of ``apache_beam`` or a module of it in ``source``, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "apache_beam"]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                and node.module.split(".")[0] == "apache_beam":
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def test_the_beam_import_check_finds_imports_at_any_depth():
+    source = """
+import apache_beam as beam
+def count(n):
+    from apache_beam.metrics import Metrics
+    Metrics.counter("ns", "n").inc(n)
+from shardprep.graph import counting
+"""
+    assert beam_imports(source) == [(2, "apache_beam"), (4, "apache_beam.metrics.Metrics")]
+
+
+def test_beam_is_imported_only_by_its_engine_and_its_flags():
+    importers, metrics = set(), set()
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = beam_imports(path.read_text())
+            name = path.relative_to(ROOT).as_posix()
+            importers |= {name} if found else set()
+            metrics |= {name} if any(m.startswith("apache_beam.metrics") for _, m in found) else set()
+    assert importers <= BEAM_IMPORTERS, f"Beam imported outside its engine: {sorted(importers - BEAM_IMPORTERS)}"
+    assert metrics <= BEAM_METRICS, f"Beam's metrics outside its engine: {sorted(metrics - BEAM_METRICS)}"
+    assert "pipelines/beam_graph.py" in metrics  # the check still sees the one place that uses them
