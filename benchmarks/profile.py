@@ -63,7 +63,7 @@ def classify(frames: Sequence[str]) -> str:
                      if any(p in inner for p in patterns)), stage)
     if any(p in f for f in frames for p in STATISTICS):  # partials pickled between stages
         return "statistics: merge"
-    if any("pipelines/" in f or "shardprep/graph/pool.py" in f or "shardprep/job.py" in f for f in frames):
+    if any("pipelines/" in f or "shardprep/graph/tasks.py" in f or "shardprep/job.py" in f for f in frames):
         return "engine: stages, tasks"
     if any(p in f for f in frames for p in LAUNCH[1]):
         return LAUNCH[0]

@@ -97,7 +97,7 @@ def test_report_renders_from_results(tmp_path, monkeypatch) -> None:
 
 def test_profile_puts_each_stack_in_the_stage_on_it():
     classify = profile.classify
-    run = ["<module> (shardprep/run.py:1)", "run_job (pipelines/driver.py:59)", "run_inline (shardprep/graph/pool.py:239)"]
+    run = ["<module> (shardprep/run.py:1)", "run_job (pipelines/driver.py:59)", "run_inline (shardprep/graph/tasks.py:108)"]
     assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)",
                      "framed_batches (shardprep/formats/csv_arrow.py:205)"]) == "parse: read + split CSV/JSON/TFRecord"
     assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)", "spill (shardprep/graph/spill.py:45)",
