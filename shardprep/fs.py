@@ -28,10 +28,12 @@ __all__ = [
     "is_local",
     "isdir",
     "listdir",
+    "LocalFacts",
     "match",
     "Matches",
     "not_regular",
     "open_file",
+    "opened_facts",
     "read_bytes",
     "remove",
     "rename",
@@ -107,11 +109,40 @@ def not_regular(url: str) -> str | None:
         return "a link to nothing" if os.path.islink(path) else None
     except OSError as e:
         return f"unreadable ({e.strerror or e})"
+    return _kind(mode)
+
+
+def _kind(mode: int) -> str | None:
+    """``not_regular``'s words for a file of this ``st_mode``; None for a regular file."""
     if stat.S_ISREG(mode):
         return None
     kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
     return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+class LocalFacts(NamedTuple):
+    """What ``opened_facts`` tells of a local file."""
+
+    size: int
+    version: str  # as ``version`` gives it
+    identity: tuple[int, int]  # (device, inode): one file reached by several names has one identity
+    kind: str | None  # ``not_regular``'s words for what it is; None for a regular file
+
+
+def opened_facts(url: str) -> LocalFacts:
+    """A local file's facts from one open and its ``fstat``: the open proves it readable, and, read-only and
+    non-blocking, neither waits (a FIFO that took a listed file's place) nor reads. Raises ``OSError``."""
+    fd = os.open(local_path(url), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return LocalFacts(st.st_size, _local_version(st), (st.st_dev, st.st_ino), _kind(st.st_mode))
+
+
+def _local_version(st: os.stat_result) -> str:
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
 
 class Matches(NamedTuple):
@@ -240,7 +271,7 @@ def facts(url: str) -> tuple[int, str]:
     """(size, ``version``) of the file at ``url``: one ``stat`` locally, one request elsewhere."""
     if is_local(url):
         st = os.stat(url.removeprefix("file://"))
-        return st.st_size, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        return st.st_size, _local_version(st)
     fs, path = filesystem(url)
     fs.invalidate_cache(path)
     info = fs.info(path)
@@ -291,6 +322,12 @@ def open_file(url: str, mode: str = "rb") -> IO:
 
 def read_bytes(url: str, start: int | None = None, end: int | None = None) -> bytes:
     """The bytes of ``url`` from ``start`` up to ``end`` (or its end): offsets from its start."""
+    if is_local(url) and end is not None and (start or 0) >= 0:  # a range: no file object, one pread
+        fd = os.open(url.removeprefix("file://"), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return _pread(fd, max(0, end - (start or 0)), start or 0)
+        finally:
+            os.close(fd)
     if is_local(url):
         with open(url.removeprefix("file://"), "rb") as f:
             if start:
@@ -298,6 +335,18 @@ def read_bytes(url: str, start: int | None = None, end: int | None = None) -> by
             return f.read() if end is None else f.read(max(0, end - (start or 0)))
     fs, path = filesystem(url)
     return fs.cat_file(path, start=start, end=end)
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to ``size`` bytes of ``fd`` from ``offset``: fewer only at the file's end."""
+    data = os.pread(fd, size, offset)
+    if not data or len(data) == size:
+        return data
+    parts, got = [data], len(data)
+    while got < size and (more := os.pread(fd, size - got, offset + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def rename(url: str, to: str) -> None:
