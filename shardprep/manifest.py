@@ -16,13 +16,14 @@ from typing import Any
 from shardprep import __version__, fs, json_compact, manifest_schema, members, naming, schema
 from shardprep.errors import ManifestError, SchemaError
 from shardprep.manifest_checks import problems
-from shardprep.manifest_generations import Generation, SketchInfo, generation_from_json, sketch_from_json
+from shardprep.manifest_generations import Generation, HashesInfo, SketchInfo, generation_from_json, sketch_from_json
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "Accounting",
     "Generation",
+    "HashesInfo",
     "IndexInfo",
     "Manifest",
     "ManifestError",
@@ -172,7 +173,8 @@ class Manifest:
                 }
                 for name, s in self.splits.items()
             },
-            "sources": [dataclasses.asdict(s) for s in self.sources],
+            "sources": [{"uri": s.uri, "num_bytes": s.num_bytes, "num_records": s.num_records,
+                         "num_rejected": s.num_rejected} for s in self.sources],  # asdict's dicts, without its walk
             "rejected": {
                 "num_records": self.rejected.num_records,
                 "paths": list(self.rejected.paths),
@@ -354,7 +356,7 @@ def json_bytes(doc: Any, *, features: int, indent: int, sort_keys: bool = False)
     ``features``, compact beyond."""
     if features > INDENT_MAX_FEATURES:
         return json_compact.dumps(doc, sort_keys=sort_keys).encode()
-    return json.dumps(doc, indent=indent, sort_keys=sort_keys).encode()
+    return json_compact.indented(doc, indent=indent, sort_keys=sort_keys).encode()
 
 
 def encode(manifest: Manifest) -> bytes:
