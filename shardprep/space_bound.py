@@ -196,18 +196,25 @@ def _gzip_bound(size: int) -> int:
     return size + (size >> 12) + (size >> 14) + (size >> 25) + 13 + 18 + 64
 
 
-def records(file: Any, units: Sequence[Any], schema: Schema, *, max_record_bytes: int, decompressed: int) -> Records:
+def records(file: Any, units: Sequence[Any], schema: Schema, *, max_record_bytes: int, decompressed: int,
+            factors: dict | None = None) -> Records:
     """At most how many records the input file ``file`` (``formats.InputFile``; ``units``: its work
-    units; ``decompressed``: its bytes once un-gzipped) yields, and their framed bytes."""
+    units; ``decompressed``: its bytes once un-gzipped) yields, and their framed bytes. ``factors``: the
+    text formats' factors for ``schema`` found so far, by their arguments (many files share a few)."""
     size = decompressed + 1  # a last line without its newline
+    factors = {} if factors is None else factors
     if file.format == "csv":
         columns = next((u.columns for u in units if u.columns), ()) or tuple(schema)
         nulls = file.dialect.null_values if file.dialect is not None else ("",)
         count = size // max(1, len(columns))
-        factor = csv_factor(schema, columns, empty_is_value="" not in nulls)
+        key = (columns, "" not in nulls)
+        if (factor := factors.get(key)) is None:
+            factor = factors[key] = csv_factor(schema, columns, empty_is_value="" not in nulls)
         return Records(count, math.ceil(factor * size))
     if file.format in ("jsonl", "json"):
-        factor, per_byte = json_factor(schema)
+        if (json_factors := factors.get("json")) is None:
+            json_factors = factors["json"] = json_factor(schema)
+        factor, per_byte = json_factors
         return Records(math.ceil(per_byte * size), math.ceil(factor * size))
     if file.format in ("tfrecord", "tfds"):  # records pass through: the same framed bytes (an empty one is 16)
         count = decompressed // FRAMING
@@ -270,10 +277,10 @@ def space_bound(*, files: Sequence[Any], units: Sequence[Any], schema: Schema, c
                             dupe_factor=text["dupe_factor"], vocab_size=text["vocab_size"],
                             max_seq_length=text["max_seq_length"], labels=text["labels"])
     else:
-        recs = Records(0, 0)
+        recs, factors = Records(0, 0), {}
         for f in files:
             recs += records(f, by_file.get(f.index, ()), schema, max_record_bytes=_max_record(by_file.get(f.index)),
-                            decompressed=decompressed.get(f.index, f.size))
+                            decompressed=decompressed.get(f.index, f.size), factors=factors)
     framed = recs.framed  # the records alone, as the shards hold them
     num_shards = _num_shards(config, recs.count, framed)
     copies = 1 if config.spill_in_place else 2  # the sorted copy: the records again, with their lengths
