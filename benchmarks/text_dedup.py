@@ -1,10 +1,13 @@
 """Near-duplicate removal of text runs (issue 58), measured side by side in one process.
 
 * quality: a corpus of random documents, each with planted variants at known word edit rates
-  (0.5% to 30%), against the pairs whose exact Jaccard similarity of word 5-grams is >= 0.8:
-  the pairs ``text.dedup`` puts in one cluster (``text.minhash``, 14 bands x 8 rows, the pairs
-  of a shared band verified by their signatures at 0.8, and without that check), and the
-  documents it drops against those the exact graph's components drop (precision and recall).
+  (0.5% to 30%), against the pairs whose exact Jaccard similarity of word 5-grams is >= 0.8
+  (precision and recall): the LSH candidates (a shared band of 14 x 8), those whose signatures
+  agree in >= 0.8 of their places, and those ``text.dedup.Verifier`` accepts (the estimate, and
+  the exact Jaccard where the estimate is near 0.8); the documents ``kept_of`` drops against those
+  its leader rule drops on the exact graph, and whether each names a kept document of Jaccard >= 0.8.
+* cluster cost: ``text.dedup.kept_of``'s CPU seconds on a larger planted corpus (every document in
+  a family of near-copies), with the signature estimate alone and with the exact checks.
 * speed: documents a second on one core for ``text.minhash`` (signatures and band keys) and for
   datasketch's ``MinHash`` (``update_batch`` of the same 5-gram shingles, 112 permutations) +
   ``MinHashLSH(params=(14, 8))`` inserts, rounds alternated, medians.
@@ -12,7 +15,7 @@
   ``--dedup near`` on the same corpus, rounds alternated, medians; and text-classification against
   pre-training on the same text (MB of text a second).
 
-    python -m benchmarks.text_dedup [--docs 20000] [--rounds 3] [--run-mb 8]
+    python -m benchmarks.text_dedup [--docs 10000] [--rounds 3] [--run-mb 8] [--skip quality cluster speed run]
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import numpy as np
 
 from shardprep.text.corpus import NO_DEDUP, CorpusArrays
 from shardprep.text.dedup import Verifier, kept_of, shared_bands
-from shardprep.text.minhash import BANDS, ROWS, MinHasher, keys_of
+from shardprep.text.minhash import BANDS, ROWS, MinHasher, keys_of, shared_rows
 
 RATES = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 VOCAB = [f"w{i}" for i in range(50_000)]
@@ -130,6 +133,25 @@ def quality(families: int, threshold: float = NO_DEDUP.threshold) -> dict:
                      "drop_recall": round(len(dropped & truly_dropped) / max(1, len(truly_dropped)), 4),
                      "named_pair_precision": round(sum(j >= 0.8 for j in named) / max(1, len(named)), 4),
                      "named_pair_min_jaccard": round(min(named, default=1.0), 3)}
+    return out
+
+
+def cluster_cost(families: int) -> dict:
+    """CPU seconds of ``kept_of`` (the launcher's step) on a planted corpus, the signatures of only the
+    documents that share a band (as ``text.corpus.merge`` gives them), with and without exact checks."""
+    texts, _ = planted(families)
+    n = len(texts)
+    sig = MinHasher().signatures(texts)
+    keys = keys_of(sig, BANDS, ROWS)
+    ids = shared_rows(keys)
+    arrays = CorpusArrays(np.arange(n), np.zeros(n, np.int64), np.arange(n, dtype=np.uint64), keys, sig[ids], ids)
+    hasher = MinHasher(1, 1)
+    out: dict = {"documents": n, "sharing_a_band": len(ids)}
+    for name, check in (("estimate", None), ("estimate_and_exact", lambda i: np.unique(hasher.shingles([texts[i]])[0]))):
+        start = time.process_time()
+        kept = kept_of(arrays, "near", NO_DEDUP.threshold, check)
+        out[f"{name}_cpu_s"] = round(time.process_time() - start, 2)
+        out[f"{name}_dropped"] = int((kept != np.arange(n)).sum())
     return out
 
 
@@ -235,11 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=int, default=10_000, help="speed: documents")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--run-mb", type=float, default=8.0, help="whole run: MB of text")
-    p.add_argument("--skip", nargs="*", default=(), choices=("quality", "speed", "run"))
+    p.add_argument("--cluster-families", type=int, default=4000, help="cluster cost: originals, each with variants")
+    p.add_argument("--skip", nargs="*", default=(), choices=("quality", "cluster", "speed", "run"))
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if "quality" not in args.skip:
         print("quality:", quality(args.families), flush=True)
+    if "cluster" not in args.skip:
+        print("cluster cost:", cluster_cost(args.cluster_families), flush=True)
     if "speed" not in args.skip:
         print("speed:", speed(args.docs, args.rounds), flush=True)
     if "run" not in args.skip:
