@@ -41,10 +41,10 @@ demo-text: install
 	$(PY) -m trainer.demo_text
 
 bench: install
-	$(PY) -m benchmarks.run --profile full
+	$(PY) -m benchmarks.run_all --profile full
 
 bench-quick: install
-	$(PY) -m benchmarks.run --profile quick
+	$(PY) -m benchmarks.run_all --profile quick
 
 clean:
 	rm -rf $(VENV) demo demo-images demo-text build dist *.egg-info

@@ -64,7 +64,7 @@ setuptools.setup(
         "gcsfs>=2024.2",  # Dataflow workers install the sdist without extras and must reach gs://
         "protobuf>=4.21",
         "google-crc32c>=1.5",
-        "pyarrow>=25,<26",  # csv_arrow reads CSV as the csv module does: property-tested on this series
+        "pyarrow>=25,<26",  # formats.csv.arrow reads CSV as the csv module does: property-tested on this series
         "numpy>=1.24",
         "tokenizers>=0.20,<1",  # shardprep.text: BERT WordPiece tokenization (Rust; no torch)
         "pillow>=10,<13",  # --format images: --check-images decode and --max-side (workers decode there)

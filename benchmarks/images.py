@@ -184,7 +184,7 @@ def _input_rate(dataset: str) -> dict | None:
 
 
 def part_images(p, state: dict) -> dict:
-    """The benchmark part (``benchmarks.run --only images``): every size of ``p.image_sides`` (default
+    """The benchmark part (``benchmarks.run_all --only images``): every size of ``p.image_sides`` (default
     ``SIDES``), each with its reader steps; the first size is the result, the others its ``larger``
     list, and every size's goals are the part's goals."""
     count, sides = COUNTS.get(p.name, 2_000), tuple(getattr(p, "image_sides", ()) or SIDES)

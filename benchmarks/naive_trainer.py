@@ -20,12 +20,12 @@ from typing import Any
 import tensorflow as tf
 
 from shardprep import cli
-from trainer import collaborators, data, job, loop, metrics, session, strategy, train
+from trainer import collaborators, data, loop, metrics, session, strategy, train, worker
 from trainer.cluster import ClusterInfo, parse_tf_config
-from trainer.config import ConfigError, TrainConfig
 from trainer.controller import Controller, LoopSettings
 from trainer.loop import OnStep
 from trainer.preflight import InputPlan
+from trainer.settings import ConfigError, TrainConfig
 
 __all__ = ["NaiveRunner", "check_config", "main", "naive_shards", "naive_steps_per_epoch", "run_naive_job"]
 
@@ -99,7 +99,7 @@ def run_naive_job(config: TrainConfig, *, cluster: ClusterInfo) -> dict[str, Any
     """The trainer's job with the naive input; returns the summary written to ``model_dir/summary/``."""
     check_config(config)
     gpus = strategy.local_gpus()
-    plan, eval_plan = job.plan_job(config, cluster=cluster, local_replicas=max(1, gpus))[:2]
+    plan, eval_plan = worker.plan_job(config, cluster=cluster, local_replicas=max(1, gpus))[:2]
     ses = session.open_session(
         config, cluster=cluster, plan=plan, eval_plan=eval_plan, shards=naive_shards(plan, cluster.worker_index),
         gpus=gpus,

@@ -34,7 +34,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("MergeStats.", "statistics: merge"),
     ("Commit.", "commit: manifest"),
 )
-STATISTICS = ("shardprep/stats", "shardprep/distinct.py", "shardprep/sketches.py")
+STATISTICS = ("shardprep/stats", "shardprep/stats/distinct.py", "shardprep/stats/sketches.py")
 PARTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "parse: loop": (
         ("statistics: count", STATISTICS),

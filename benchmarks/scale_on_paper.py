@@ -60,15 +60,16 @@ def _plan(units: int, shards: int) -> dict:
 def _commit(units: int, shards: int) -> dict:
     """The Commit step's pure part: every worker's facts -> checked manifest."""
     from shardprep import commit, manifest, naming, planning
+    from shardprep.graph import elements
 
     cfg = _config(units, shards)
     total = units * RECORDS_PER_UNIT
-    facts: list = [commit.UnitFact(_unit(i), _unit(i)[0], RECORDS_PER_UNIT, 0, (RECORDS_PER_UNIT,), ())
+    facts: list = [elements.UnitFact(_unit(i), _unit(i)[0], RECORDS_PER_UNIT, 0, (RECORDS_PER_UNIT,), ())
                    for i in range(units)]
-    facts.append(commit.PlanFact(0, total, units * UNIT_BYTES, shards))
+    facts.append(elements.PlanFact(0, total, units * UNIT_BYTES, shards))
     for k, n in enumerate(planning.shard_sizes(total, shards)):
         path = naming.shard_path(cfg.run_id, "train", k, shards)
-        facts.append(commit.ShardFact(0, k, shards, manifest.ShardInfo(path, n, n * 100, f"{k:08x}")))
+        facts.append(elements.ShardFact(0, k, shards, manifest.ShardInfo(path, n, n * 100, f"{k:08x}")))
     facts_rss = _rss_mb()
     started = time.perf_counter()
     result, errors, _ = commit.assemble(cfg, facts)

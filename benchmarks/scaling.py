@@ -145,7 +145,7 @@ def compare(rows: int, shards: int, repeats: int, *, names: Sequence[str] = tupl
     same rows, alternated for ``repeats`` rounds (``harness.alternate``), with pyarrow's parse of
     the CSV files alone once per round (its fastest first pass is the reference); summaries
     (medians), ratios to one process (the median of the rounds' ratios), and issue 12's goals as
-    ``benchmarks.run`` reports them."""
+    ``benchmarks.run_all`` reports them."""
     folder = data.csv_set(rows)
     files = data.csv_files(folder)
     mb = data.dir_bytes(folder) / 1e6

@@ -37,9 +37,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from shardprep import framing, manifest, run, stats_columns
+from shardprep import framing, manifest, run
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
+from shardprep.stats import columns as stats_columns
 
 
 def write_csv(path: Path, mb: float, seed: int = 0) -> int:
@@ -132,8 +133,8 @@ def distinct_memory(n: int, batch: int = 1 << 16) -> tuple[int, int, int, int]:
 
 def wide_cost(columns: int, rows: int = 20) -> dict[str, float]:
     """Seconds for one batch of ``columns`` numeric columns (a third int64) of ``rows`` rows."""
-    from shardprep import stats
     from shardprep.example import columnar
+    from shardprep.stats import feature_stats
     features = {f"f{i:05d}": FeatureSpec("int64" if i % 3 == 0 else "float32") for i in range(columns)}
     rng = np.random.default_rng(0)
     data = {name: rng.integers(0, 100, rows) if spec.dtype == "int64" else rng.normal(size=rows).astype(np.float32)
@@ -146,7 +147,7 @@ def wide_cost(columns: int, rows: int = 20) -> dict[str, float]:
     t2 = time.perf_counter()
     stats_columns.add({}, stats_columns.from_examples(batch.blob, batch.ends, features), features, rows)
     t3 = time.perf_counter()
-    stats.to_json(partial, features)
+    feature_stats.to_json(partial, features)
     t4 = time.perf_counter()
     return {"encode": t1 - t0, "columns": t2 - t1, "compiled": t3 - t2, "to_json": t4 - t3}
 

@@ -14,60 +14,18 @@ import json
 import logging
 import posixpath
 from collections.abc import Iterable
-from typing import NamedTuple
 
-from shardprep import fs, generations, lease, manifest, naming, planning, retention, tfds_metadata
+from shardprep import faults, fs, generations, lease, manifest, naming, planning, retention, tfds_metadata
 from shardprep.config import ReshardConfig
 from shardprep.errors import ManifestError, RunError
+from shardprep.graph.elements import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, UnitFact
 
-__all__ = ["ErrorFact", "PlanFact", "RejectFact", "ShardFact", "StatsFact", "UnitFact", "assemble", "changed_inputs", "commit",
-           "commit_manifest"]
+__all__ = ["assemble", "changed_inputs", "commit", "commit_manifest"]
 
 log = logging.getLogger("shardprep")
 
 
 REMOVED_ON_PURPOSE = ("duplicate", "near_duplicate")  # dead letters of --dedup: asked for, not bad records
-
-
-class UnitFact(NamedTuple):
-    unit: tuple[int, int]
-    file_index: int
-    read: int
-    rejected: int
-    kept: tuple[int, ...]  # records kept per split, in split order
-    by_reason: tuple[tuple[str, int], ...]
-    missing: tuple[tuple[str, int], ...] = ()  # rows that left each feature out (a missing value)
-    files: tuple[tuple[int, int, int], ...] = ()  # a FileGroup's (file index, read, rejected) per file; ()
-    # for a unit of one file (``file_index``)
-
-
-class PlanFact(NamedTuple):
-    split: int
-    num_records: int
-    num_bytes: int
-    num_shards: int
-
-
-class ShardFact(NamedTuple):
-    split: int
-    index: int
-    num_shards: int
-    info: manifest.ShardInfo
-
-
-class RejectFact(NamedTuple):
-    path: str
-    num_records: int
-
-
-class StatsFact(NamedTuple):
-    split: int
-    statistics: dict  # feature name -> statistics of this split (``stats.to_json``)
-    sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats_store``)
-
-
-class ErrorFact(NamedTuple):
-    message: str
 
 
 def _dedupe_units(units: list[UnitFact], errors: list[str]) -> dict[tuple[int, int], UnitFact]:
@@ -208,7 +166,7 @@ def commit(config: ReshardConfig, facts: Iterable[tuple]) -> str:
     (``shardprep.lease``): taken here unless the launcher already holds it for this run.
     """
     result, errors, report = assemble(config, facts)
-    lease.pause("commit.assembled")
+    faults.pause("commit.assembled")
     if changed := changed_inputs(config):  # the shards may hold a mix of old and new content: never commit them
         result, errors = None, changed + errors
     fs.remove(naming.join(config.output, naming.spill_folder(config.run_id)), recursive=True)  # batches between stages
@@ -269,7 +227,7 @@ def _refuse(config: ReshardConfig, report: dict, errors: list[str]) -> str:
 
 
 def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, errors: list[str], report: dict) -> str:
-    lease.pause("commit.leased")
+    faults.pause("commit.leased")
     if result is None:
         return _refuse(config, report, errors)
     try:
@@ -293,7 +251,7 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
         if absent := _absent_shards(config.output, result):
             return _refuse(config, report, absent)
         before = retention.committed_runs(config.output)  # what readers may hold now, kept as the previous data set
-        lease.pause("commit.checked")
+        faults.pause("commit.checked")
         with tfds_metadata.restored_on_failure(config.output):  # TFDS readers see the old data set until the commit
             tfds_metadata.write(config.output, result, features=config.tfds_features)
             lease.check(config.output, config.run_id)
@@ -304,10 +262,10 @@ def _commit_leased(config: ReshardConfig, result: manifest.Manifest | None, erro
         if not committed:
             retention.withdraw(config.output, config.run_id)
     log.info("committed %s", url)
-    lease.pause("commit.written")
+    faults.pause("commit.written")
     try:  # the data set is committed: what follows is tidying, and its failure must not fail the run
         manifest.write_run_copy(config.output, config.run_id, result, data)
-        lease.pause("commit.copied")
+        faults.pause("commit.copied")
         lease.check(config.output, config.run_id)
         retention.remove_stale_runs(config.output, current=result.run_ids, committed=before, keep_previous=config.keep_previous)
     except (OSError, RunError) as e:

@@ -33,12 +33,12 @@ from shardprep import (
     planning,
     reader,
     shard_reader,
-    stats_store,
     writer,
 )
 from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
 from shardprep.permutation import Permutation
+from shardprep.stats import store as stats_store
 
 __all__ = ["compact", "main"]
 

@@ -7,7 +7,7 @@ shards of earlier generations are never rewritten. This module holds the pure pa
 check an append passes before any record is read (``check_schema``), the warning for a small
 generation (``small_generation``; its shard count: ``config.ReshardConfig.num_shards_for``), and the merge of the data set's manifest with the generation's
 (``merge``: accounting, sources, dead letters, nullable features; the statistics from both sides'
-stored states, ``shardprep.stats_store``, so they are exactly those of one run over every record).
+stored states, ``shardprep.stats.store``, so they are exactly those of one run over every record).
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
-from shardprep import manifest, stats, stats_store
+from shardprep import manifest
 from shardprep.errors import SchemaError
 from shardprep.schema import FeatureSpec, Schema, schema_from_json, schema_to_json
+from shardprep.stats import feature_stats
+from shardprep.stats import store as stats_store
 
 __all__ = ["SMALL_SHARD_RATIO", "check_schema", "merge", "small_generation"]
 
@@ -80,7 +82,7 @@ def small_generation(parent: manifest.Manifest, new: manifest.Manifest) -> list[
 def merge(root: str, parent: manifest.Manifest, new: manifest.Manifest, *, run_id: str, top_k: int,
           duplicates: int = 0) -> manifest.Manifest:
     """The manifest version after ``parent`` that adds ``new`` (one run's generation, committed by
-    ``run_id``) to it. The statistics are merged from the stored states of both (``stats_store``) and
+    ``run_id``) to it. The statistics are merged from the stored states of both (``stats.store``) and
     the merged state is stored in ``run_id``'s folder; a side without a state (a data set made before
     appends, ``--statistics off``) leaves the merged manifest without statistics, said in a warning."""
     splits = {}
@@ -141,7 +143,7 @@ def _merged_statistics(root: str, parent: manifest.Manifest, new: manifest.Manif
     for name in parent.splits:
         merged = stats_store.read(root, parent.sketches[name], field=f"sketches.{name}")
         if name in new.sketches:
-            merged = stats.merge(merged, stats_store.read(root, new.sketches[name], field=f"sketches.{name}"))
+            merged = feature_stats.merge(merged, stats_store.read(root, new.sketches[name], field=f"sketches.{name}"))
         sketches[name] = stats_store.write(root, run_id, name, merged)
-        statistics[name] = stats.to_json(merged, schema, top_k=top_k)
+        statistics[name] = feature_stats.to_json(merged, schema, top_k=top_k)
     return statistics, sketches

@@ -15,8 +15,8 @@ import numpy as np
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.display import shown
 from shardprep.example import decode_example
-from shardprep.report_flags import MAGIC, shown_value, top_values
-from shardprep.report_text import decoded, sample, text_flags, text_rows, vocabulary
+from shardprep.report.red_flags import MAGIC, shown_value, top_values
+from shardprep.report.text_run import decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes, split_stats, table
 
 __all__ = ["main", "sample_records"]
@@ -76,7 +76,7 @@ def _top(value: str) -> str:
 
 
 def _stats_row(name: str, s: dict) -> list:
-    """One feature's statistics as a table row (``shardprep.stats``): blanks where they do not apply."""
+    """One feature's statistics as a table row (``shardprep.stats.feature_stats``): blanks where they do not apply."""
     def num(key: str) -> str:
         return f"{s[key]:.6g}" if key in s else ""
     q = s.get("quantiles", {})

@@ -28,10 +28,10 @@ import threading
 import time
 from collections.abc import Iterator
 
-from shardprep import fs, naming, versioned
+from shardprep import faults, fs, naming, versioned
 from shardprep.errors import RunError
 
-__all__ = ["DEFAULT_TTL_S", "LEASE", "MAX_CLOCK_AHEAD_S", "MAX_PID", "MAX_TTL_S", "Lease", "acquire", "check", "hold", "pause", "release", "renew"]
+__all__ = ["DEFAULT_TTL_S", "LEASE", "MAX_CLOCK_AHEAD_S", "MAX_PID", "MAX_TTL_S", "Lease", "acquire", "check", "hold", "release", "renew"]
 
 LEASE = "_lease.json"
 DEFAULT_TTL_S = 600.0
@@ -106,17 +106,6 @@ def _document(data: bytes) -> dict | str:
     return doc
 
 
-def pause(step: str) -> None:
-    """Test hook for race tests: sleeps at ``step`` if ``SHARDPREP_TEST_DELAYS`` asks (``step=s,*=s``)."""
-    spec = os.environ.get("SHARDPREP_TEST_DELAYS")
-    if not spec:
-        return
-    delays = dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
-    seconds = delays.get(step, delays.get("*"))
-    if seconds:
-        time.sleep(float(seconds))
-
-
 def _url(root: str) -> str:
     return naming.join(root, LEASE)
 
@@ -160,7 +149,7 @@ def _break(root: str, version: str, reason: str, holder: Lease | None) -> None:
     if not versioned.create_exclusive(lock, b""):
         return  # another run is breaking it; compete for the fresh lease below
     try:
-        pause("lease.break")
+        faults.pause("lease.break")
         if versioned.remove_if_version(url, version):
             log.warning("broke the stale lease of %s on %s: %s", holder.describe() if holder else "?", root, reason)
     finally:
@@ -173,10 +162,10 @@ def acquire(root: str, run_id: str, *, ttl_s: float = DEFAULT_TTL_S) -> bool:
     Raises ``RunError`` naming the owner when another live run holds it.
     """
     for _ in range(5):
-        pause("lease.create")
+        faults.pause("lease.create")
         if versioned.create_exclusive(_url(root), _new(run_id, ttl_s).to_bytes()):
             return True
-        pause("lease.read")
+        faults.pause("lease.read")
         found = versioned.read_versioned(_url(root))
         if found is None:
             continue  # released or broken in between: try again

@@ -159,7 +159,7 @@ def _quantiles(value: Any, where: str) -> dict:
     return value
 
 
-# A feature's statistics in one split (``shardprep.stats.to_json``): count and missing always.
+# A feature's statistics in one split (``shardprep.stats.feature_stats.to_json``): count and missing always.
 _FEATURE_STATS = {
     "required": {"count": count, "missing": count},
     "optional": {
@@ -174,7 +174,7 @@ _FEATURE_STATS = {
 
 
 def statistics(value: Any, where: str = "statistics") -> dict[str, dict[str, Any]]:
-    """``split -> feature -> statistics``, each feature's as ``shardprep.stats`` writes them."""
+    """``split -> feature -> statistics``, each feature's as ``shardprep.stats.feature_stats`` writes them."""
     for split, features in mapping(value, where).items():
         for name, stats in mapping(features, f"{where}.{split}").items():
             fields(stats, f"{where}.{split}.{name}", **_FEATURE_STATS)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardprep import fs, lease, manifest, naming, versioned
+from shardprep import faults, fs, manifest, naming, versioned
 from shardprep.errors import ManifestError
 
 __all__ = ["COMMIT", "DISCARD", "claim", "committed_runs", "current_runs", "discard_run", "references", "remove_stale_runs",
@@ -83,7 +83,7 @@ def remove_stale_runs(root: str, *, current: set[str], committed: set[str], keep
     gone = stale_runs(run_folders(root), current=current, committed=committed, keep_previous=keep_previous,
                       references=lambda run: references(root, run), order=lambda run: commit_order(root, run))
     for name in gone:
-        lease.pause("clean.remove")
+        faults.pause("clean.remove")
         _remove_folder(naming.join(root, name))
     return gone
 

@@ -26,6 +26,7 @@ from shardprep import (
     capacity,
     cli,
     config,
+    faults,
     formats,
     fs,
     generations,
@@ -41,9 +42,9 @@ from shardprep import (
     submit,
 )
 from shardprep.errors import InputError, RunError, UsageError
-from shardprep.formats import dialect
 from shardprep.formats import tfds as tfds_input
-from shardprep.formats.dialect import DEFAULT_NULL_VALUES
+from shardprep.formats.csv import dialect
+from shardprep.formats.csv.dialect import DEFAULT_NULL_VALUES
 from shardprep.formats.images import LABEL as IMAGE_LABEL
 from shardprep.formats.images import ImageOptions
 from shardprep.summary import print_summary
@@ -323,7 +324,7 @@ def _main(argv: Sequence[str] | None) -> int:
         for u in units:
             column_units.setdefault(u.file.index, []).append(u)
         text_run = TextRun(args, vocab, tuple(files), column_units, max_record_bytes)
-    lease.pause("run.planned")  # test hook: another run may commit between this run's planning and its lease
+    faults.pause("run.planned")  # test hook: another run may commit between this run's planning and its lease
     try:
         return _run(cfg, units, options, text_run)
     except KeyboardInterrupt:  # come once the run had ended (committed: it stays so, exit 0)
@@ -351,7 +352,7 @@ def _finish(cfg: config.ReshardConfig) -> int:
     """Reads back what the commit step wrote: the manifest of this run, or its report (RunError)."""
     import json
 
-    lease.pause("run.finish")  # test hook (an interrupt once the run has ended)
+    faults.pause("run.finish")  # test hook (an interrupt once the run has ended)
     report_url = naming.join(cfg.output, naming.report_path(cfg.run_id))
     if fs.exists(report_url):
         report = json.loads(fs.read_bytes(report_url))

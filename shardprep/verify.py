@@ -206,7 +206,7 @@ def vocab_problems(root: str, text: dict | None, *, deep: bool = False) -> list[
 def sketch_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> list[str]:
     """A statistics state the manifest names (``sketches``) that is missing or not its size and crc32c (on
     object stores without ``deep``: the store's crc32c, nothing downloaded)."""
-    from shardprep import stats_store
+    from shardprep.stats import store as stats_store
 
     out = []
     for name, info in m.sketches.items():

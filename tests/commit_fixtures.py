@@ -7,9 +7,10 @@ import sys
 import time
 
 from shardprep import framing, naming, writer
-from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
+from shardprep.commit import commit
 from shardprep.config import ReshardConfig
 from shardprep.example import example_encoder
+from shardprep.graph.elements import PlanFact, ShardFact, UnitFact
 from shardprep.schema import FeatureSpec
 
 FEATURES = {"x": {"dtype": "int64", "shape": []}, "y": {"dtype": "float32", "shape": [2]}}

@@ -36,7 +36,6 @@ wires the controller).
 from __future__ import annotations
 
 from trainer.cluster import ClusterError, ClusterInfo, make_tf_config, parse_tf_config
-from trainer.config import ConfigError, TrainConfig
 from trainer.controller import (
     CheckpointSaver,
     Controller,
@@ -47,13 +46,14 @@ from trainer.controller import (
     StepRunner,
 )
 from trainer.elastic import ElasticError
-from trainer.errors import CheckpointError, TrainerError
 from trainer.input import Input
 from trainer.input import open as open_input
 from trainer.labels import LabelError
 from trainer.model_card import CardError
 from trainer.preflight import DataSetError, InputPlan, plan_input
+from trainer.refusals import CheckpointError, TrainerError
 from trainer.resume import ResumeError
+from trainer.settings import ConfigError, TrainConfig
 
 __all__ = [
     "CardError",

@@ -18,7 +18,7 @@ import posixpath
 from typing import Any, NamedTuple
 
 from shardprep import fs, members, naming
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = [
     "BERT_CONFIG", "BERT_SIZES", "CLASSIFICATION", "DEFAULT_SIZE", "PRETRAINING", "BertError", "BertSize", "BertTask",

@@ -15,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from shardprep import naming
-from trainer.errors import CheckpointError
+from trainer.refusals import CheckpointError
 
 __all__ = ["CheckpointError", "Checkpoints", "export_model", "gather_ints"]
 

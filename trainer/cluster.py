@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["ClusterError", "ClusterInfo", "make_tf_config", "parse_tf_config"]
 

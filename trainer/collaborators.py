@@ -3,7 +3,7 @@
 ``SplitEvaluator`` scores ``--eval-split`` (``trainer.scoring``: at most ``--eval-records`` records, one all-reduce);
 ``ModelExporter`` writes the final model (``trainer.checkpoints.export_model``), the label vocabulary
 beside it and, on the chief, the model card ``trainer.evaluate`` reads (``trainer.model_card``).
-``evaluator_for`` and ``exporter_for`` are what ``trainer.job`` wires into ``trainer.controller.Controller``.
+``evaluator_for`` and ``exporter_for`` are what ``trainer.worker`` wires into ``trainer.controller.Controller``.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import tensorflow as tf
 from trainer import eta, labels, model_card, scoring
 from trainer.checkpoints import export_model
 from trainer.cluster import ClusterInfo
-from trainer.config import TrainConfig
 from trainer.objective import Objective
 from trainer.preflight import InputPlan
 from trainer.session import Session
+from trainer.settings import TrainConfig
 
 __all__ = ["ModelExporter", "SplitEvaluator", "evaluator_for", "exporter_for"]
 

@@ -96,7 +96,7 @@ def worker_records(plan: InputPlan, worker: int, *, parallel: bool | None = None
 
     ds = _interleave(plan, worker, read, parallel=parallel)
     label = plan.feature_spec[plan.label]
-    if label.nullable:  # --skip-missing-label (trainer.job planned the batches for the records that remain)
+    if label.nullable:  # --skip-missing-label (trainer.worker planned the batches for the records that remain)
         ds = ds.filter(_has(plan.label, _DTYPES[label.dtype]))
     return ds
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.metrics import summary_url
-from trainer.report import print_table
+from trainer.run_table import print_table
 
 __all__ = ["FEATURES", "main", "print_table", "reshard", "sample_rows", "train", "write_raw"]
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from trainer import report
+from trainer import run_table
 
 __all__ = ["BROKEN", "CLASSES", "encode", "main", "train_images", "write_broken", "write_images"]
 
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"trainer.demo_images: error: {' '.join(e.cmd[1:4])} ... exited with {e.returncode}", file=sys.stderr)
         return 1
-    report.print_table(summaries)
+    run_table.print_table(summaries)
     for s in summaries:
         print(f"worker {s['worker']}: {s.get('examples_per_second') or 0:.1f} images/s, "
               f"input wait {s.get('input_wait_fraction', 0):.3f}")

@@ -22,7 +22,7 @@ from typing import Any
 
 from shardprep import manifest, naming
 from trainer import demo_corpus
-from trainer.report import read_summaries
+from trainer.run_table import read_summaries
 
 __all__ = ["main", "majority_baseline", "pretrain", "shard_corpus"]
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from shardprep import manifest
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["EpochOrder", "ElasticError", "Handover", "deal", "handover", "read_positions"]
 

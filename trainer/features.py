@@ -12,7 +12,7 @@ from typing import Any
 
 from shardprep.schema import FeatureSpec
 from trainer.defaults import identifier_like
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["BUILTIN_MODELS", "MISSING_INT64", "USER_MODEL", "ModelError", "input_features", "model_kind", "user_model_fn"]
 

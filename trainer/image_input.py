@@ -5,7 +5,7 @@ channels) and resized into one float32 tensor ``IMAGE`` of shape ``[batch, size,
 ``data.parser`` calls ``preprocess`` when the plan has an ``image_size`` (``trainer.image_rate``
 measures its images/s per CPU core).
 
-Training batches are augmented as ``augment`` says (``trainer.config.AUGMENTS``, ``--augment``):
+Training batches are augmented as ``augment`` says (``trainer.settings.AUGMENTS``, ``--augment``):
 
 - ``none``: resized only, as in evaluation.
 - ``crop``: resized to ``size + size // 8`` and a random ``size`` square cropped from it (a shift of
@@ -22,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer.config import AUGMENTS, DEFAULT_AUGMENT
+from trainer.settings import AUGMENTS, DEFAULT_AUGMENT
 
 __all__ = ["AUGMENTS", "DEFAULT_AUGMENT", "ENCODED", "IMAGE", "augment_steps", "preprocess"]
 

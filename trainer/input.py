@@ -37,11 +37,11 @@ import trainer.resume as resume
 from shardprep import versions
 from shardprep.schema import schema_from_json
 from trainer.cluster import parse_tf_config
-from trainer.config import AUGMENTS, DEFAULT_AUGMENT
 from trainer.elastic import EpochOrder, Handover, handover
-from trainer.errors import TrainerError
 from trainer.preflight import DataSetError, InputPlan
+from trainer.refusals import TrainerError
 from trainer.resume import ResumeError
+from trainer.settings import AUGMENTS, DEFAULT_AUGMENT
 
 __all__ = ["DataSetError", "Input", "ResumeError", "open"]
 

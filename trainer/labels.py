@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from shardprep.schema import FeatureSpec
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["DEFAULT_NUM_CLASSES", "LabelError", "LabelInfo", "class_names", "map_by_name", "out_of_range_message",
            "resolve_label", "write_vocabulary"]

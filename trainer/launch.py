@@ -31,7 +31,7 @@ from typing import IO
 
 from shardprep import cli
 from shardprep.errors import UsageError
-from trainer import report
+from trainer import run_table
 from trainer.cluster import make_tf_config
 
 __all__ = ["Launcher", "free_ports", "main", "worker_command"]
@@ -255,10 +255,10 @@ def _main(argv: Sequence[str] | None) -> int:
         resume = "which resume from the last checkpoint" if is_trainer else "which start the program again"
         launcher._print(f"[launch] restart {attempt + 1} of {args.restarts}: worker {index} {_describe_exit(exit_code)}; "
                         f"restarting all {args.workers} worker(s), {resume}")
-    model_dir = report.model_dir_of(rest) if is_trainer else None
+    model_dir = run_table.model_dir_of(rest) if is_trainer else None
     if code == 0 and model_dir:
         try:
-            report.print_report(report.read_summaries(model_dir, args.workers))
+            run_table.print_report(run_table.read_summaries(model_dir, args.workers))
         except (OSError, ValueError, KeyError) as e:  # the run succeeded: a report it cannot read is only noted
             print(f"[launch] no summary table ({type(e).__name__}: {e})")
     return code

@@ -12,11 +12,11 @@ import posixpath
 from typing import TYPE_CHECKING, Any
 
 from shardprep import fs, naming
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 if TYPE_CHECKING:
-    from trainer.config import TrainConfig
     from trainer.preflight import InputPlan
+    from trainer.settings import TrainConfig
 
 __all__ = ["CARD", "CardError", "ModelCard", "card_of", "read_card", "write_card"]
 

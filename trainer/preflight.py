@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from shardprep import fs, manifest, members, naming, planning
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer.bert_task import BertTask
-from trainer.config import DEFAULT_AUGMENT
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
+from trainer.settings import DEFAULT_AUGMENT
 
 __all__ = ["DataSetError", "InputPlan", "check_shards", "plan_input", "replan", "verify_records"]
 
@@ -46,7 +46,7 @@ class InputPlan:
     image_size: int = 0  # --model image: ``data.parser`` decodes image/encoded to this size (trainer.image_input)
     augment: str = DEFAULT_AUGMENT  # --augment: how ``data.parser`` changes training images (trainer.image_input)
     statistics: Mapping[str, dict] = dataclasses.field(default_factory=dict)  # feature -> the manifest's stats of the split
-    num_classes: int | None = None  # set by trainer.job (trainer.labels); None: the session decides from the label's dtype
+    num_classes: int | None = None  # set by trainer.worker (trainer.labels); None: the session decides from the label's dtype
     label_vocabulary: tuple[str, ...] = ()  # a string label's values: id = position (trainer.labels)
     targets: tuple[str, ...] = ()  # features scored beside the label (BERT's masked_lm_ids ...): labels become a dict
     bert: BertTask | None = None  # --model bert: the encoder and its task (trainer.bert_task)

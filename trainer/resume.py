@@ -18,8 +18,8 @@ from typing import Any
 
 from shardprep import fs, manifest, naming
 from trainer.elastic import ElasticError, EpochOrder
-from trainer.errors import TrainerError
 from trainer.preflight import InputPlan
+from trainer.refusals import TrainerError
 
 __all__ = [
     "ResumeError", "check_resume", "epoch_order", "pinned_run", "plan_changes", "plan_identity", "plan_url", "saved_identity",

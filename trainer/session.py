@@ -3,7 +3,7 @@
 ``open_session`` runs after pre-flight: it stages this worker's shards, sets the precision,
 connects the workers (the first collective), builds the model and optimizer under the strategy and
 times one all-reduce of the gradients. ``write_job_summary`` writes ``model_dir/summary/worker-<i>.json``
-with the fields of DESIGN section 7. Shared by ``trainer.job`` and the per-file benchmark baseline.
+with the fields of DESIGN section 7. Shared by ``trainer.worker`` and the per-file benchmark baseline.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import tensorflow as tf
 
 from trainer import metrics, models, staging, strategy
 from trainer.cluster import ClusterInfo
-from trainer.config import TrainConfig
 from trainer.objective import BertPretraining, Classification, Objective, objective_for
 from trainer.preflight import InputPlan
+from trainer.settings import TrainConfig
 
 __all__ = ["Session", "open_session", "write_job_summary"]
 

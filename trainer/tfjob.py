@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardprep import cli
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["DEFAULT_ENV", "build_tfjob", "main", "render"]
 

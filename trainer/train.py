@@ -22,7 +22,7 @@ from shardprep.errors import RunError
 from trainer import defaults
 from trainer.bert_task import BERT_SIZES
 from trainer.cluster import parse_tf_config
-from trainer.config import (
+from trainer.settings import (
     AUGMENTS,
     AUTO,
     COMMUNICATIONS,
@@ -180,7 +180,7 @@ def _main(argv: Sequence[str] | None, *, then: Callable[[dict], None] | None = N
     config = parse_args(argv)
     cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
     # Imports TensorFlow: only once the settings are sound.
-    from trainer.job import run_job
+    from trainer.worker import run_job
 
     with tf_errors_as_run_errors():
         run_job(config, cluster=cluster, then=then)

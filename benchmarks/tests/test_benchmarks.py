@@ -99,13 +99,13 @@ def test_profile_puts_each_stack_in_the_stage_on_it():
     classify = profile.classify
     run = ["<module> (shardprep/run.py:1)", "run_job (pipelines/driver.py:59)", "run_inline (shardprep/graph/tasks.py:108)"]
     assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)",
-                     "framed_batches (shardprep/formats/csv_arrow.py:205)"]) == "parse: read + split CSV/JSON/TFRecord"
+                     "framed_batches (shardprep/formats/csv/arrow.py:205)"]) == "parse: read + split CSV/JSON/TFRecord"
     assert classify([*run, "Parse.process (shardprep/graph/parse.py:194)", "spill (shardprep/graph/spill.py:45)",
                      "pack (shardprep/example/columnar.py:1)"]) == "parse: encode tf.train.Example"  # innermost decides
     assert classify([*run, "WriteShards.flush (shardprep/graph/stages.py:180)",
                      "ShardWriter.flush (shardprep/writer.py:90)"]) == "write: write + fsync shard"
     assert classify([*run, "Commit.process (shardprep/graph/stages.py:279)"]) == "commit: manifest"
-    assert classify([*run, "_pickled (shardprep/job.py:139)", "StringCounts._whole (shardprep/distinct.py:53)"]) \
+    assert classify([*run, "_pickled (shardprep/job.py:139)", "StringCounts._whole (shardprep/stats/distinct.py:53)"]) \
         == "statistics: merge"
     assert classify(["<module> (shardprep/run.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1165)"]) \
         == "imports and start-up"

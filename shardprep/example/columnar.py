@@ -318,7 +318,7 @@ MAX_ROWS = 1 << 16
 
 class ColumnBatch(framing.FramedBatch):
     """A ``FramedBatch`` with the ``columns`` its records were encoded from (as this module takes
-    them), for the statistics (``shardprep.stats_columns``); Parse drops them once counted, keeping
+    them), for the statistics (``shardprep.stats.columns``); Parse drops them once counted, keeping
     the records' splits (``which``) it computed for them."""
 
     def __new__(cls, blob: bytes | bytearray, ends: np.ndarray, columns: Mapping[str, Any] | None = None) -> ColumnBatch:

@@ -2,7 +2,7 @@
 
 ``files`` finds input files, tells their format and dispatches by format name through
 ``REGISTRY``; ``csv``, ``jsonl``, ``parquet`` and ``tfrecord`` cut files into work units and read
-them record by record with exact positions; ``csv_arrow`` is CSV's column-wise fast path (pyarrow,
+them record by record with exact positions; ``csv.arrow`` is CSV's column-wise fast path (pyarrow,
 imported only when a unit is parsed). ``cuts`` places the cuts of line-based files; ``grouping``
 gathers runs of small files into one unit.
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from shardprep.errors import InputError
-from shardprep.formats.dialect import CsvDialect
+from shardprep.formats.csv.dialect import CsvDialect
 
 if TYPE_CHECKING:
     from shardprep.framing import FramedBatch
@@ -30,7 +30,7 @@ MAX_RECORD_BYTES = 64 << 20  # --max-record-mb's default
 RAW_HEAD_BYTES = 1024  # what a dead letter keeps of a record too large to keep
 # What the launcher reads of the input beyond listings: the heads of at most SAMPLE_FILES files spread
 # over the input list (first, last and between) for the schema sample and the CSV delimiter, at most
-# SAMPLE_BYTES in all for the sample, and each CSV file's header (``formats.csv.read_header``).
+# SAMPLE_BYTES in all for the sample, and each CSV file's header (``formats.csv.source.read_header``).
 SAMPLE_FILES = 8
 SAMPLE_BYTES = 8 << 20
 T = TypeVar("T")
@@ -85,7 +85,7 @@ class FileGroup(WorkUnit):
     """Many small files parsed as one work unit (``formats.grouping``): ``files`` are their whole-file
     units, consecutive in the input list and in its order; ``file`` is the first one's file, whose key
     the group takes. Each member stays its own source: its records keep their positions in their
-    file, its dead letters name it, the manifest counts its records (``commit.UnitFact.files``)."""
+    file, its dead letters name it, the manifest counts its records (``graph.elements.UnitFact.files``)."""
 
     files: tuple[WorkUnit, ...] = ()
 

@@ -31,7 +31,7 @@ from shardprep.formats.base import (
     WorkUnit,
     spread,
 )
-from shardprep.formats.csv import CsvFormat
+from shardprep.formats.csv.source import CsvFormat
 from shardprep.formats.cuts import LINE_FORMATS, resolve_alone
 from shardprep.formats.grouping import group_small
 from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions, expand_images

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from shardprep.commit import PlanFact
+from shardprep import manifest
 from shardprep.permutation import Permutation
 
 if TYPE_CHECKING:
     from shardprep.graph.counts import CountTable
 
-__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "RejectedBatch", "ShardBatches", "ShardPiece", "SpilledBatch", "SplitPlan",
-           "Tagged", "shard_key"]
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "ErrorFact", "PlanFact", "RejectFact", "RejectedBatch", "ShardBatches", "ShardFact",
+           "ShardPiece", "SpilledBatch", "SplitPlan", "StatsFact", "Tagged", "UnitFact", "shard_key"]
 
 REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
 
@@ -101,6 +101,62 @@ class SplitPlan(NamedTuple):
     permutation: Permutation | None
     fact: PlanFact | None
     error: str | None = None
+
+
+# The facts: what each step reports to Commit (``commit.assemble`` checks them all before the manifest).
+
+
+class UnitFact(NamedTuple):
+    """Parse -> Commit: one work unit's counts: records read, rejected (by reason), kept per split."""
+
+    unit: tuple[int, int]
+    file_index: int
+    read: int
+    rejected: int
+    kept: tuple[int, ...]  # records kept per split, in split order
+    by_reason: tuple[tuple[str, int], ...]
+    missing: tuple[tuple[str, int], ...] = ()  # rows that left each feature out (a missing value)
+    files: tuple[tuple[int, int, int], ...] = ()  # a FileGroup's (file index, read, rejected) per file; ()
+    # for a unit of one file (``file_index``)
+
+
+class PlanFact(NamedTuple):
+    """Assign -> Commit: one split's plan: its records, bytes and shard count."""
+
+    split: int
+    num_records: int
+    num_bytes: int
+    num_shards: int
+
+
+class ShardFact(NamedTuple):
+    """WriteShards -> Commit: one shard written (its path, records, bytes and checksum in ``info``)."""
+
+    split: int
+    index: int
+    num_shards: int
+    info: manifest.ShardInfo
+
+
+class RejectFact(NamedTuple):
+    """WriteRejected -> Commit: the dead-letter file written and its record count."""
+
+    path: str
+    num_records: int
+
+
+class StatsFact(NamedTuple):
+    """MergeStats -> Commit: one split's feature statistics and their stored mergeable state."""
+
+    split: int
+    statistics: dict  # feature name -> statistics of this split (``stats.feature_stats.to_json``)
+    sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats.store``)
+
+
+class ErrorFact(NamedTuple):
+    """Any step -> Commit: a reason the run must not commit (the commit refuses, naming it)."""
+
+    message: str
 
 
 def shard_key(split: int, shard: int, num_shards: int) -> tuple[int, int, int]:

@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import formats, framing, planning, stats_columns, writer
-from shardprep.commit import UnitFact
+from shardprep import formats, framing, planning, writer
 from shardprep.config import ReshardConfig
 from shardprep.example import RecordError, example_encoder
 from shardprep.example.columnar import ColumnBatch
@@ -19,10 +18,11 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
 from shardprep.graph.counting import Counter
-from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged
+from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged, UnitFact
 from shardprep.graph.spill import joined, pack
 from shardprep.graph.tasks import helper
 from shardprep.malloc import freeze_startup_objects
+from shardprep.stats import columns as stats_columns
 
 __all__ = ["Parse"]
 
@@ -89,7 +89,7 @@ class Parse:
         """The unit's records in file order: batches (as the blocks they were read in: joining them
         would copy every byte once more), and ``Bad`` records.
 
-        A format with a column-wise reader that takes this unit (CSV: ``formats.csv_arrow``) reads
+        A format with a column-wise reader that takes this unit (CSV: ``formats.csv.arrow``) reads
         it while it can; from the first batch it cannot take, the per-record path reads the unit,
         skipping the records already given, and decides. TFRecord's reader takes every unit: it
         passes conforming records through and gives the rest as ``Bad`` or ``Decoded`` rows, which

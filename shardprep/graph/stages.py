@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from shardprep import fs, naming, planning, stats, stats_columns, stats_store, writer
-from shardprep.commit import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, commit
+from shardprep import fs, naming, planning, writer
+from shardprep.commit import commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counting import Counter
 from shardprep.graph.counts import CountTable
@@ -18,11 +18,16 @@ from shardprep.graph.elements import (
     FACTS,
     STATS,
     BatchCount,
+    ErrorFact,
+    PlanFact,
     RejectedBatch,
+    RejectFact,
     ShardBatches,
+    ShardFact,
     ShardPiece,
     SpilledBatch,
     SplitPlan,
+    StatsFact,
     Tagged,
     shard_key,
 )
@@ -41,6 +46,9 @@ from shardprep.graph.spill import (
 from shardprep.graph.tasks import helper
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
+from shardprep.stats import columns as stats_columns
+from shardprep.stats import feature_stats
+from shardprep.stats import store as stats_store
 
 __all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]
 
@@ -247,7 +255,7 @@ class WriteRejected:
 
 class MergeStats:
     """``(split index, partials)`` in; that split's ``StatsFact`` out. Parse's per-unit partial
-    statistics are exact (``shardprep.stats``), so the merged result is the same whatever grouping
+    statistics are exact (``shardprep.stats.feature_stats``), so the merged result is the same whatever grouping
     and order the engine uses: ``merge`` adds two (an engine may merge them as they arrive, as
     Beam's combiner lifting does), ``finish`` turns a split's merged result into its fact."""
 
@@ -256,17 +264,17 @@ class MergeStats:
 
     @staticmethod
     def merge(accumulator: dict, partial: dict) -> dict:
-        return stats.merge(accumulator, partial)
+        return feature_stats.merge(accumulator, partial)
 
     def finish(self, split: int, merged: dict) -> StatsFact:
-        """The split's statistics, and their mergeable state stored for a later append (``stats_store``)."""
+        """The split's statistics, and their mergeable state stored for a later append (``stats.store``)."""
         cfg = self._config
         sketch = stats_store.write(cfg.output, cfg.run_id, cfg.splits[split].name, merged)
-        return StatsFact(split, stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k), sketch)
+        return StatsFact(split, feature_stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k), sketch)
 
     def process(self, item: tuple[int, Iterable[dict]]) -> Iterator[StatsFact]:
         split, partials = item
-        yield self.finish(split, functools.reduce(stats.merge, partials, {}))
+        yield self.finish(split, functools.reduce(feature_stats.merge, partials, {}))
 
 
 class Commit:

@@ -14,7 +14,7 @@ import logging
 import pickle
 from typing import Any
 
-from shardprep import background, lease, malloc
+from shardprep import background, faults, malloc
 from shardprep.graph.counting import Tally, counting_into
 from shardprep.graph.elements import Tagged
 
@@ -79,7 +79,7 @@ def run_task(task: tuple[bytes, bytes, list, tuple]) -> TaskResult:
         _here.work = key, pickle.loads(blob)
         getattr(_here.work[1], "setup", lambda: None)()
     work = _here.work[1]
-    lease.pause("pool.task")  # test hook (race and interrupt tests)
+    faults.pause("pool.task")  # test hook (race and interrupt tests)
     try:
         outputs, counted = _tallied(work, elements, side)
         return outputs, counted, list(_here.records)

@@ -12,7 +12,7 @@ place in another); ``pread_records`` (byte ranges of an open file, back to back,
 every block, leaving it to the per-line path); ``decode_example`` (a tf.train.Example as {name:
 [values]}, or None where ``example.decoder`` would refuse it; its twin declines every record);
 ``example_columns`` (a framed batch of Examples -> per-feature values and per-record lengths,
-number features already summed and capped strings as their hashes, for ``shardprep.stats_columns``;
+number features already summed and capped strings as their hashes, for ``shardprep.stats.columns``;
 its twin declines every batch), ``sum_numbers`` (a number column's count, min, max, exact sums and
 log-bucket counts; its twin declines every column), ``hash_values`` (the distinct-count sketch's
 64-bit hash of each value of a column) and ``minhash`` (MinHash signatures of a batch of texts: ``text.minhash``;

@@ -296,14 +296,14 @@ def decode_example(data: bytes | memoryview) -> None:
 def example_columns(blob: bytes | memoryview, ends: bytes | memoryview, names: tuple[bytes, ...],
                     kinds: bytes, bounds: bytes | memoryview | None = None, inv_log: float = 0.0,
                     low: int = 0) -> None:
-    """Declines every batch, like ``decode_example``: ``shardprep.stats.batch_stats`` decodes the
+    """Declines every batch, like ``decode_example``: ``shardprep.stats.feature_stats.batch_stats`` decodes the
     records in Python instead (the same statistics: a property test)."""
     return None
 
 
 def sum_numbers(values: bytes | memoryview, kind: int, bounds: bytes | memoryview, inv_log: float,
                 low: int) -> None:
-    """Declines every column, like ``example_columns``: ``shardprep.stats_columns`` sums it with numpy."""
+    """Declines every column, like ``example_columns``: ``shardprep.stats.columns`` sums it with numpy."""
     return None
 
 

@@ -238,8 +238,9 @@ def test_sigkill_during_overwrite_keeps_the_old_data_set(source, reference, tmp_
 def _committed_run(out: str, run_id: str, *, remove_second: bool = False) -> str:
     """Writes 2 real shards for ``run_id``, deletes the second if asked, then commits."""
     from shardprep import example, framing, naming, writer
-    from shardprep.commit import PlanFact, ShardFact, UnitFact, commit
+    from shardprep.commit import commit
     from shardprep.config import ReshardConfig
+    from shardprep.graph.elements import PlanFact, ShardFact, UnitFact
     from shardprep.schema import FeatureSpec
 
     config = ReshardConfig(output=out, run_id=run_id, features={"x": {"dtype": "int64", "shape": []}},

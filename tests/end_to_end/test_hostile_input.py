@@ -358,8 +358,8 @@ def test_a_resume_pins_the_data_run_across_an_overwrite(tmp_path):
     from shardprep.errors import ManifestError
     from trainer import train
     from trainer.cluster import ClusterInfo
-    from trainer.job import plan_job
     from trainer.resume import check_resume
+    from trainer.worker import plan_job
 
     src, data, model_dir = tmp_path / "d.csv", tmp_path / "ds", tmp_path / "model"
     src.write_text("x0,x1,x2,x3,label\n" + "".join(f"{i},{i},{i},{i},{i % 2}\n" for i in range(64)))
@@ -419,7 +419,7 @@ def test_a_failing_pipeline_is_one_line_without_beams_traceback(tmp_path, monkey
 def test_a_csv_record_over_the_limit_across_many_quoted_lines_ends_where_its_quote_closes():
     import io
 
-    from shardprep.formats import csv as csv_format
+    from shardprep.formats.csv import source as csv_format
 
     data = b'1,"start\n' + b"xxxxxxxxxx\n" * 50_000 + b'end"\n2,ok\n3,"a ""q"" b"\n'
     records = list(csv_format._csv_records(io.BytesIO(data), 0, 2, 100_000))

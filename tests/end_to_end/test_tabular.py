@@ -11,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from shardprep import distinct as distinct_sketch
-from shardprep import example, inspect, manifest, run, stats
+from shardprep import example, inspect, manifest, run
 from shardprep.schema import FeatureSpec
+from shardprep.stats import distinct as distinct_sketch
+from shardprep.stats import feature_stats
 
 FEATURES = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
             "v": FeatureSpec("float32", (-1,))}
@@ -34,13 +35,13 @@ def _rows(n: int, seed: int = 0) -> list[dict]:
 def test_statistics_are_exact_and_do_not_depend_on_grouping():
     rows = _rows(400)
     records = _records(rows)
-    whole = stats.to_json(stats.batch_stats(records, FEATURES), FEATURES)
-    parts = [stats.batch_stats(records[i:i + 37], FEATURES) for i in range(0, 400, 37)]
+    whole = feature_stats.to_json(feature_stats.batch_stats(records, FEATURES), FEATURES)
+    parts = [feature_stats.batch_stats(records[i:i + 37], FEATURES) for i in range(0, 400, 37)]
     random.Random(1).shuffle(parts)
     merged: dict = {}
     for part in parts:
-        merged = stats.merge(merged, part)
-    assert stats.to_json(merged, FEATURES) == whole
+        merged = feature_stats.merge(merged, part)
+    assert feature_stats.to_json(merged, FEATURES) == whole
     xs = np.array([r["x"] for r in rows if r["x"] is not None], np.float32).astype(np.float64)
     x = whole["x"]
     assert (x["count"], x["missing"]) == (360, 40)
@@ -54,7 +55,7 @@ def test_statistics_are_exact_and_do_not_depend_on_grouping():
 
 def test_top_values_break_ties_by_value_and_stop_at_k():
     records = _records([{"x": 1.0, "n": 1, "c": c, "v": []} for c in ["z", "y", "x", "y", "z", "w"]])
-    doc = stats.to_json(stats.batch_stats(records, FEATURES), FEATURES, top_k=2)
+    doc = feature_stats.to_json(feature_stats.batch_stats(records, FEATURES), FEATURES, top_k=2)
     assert doc["c"]["top"] == [["y", 2], ["z", 2]] and doc["c"]["distinct"] == 4
 
 
@@ -130,7 +131,7 @@ def test_missing_numbers_train_and_a_label_with_gaps_is_refused_naming_required(
 
 
 def test_float_sums_are_the_exact_integers_of_every_value():
-    """``stats._scaled_total`` (vectorised) against a Python int per value: float32 values times 2**149
+    """``feature_stats._scaled_total`` (vectorised) against a Python int per value: float32 values times 2**149
     and their squares times 2**298, from subnormals to the largest float32, both signs."""
     rng = np.random.default_rng(3)
     f32 = np.finfo(np.float32)
@@ -140,8 +141,8 @@ def test_float_sums_are_the_exact_integers_of_every_value():
     for values in cases:
         x = np.asarray(values, np.float32).astype(np.float64)
         x = x[np.isfinite(x)]
-        assert stats._scaled_total(x, 149, 24) == sum(int(v * 2.0**149) for v in x.tolist())
-        assert stats._scaled_total(x * x, 298, 48) == sum(int(v * v * 2.0**298) for v in x.tolist())
+        assert feature_stats._scaled_total(x, 149, 24) == sum(int(v * 2.0**149) for v in x.tolist())
+        assert feature_stats._scaled_total(x * x, 298, 48) == sum(int(v * v * 2.0**298) for v in x.tolist())
 
 
 def test_top_values_are_those_of_a_full_sort():

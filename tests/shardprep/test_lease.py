@@ -3,7 +3,7 @@ the previous committed run for readers that still hold its manifest.
 
 Races: many trials of two processes committing into one folder at once, with a delay injected at a
 different step of commit and clean-up each trial (``SHARDPREP_TEST_DELAYS``, read by
-``lease.pause``), locally and on the GCS emulator. Every trial: exactly one commits, the other exits
+``faults.pause``), locally and on the GCS emulator. Every trial: exactly one commits, the other exits
 non-zero naming the lease, and ``verify`` passes (nothing the manifest names was removed).
 """
 from __future__ import annotations

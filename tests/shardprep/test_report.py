@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import manifest, report, report_features, report_flags, run
-from shardprep.report_charts import js_divergence, rebin
+from shardprep import manifest, run
+from shardprep.report import features as report_features
+from shardprep.report import page as report_page
+from shardprep.report import red_flags as report_flags
+from shardprep.report.charts import js_divergence, rebin
 from tests.conftest import run_cli, write_csv
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
 
@@ -135,7 +138,7 @@ def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(datas
     doc["statistics"]["eval"]["x"].update(extra, histogram={"edges": [1 + i / 10 for i in range(11)], "counts": [10] * 10})
     doc["statistics"]["train"]["text"].update(bytes_mean=6.5, bytes_min=6, bytes_max=27, distinct_estimated=True)
     m = manifest.Manifest.from_json(doc)
-    text = report.render(str(dataset), m)
+    text = report_page.render(str(dataset), m)
     assert "p50" in text and "quantile histogram" in text and "bytes min/mean/max" in text and "(est.)" in text
     assert text.count("<svg") >= 4 + 2 + 2  # 2 shard charts per split, a histogram and a quantile histogram per split
     flags = report_flags.red_flags(m)
@@ -151,11 +154,11 @@ def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(datas
 def test_statistics_absent_or_partial_still_render(dataset):
     doc = _doc(dataset)
     doc.pop("statistics")
-    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    text = report_page.render(str(dataset), manifest.Manifest.from_json(doc))
     assert "holds no statistics" in text and f'id="feature-{list(doc["features"]).index("x")}"><h3>x<' in text
     doc = _doc(dataset)
     doc["statistics"]["train"]["x"] = {"count": 3, "missing": 0}  # no numbers
-    report.render(str(dataset), manifest.Manifest.from_json(doc))
+    report_page.render(str(dataset), manifest.Manifest.from_json(doc))
     doc["statistics"]["eval"]["x"]["histogram"] = {"edges": [0, 1], "counts": "bad"}  # malformed: refused on load
     with pytest.raises(manifest.ManifestError, match=r"^manifest is malformed: statistics\.eval\.x\.histogram\.counts: "):
         manifest.Manifest.from_json(doc)
@@ -192,7 +195,7 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, dataset):
 
 def test_default_output_is_report_html_in_the_current_folder(tmp_path, dataset, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert report.main([str(dataset)]) == 0
+    assert report_page.main([str(dataset)]) == 0
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
@@ -259,7 +262,7 @@ def test_a_gcs_data_set_reports_and_the_report_can_go_to_gcs(dataset, tmp_path, 
     m = manifest.load(str(dataset))
     for rel in ["manifest.json", *m.rejected.paths]:
         gcs.upload(dataset / rel, f"ds/{rel}")
-    assert report.main([gcs.url("ds"), "-o", gcs.url("out/report.html")]) == 0
+    assert report_page.main([gcs.url("ds"), "-o", gcs.url("out/report.html")]) == 0
     text = fs.read_bytes(gcs.url("out/report.html")).decode("utf-8")
     assert "<h3>train " in text and "type_mismatch: examples" in text and "&lt;script&gt;" in text
 
@@ -267,12 +270,12 @@ def test_a_gcs_data_set_reports_and_the_report_can_go_to_gcs(dataset, tmp_path, 
 def test_a_missing_dead_letter_file_is_a_note_not_a_failure(dataset):
     doc = _doc(dataset)
     doc["rejected"]["paths"] = [p.replace("rejected-", "gone-") for p in doc["rejected"]["paths"]]
-    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    text = report_page.render(str(dataset), manifest.Manifest.from_json(doc))
     assert "gone-00000-of-00001.jsonl is missing" in text and "type_mismatch" in text
 
 
 def test_top_values_that_are_bytes_are_shown_by_kind_never_raw():
-    from shardprep.report_flags import shown_value
+    from shardprep.report.red_flags import shown_value
 
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".decode("utf-8", "backslashreplace")  # as the statistics keep it
     assert shown_value(png) == "<PNG bytes>"
@@ -295,7 +298,7 @@ def _wide(dataset: Path, features: int) -> manifest.Manifest:
 
 def test_many_features_draw_a_bounded_number_in_full_and_list_the_rest(dataset):
     m = _wide(dataset, 1_000)
-    text = report.render(str(dataset), m)
+    text = report_page.render(str(dataset), m)
     names = list(m.features)
     flagged = [i for i, n in enumerate(names) if n.endswith("const")]  # 62 of them, drawn first
     drawn = report_features.drawn_features(m, {names[i] for i in flagged})
@@ -307,8 +310,8 @@ def test_many_features_draw_a_bounded_number_in_full_and_list_the_rest(dataset):
         assert (f'id="feature-{i}"><h3>{name}<' in text) != (f"  {name}  " in text), name
     assert text.count('<details class="page"') == 2 + 1  # 900 features in pages of 500, the red flags past 100
     assert text.count('<details class="page" open>') == 1
-    assert text.count("<li><b>feature ") == len(report_flags.red_flags(m)) == 2 * len(flagged) > report.FLAGS_LISTED
-    assert f"{2 * len(flagged) - report.FLAGS_LISTED} more red flags</summary>" in text
+    assert text.count("<li><b>feature ") == len(report_flags.red_flags(m)) == 2 * len(flagged) > report_page.FLAGS_LISTED
+    assert f"{2 * len(flagged) - report_page.FLAGS_LISTED} more red flags</summary>" in text
 
 
 def test_a_report_of_10000_features_opens_in_a_browser_within_10_seconds(dataset, tmp_path):
@@ -317,7 +320,7 @@ def test_a_report_of_10000_features_opens_in_a_browser_within_10_seconds(dataset
     A machine busy with other work gets a second and a third try; the fastest counts."""
     flags = _browser(tmp_path)
     m = _wide(dataset, 10_000)
-    text = report.render(str(dataset), m)
+    text = report_page.render(str(dataset), m)
     target = tmp_path / "wide.html"
     target.write_text(text, encoding="utf-8")
     assert len(text.encode()) < 4 * 2**20, len(text.encode())  # about 3.0 MiB: 150 bytes a feature and split
@@ -343,6 +346,6 @@ def test_a_hostile_name_in_the_compact_lines_is_escaped_for_html_and_bidi(datase
     doc["features"] = {**{k: v for k, v in doc["features"].items() if k != last}, hostile: doc["features"][last]}
     for stats in doc["statistics"].values():
         stats[hostile] = stats.pop(last)
-    text = report.render(str(dataset), manifest.Manifest.from_json(doc))
+    text = report_page.render(str(dataset), manifest.Manifest.from_json(doc))
     assert "  zz &lt;img src=x onerror=alert(1)&gt;\\u202eevil\\u200b  " in text
     assert "\u202e" not in text and "\u200b" not in text and "<img" not in text

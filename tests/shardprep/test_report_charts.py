@@ -1,9 +1,9 @@
-"""``report_charts``: the axis and tooltip labels (issue 57 item 9: "14.5k" was drawn for 145,011) and the charts' escaping."""
+"""``report.charts``: the axis and tooltip labels (issue 57 item 9: "14.5k" was drawn for 145,011) and the charts' escaping."""
 from __future__ import annotations
 
 import pytest
 
-from shardprep.report_charts import bar_chart, histogram_chart, short_number
+from shardprep.report.charts import bar_chart, histogram_chart, short_number
 
 
 @pytest.mark.parametrize(("value", "label"), [

@@ -1,4 +1,4 @@
-"""The report and ``inspect`` of text runs (``shardprep.report_text``): real runs, their corpus counts,
+"""The report and ``inspect`` of text runs (``shardprep.report.text_run``): real runs, their corpus counts,
 a sample of their sequences, red flags, wordpieces, and hostile text escaped."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import random
 import re
 from pathlib import Path
 
-from shardprep import manifest, report, run
-from shardprep.report_text import sample, text_flags, vocabulary
+from shardprep import manifest, run
+from shardprep.report import page
+from shardprep.report.text_run import sample, text_flags, vocabulary
 from tests.conftest import run_cli
 
 WORDS = "the a river stone music night cat dog house over under quickly runs jumped sat lazy bridge town".split()
@@ -44,7 +45,7 @@ def test_a_pretraining_report_shows_the_corpus_the_sequences_and_red_flags(tmp_p
     assert s.records == m.accounting.written and 0 < s.padding < 1 and s.predictions > 0
     whys = " | ".join(f.why for f in text_flags(m, s))
     assert "are exact copies of another" in whys and "occur more than once" in whys and "padding" in whys
-    html = report.build(str(out))
+    html = page.build(str(out))
     assert '<h2 id="text">Text</h2>' in html and "most repeated sentences" in html and "[CLS]" in html
     assert "\u202e" not in html and "<b>bold</b>" not in html  # escaped for HTML and bidi controls
     assert "--statistics on" not in html
@@ -68,7 +69,7 @@ def test_a_classification_report_counts_classes_and_flags_skew(tmp_path):
     assert m.text["corpus"]["label_counts"] == {"common": 290, "rare": 10}
     s = sample(str(out), m, vocabulary(str(out), m.text))
     assert any("the most frequent class 'common' has 290" in f.why for f in text_flags(m, s))
-    assert "class rare" in report.build(str(out))
+    assert "class rare" in page.build(str(out))
 
 
 def test_statistics_on_with_a_task_is_one_line(tmp_path):

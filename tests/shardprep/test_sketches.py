@@ -1,11 +1,11 @@
-"""``shardprep.sketches``: exact integer counts and their merge."""
+"""``shardprep.stats.sketches``: exact integer counts and their merge."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep.sketches import Counts
+from shardprep.stats.sketches import Counts
 
 
 def _counts(keys: list[int], rng: np.random.Generator) -> Counts:
@@ -40,8 +40,8 @@ def test_compiled_buckets_are_the_tables_on_and_beside_its_bounds(seed, integers
     """``native.sum_numbers`` puts each value in the bucket ``LogSketch.of`` (a ``searchsorted`` in the
     table) gives it, for values on a bound, one step either side of it, and either sign."""
     from shardprep import native
-    from shardprep.sketches import BUCKET_TABLE, LogSketch
-    from shardprep.stats_columns import _summed_of
+    from shardprep.stats.columns import _summed_of
+    from shardprep.stats.sketches import BUCKET_TABLE, LogSketch
 
     rng = np.random.default_rng(seed)
     if integers:  # every bound up to 2**63, rounded: the integers next to it

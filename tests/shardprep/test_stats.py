@@ -1,4 +1,4 @@
-"""Issue 36: the statistics' sketches (``shardprep.sketches``): quantiles within 1% of numpy's, merges
+"""Issue 36: the statistics' sketches (``shardprep.stats.sketches``): quantiles within 1% of numpy's, merges
 of any partition in any order giving the same manifest JSON, HyperLogLog within 3% at a million
 distinct strings, and a bounded memory per feature whatever the cardinality."""
 from __future__ import annotations
@@ -16,13 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardprep import distinct, example, framing, manifest, native, run, sketches, stats, stats_columns
+from shardprep import example, framing, manifest, native, run
 from shardprep.example import columnar
 from shardprep.schema import FeatureSpec
+from shardprep.stats import columns as stats_columns
+from shardprep.stats import distinct, feature_stats, sketches
 
 FEATURES = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
             "v": FeatureSpec("float32", (-1,)), "w": FeatureSpec("string", (-1,))}
-QS = list(stats.QUANTILES.values())
+QS = list(feature_stats.QUANTILES.values())
 
 
 def _records(rows: list[dict], features: dict = FEATURES) -> list[bytes]:
@@ -92,7 +94,7 @@ def _framed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
 
 def _state(partial: dict) -> str:
     """Everything the manifest is made of, exact sums and counts included."""
-    return json.dumps({"json": stats.to_json(partial, WIDE),
+    return json.dumps({"json": feature_stats.to_json(partial, WIDE),
                        "exact": {k: [s.values, s.total, s.squares, s.strings, s.bytes_total,
                                      sorted((v.hex(), c) for v, c in s.counts.items()) if s.counts is not None else None,
                                      s.hll.registers.tolist() if s.hll is not None else None,
@@ -129,7 +131,7 @@ def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summ
             assert isinstance(columns["x"].values, stats_columns.Summed) == summed
             assert {name for name, c in columns.items() if isinstance(c.values, stats_columns.Hashed)} == hashed
             stats_columns.add(compiled, columns, WIDE, b - a)
-        assert _state(compiled) == _state(stats.batch_stats(records, WIDE))
+        assert _state(compiled) == _state(feature_stats.batch_stats(records, WIDE))
 
 
 @pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
@@ -193,11 +195,11 @@ def test_column_batches_give_the_per_record_statistics(seed, n, caps, summed):
             records = [bytes(batch.blob[a + 12:b - 4]) for a, b in zip(starts, batch.ends.tolist())]
             got: dict = {}
             stats_columns.add(got, stats_columns.from_columnar(batch.columns, SCALARS), SCALARS, n)
-            assert _state(got) == _state(stats.batch_stats(records, SCALARS))
+            assert _state(got) == _state(feature_stats.batch_stats(records, SCALARS))
             cut: dict = {}
             stats_columns.add(cut, stats_columns.taken(stats_columns.from_columnar(batch.columns, SCALARS),
                                                        np.flatnonzero(keep)), SCALARS, int(keep.sum()))
-            assert _state(cut) == _state(stats.batch_stats([r for r, k in zip(records, keep) if k], SCALARS))
+            assert _state(cut) == _state(feature_stats.batch_stats([r for r, k in zip(records, keep) if k], SCALARS))
 
 
 @settings(max_examples=15, deadline=None)
@@ -212,16 +214,16 @@ def test_any_partition_merged_in_any_order_gives_the_same_json(seed):
 def _check_partition(seed: int) -> None:
     rng = random.Random(seed)
     records = _records(_rows(300, random.Random(seed % 7)))
-    whole = json.dumps(stats.to_json(stats.batch_stats(records, FEATURES), FEATURES), sort_keys=True)
+    whole = json.dumps(feature_stats.to_json(feature_stats.batch_stats(records, FEATURES), FEATURES), sort_keys=True)
     cuts = sorted(rng.sample(range(1, len(records)), rng.randrange(1, 30)))
-    parts = [stats.batch_stats(records[a:b], FEATURES) for a, b in zip([0, *cuts], [*cuts, len(records)])]
+    parts = [feature_stats.batch_stats(records[a:b], FEATURES) for a, b in zip([0, *cuts], [*cuts, len(records)])]
     rng.shuffle(parts)
     while len(parts) > 1:  # a random tree of merges
         i = rng.randrange(len(parts) - 1)
-        parts[i:i + 2] = [stats.merge(parts[i], parts[i + 1]) if rng.random() < 0.5 else stats.merge(parts[i + 1],
+        parts[i:i + 2] = [feature_stats.merge(parts[i], parts[i + 1]) if rng.random() < 0.5 else feature_stats.merge(parts[i + 1],
                                                                                                         parts[i])]
     merged = pickle.loads(pickle.dumps(parts[0]))  # partials travel between workers pickled
-    assert json.dumps(stats.to_json(merged, FEATURES), sort_keys=True) == whole
+    assert json.dumps(feature_stats.to_json(merged, FEATURES), sort_keys=True) == whole
 
 
 @settings(max_examples=30, deadline=None)
@@ -256,14 +258,14 @@ def test_blocks_counted_together_give_each_splits_per_record_statistics(seed, bl
             stats_columns.add_blocks(partial, held, 0, SCALARS)
         assert sorted(partial) == sorted(records)
         for s, mine in records.items():
-            assert _state(partial[s]) == _state(stats.batch_stats(mine, SCALARS)), s
+            assert _state(partial[s]) == _state(feature_stats.batch_stats(mine, SCALARS)), s
 
 
 @contextlib.contextmanager
 def _small_caps():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stats, "MAX_DISTINCT", 150)
-        mp.setattr(stats, "MAX_LENGTHS", 12)
+        mp.setattr(feature_stats, "MAX_DISTINCT", 150)
+        mp.setattr(feature_stats, "MAX_LENGTHS", 12)
         mp.setattr(sketches, "MAX_BUCKETS", 64)
         yield
 
@@ -296,7 +298,7 @@ def test_pending_string_counts_count_as_counted_ones(seed):
 def test_small_caps_switch_to_sketches():
     rows = _rows(300, random.Random(1))
     with _small_caps():
-        doc = stats.to_json(stats.batch_stats(_records(rows), FEATURES), FEATURES)
+        doc = feature_stats.to_json(feature_stats.batch_stats(_records(rows), FEATURES), FEATURES)
     assert doc["w"]["distinct_capped"] and doc["w"]["distinct_estimated"] and "top" not in doc["w"]
     distinct = len({v for r in rows for v in r["w"]})
     assert doc["w"]["distinct"] == pytest.approx(distinct, rel=0.05)
@@ -307,7 +309,7 @@ def test_small_caps_switch_to_sketches():
 def test_histograms_and_byte_lengths():
     rng = random.Random(3)
     rows = _rows(500, rng)
-    doc = stats.to_json(stats.batch_stats(_records(rows), FEATURES), FEATURES)
+    doc = feature_stats.to_json(feature_stats.batch_stats(_records(rows), FEATURES), FEATURES)
     xs = [r["x"] for r in rows if r["x"] is not None]
     x = doc["x"]
     assert x["zeros"] == sum(v == 0 for v in xs)
@@ -367,10 +369,10 @@ def test_a_million_distinct_strings_keep_the_stats_small():
     for batch in range(20):
         records = [encode({"w": [b"%d-%d" % (batch, i * 10 + j) for j in range(10)], "x": float(i)})
                    for i in range(5000)]
-        merged = stats.merge(merged, stats.batch_stats(records, features))
+        merged = feature_stats.merge(merged, feature_stats.batch_stats(records, features))
         peak = max(peak, len(pickle.dumps(merged)) if merged["w"].counts is None else 0)
     assert merged["w"].counts is None and 0 < peak < 1_000_000
-    doc = stats.to_json(merged, features)
+    doc = feature_stats.to_json(merged, features)
     assert doc["w"]["distinct_estimated"] and abs(doc["w"]["distinct"] - 1_000_000) <= 30_000
     assert doc["w"]["bytes_min"] == 3 and doc["x"]["quantiles"]["p50"] == pytest.approx(2499.5, rel=0.01)
 
@@ -380,7 +382,7 @@ def test_wide_rows_allocate_only_what_they_hold():
     features = {f"f{i}": FeatureSpec("float32") for i in range(2000)}
     encode = example.example_encoder(features, on_missing="omit")
     records = [encode({f"f{i}": float(i + r) for i in range(2000)}) for r in range(2)]
-    partial = stats.batch_stats(records, features)
+    partial = feature_stats.batch_stats(records, features)
     assert max(len(s.sketch.positive) for s in partial.values()) <= 2
     assert len(pickle.dumps(partial)) < 2000 * 1000
 
@@ -403,7 +405,7 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
     docs = {}
     split = ["--num-shards", "3", "--split", "train=0.7,eval=0.3"]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stats, "MAX_DISTINCT", 1000)  # in this process: the local engine's workers fork from it
+        mp.setattr(feature_stats, "MAX_DISTINCT", 1000)  # in this process: the local engine's workers fork from it
         for name, extra in {"one": ["--unit-mb", "1", "--local-workers", "1"], "default": [],
                             "many": ["--unit-mb", "0.005"], "many-1": ["--unit-mb", "0.005", "--local-workers", "1"],
                             "dask": ["--unit-mb", "0.005", "--runner", "dask", "--dask-workers", "2"],
@@ -422,7 +424,7 @@ def test_every_engine_writes_the_same_statistics_bytes(tmp_path):
     assert len(set(docs.values())) == 1, {k: v[:300] for k, v in docs.items()}
     assert json.loads(docs["one"])["train"]["id"]["distinct_capped"]
     train = json.loads(docs["one"])["train"]
-    assert set(train["x"]["quantiles"]) == set(stats.QUANTILES) and train["city"]["bytes_min"] == 2
+    assert set(train["x"]["quantiles"]) == set(feature_stats.QUANTILES) and train["city"]["bytes_min"] == 2
 
 
 def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
@@ -440,7 +442,7 @@ def test_mean_and_std_are_the_exact_fractions_rounded_once(values):
     Fractions: the same floats as ``float(Fraction(...))``."""
     from fractions import Fraction
     features = {"n": FeatureSpec("int64")}
-    doc = stats.to_json(stats.batch_stats(_records([{"n": v} for v in values], features), features), features)["n"]
+    doc = feature_stats.to_json(feature_stats.batch_stats(_records([{"n": v} for v in values], features), features), features)["n"]
     mean = Fraction(sum(values), len(values))
     variance = max(Fraction(sum(v * v for v in values), len(values)) - mean * mean, Fraction(0))
     assert doc["mean"] == float(mean) and doc["std"] == float(variance) ** 0.5

@@ -2,7 +2,7 @@
 
 A CSV / JSON Lines / Parquet file of a few thousand columns round-trips value for value; the
 manifest and features.json are compact past ``manifest.INDENT_MAX_FEATURES`` features; the wide
-CSV path (``formats.csv_wide``) gives the bytes and dead letters of the other paths on random shapes.
+CSV path (``formats.csv.wide``) gives the bytes and dead letters of the other paths on random shapes.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from shardprep import framing, manifest, naming, run
 from shardprep.example.decoder import decode_example
-from shardprep.formats import csv_wide
+from shardprep.formats.csv import wide as csv_wide
 
 
 def _table(columns: int, rows: int, seed: int = 0) -> tuple[list[str], np.ndarray]:

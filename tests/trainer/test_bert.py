@@ -20,7 +20,7 @@ from shardprep import manifest
 from shardprep import run as shardprep_run
 from tests import trainer_fixtures as fx
 from trainer import demo_corpus, train
-from trainer.report import read_summaries
+from trainer.run_table import read_summaries
 
 SLOW = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from trainer.cluster import ClusterError, ClusterInfo, make_tf_config, parse_tf_config
-from trainer.config import ConfigError, TrainConfig, global_batch_size
+from trainer.settings import ConfigError, TrainConfig, global_batch_size
 
 
 def _cfg(cluster: dict, task_type: str = "worker", index: int = 0) -> str:

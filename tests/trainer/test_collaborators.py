@@ -11,12 +11,12 @@ import pytest
 import tensorflow as tf
 
 from tests import trainer_fixtures as fx
-from trainer import collaborators, job, model_card
+from trainer import collaborators, model_card, worker
 from trainer.cluster import ClusterInfo
-from trainer.config import TrainConfig
 from trainer.controller import Evaluator, Exporter
 from trainer.models import build_model
 from trainer.objective import objective_for
+from trainer.settings import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory):
     fx.make_dataset(root, rows=200, num_shards=2, eval_fraction=0.2)
     config = TrainConfig(data=root, model="mlp", label="label", model_dir=str(tmp_path_factory.mktemp("run")),
                          epochs=1, per_replica_batch=8, eval_split="eval")
-    plan = job.plan_job(config, cluster=ClusterInfo(), local_replicas=1)
+    plan = worker.plan_job(config, cluster=ClusterInfo(), local_replicas=1)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with strategy.scope():
         model = build_model("mlp", features={n: plan.train.feature_spec[n] for n in plan.train.inputs}, label="label",

@@ -12,7 +12,7 @@ import pytest
 
 from tests import trainer_fixtures as fx
 from trainer import defaults, eta
-from trainer.config import EVAL_RECORDS, ConfigError, TrainConfig
+from trainer.settings import EVAL_RECORDS, ConfigError, TrainConfig
 from trainer.train import parse_args
 
 

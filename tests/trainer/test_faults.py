@@ -188,8 +188,8 @@ def test_resume_on_another_data_set_is_refused(monkeypatch, capsys, soak, tmp_pa
 
 def test_same_plan_with_more_epochs_may_resume(soak) -> None:
     from trainer.cluster import ClusterInfo
-    from trainer.job import plan_job
     from trainer.resume import check_resume, plan_url
+    from trainer.worker import plan_job
 
     config = train.parse_args(_args(soak["data"], soak["model_dir"], "--epochs", "5"))
     cluster = ClusterInfo(jobs={"worker": ("h:1", "h:2")}, task_index=1)

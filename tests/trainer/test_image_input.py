@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from trainer.config import AUGMENTS, ConfigError, TrainConfig
 from trainer.image_input import ENCODED, IMAGE, augment_steps, preprocess
+from trainer.settings import AUGMENTS, ConfigError, TrainConfig
 from trainer.train import parse_args
 
 SIZE = 16

@@ -1,7 +1,7 @@
-"""``trainer.report``: the end-of-run table and eval line people read, names from the manifest escaped (issue 57 item 4)."""
+"""``trainer.run_table``: the end-of-run table and eval line people read, names from the manifest escaped (issue 57 item 4)."""
 from __future__ import annotations
 
-from trainer.report import print_report
+from trainer.run_table import print_report
 
 
 def test_a_split_name_with_bidi_controls_is_printed_escaped(capsys):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from shardprep import example, formats, framing
 from shardprep.config import ReshardConfig
 from shardprep.example import columnar
-from shardprep.formats import csv_arrow
+from shardprep.formats.csv import arrow as csv_arrow
 from shardprep.formats.cuts import resolve_alone
 from shardprep.graph.parse import Parse
 from shardprep.schema import FeatureSpec, schema_to_json

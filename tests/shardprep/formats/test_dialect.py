@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from shardprep import example, formats, framing, manifest, run
-from shardprep.formats import csv as csv_format
-from shardprep.formats import csv_arrow
-from shardprep.formats.dialect import sniff_delimiter
+from shardprep.formats.csv import arrow as csv_arrow
+from shardprep.formats.csv import source as csv_format
+from shardprep.formats.csv.dialect import sniff_delimiter
 from shardprep.schema import FeatureSpec
 
 

@@ -1,10 +1,10 @@
 """CSV: the header, cuts at record boundaries (``cuts``), and reading a unit record by record.
 
-This is the per-record reader, the reference: ``csv_arrow`` reads the same units column-wise
+This is the per-record reader, the reference: ``csv.arrow`` reads the same units column-wise
 while it can prove it gives the same records, and hands the rest of a unit back to ``read``.
 Lines end with ``\\n`` (``\\r\\n`` works too).
 
-Each file is read in its ``CsvDialect`` (``formats.dialect``): the delimiter (``--delimiter``, else
+Each file is read in its ``CsvDialect`` (``formats.csv.dialect``): the delimiter (``--delimiter``, else
 sniffed by ``resolve_dialects`` from up to ``SAMPLE_FILES`` files, which must agree), whether
 line 1 is a header, the column names, and the null values: a field equal to one of them is
 ``None`` in the row (missing, never a string). The header must have as many names as the first
@@ -37,8 +37,8 @@ from shardprep.formats.base import (
     WorkUnit,
     spread,
 )
+from shardprep.formats.csv.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff_delimiter
 from shardprep.formats.cuts import line_units
-from shardprep.formats.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff_delimiter
 from shardprep.formats.reading import LongLine, StreamError, line_size, open_input, read_head, read_lines, too_large
 
 if TYPE_CHECKING:
@@ -74,15 +74,15 @@ class CsvFormat(Format):
         return read_csv(unit)
 
     def column_wise(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> bool:
-        from shardprep.formats.csv_arrow import usable  # pyarrow only where a unit is parsed
+        from shardprep.formats.csv.arrow import usable  # pyarrow only where a unit is parsed
 
         return usable(unit, schema, extra_fields)
 
     def framed_batches(self, unit: WorkUnit, schema: Schema, extra_fields: str) -> Iterator[FramedBatch]:
-        from shardprep.formats.csv_arrow import framed_batches
-        from shardprep.formats.csv_wide import WIDE_COLUMNS, wide_batches
+        from shardprep.formats.csv.arrow import framed_batches
+        from shardprep.formats.csv.wide import WIDE_COLUMNS, wide_batches
 
-        if len(unit.columns) > WIDE_COLUMNS:  # pyarrow's reader costs memory and time per column (``csv_wide``)
+        if len(unit.columns) > WIDE_COLUMNS:  # pyarrow's reader costs memory and time per column (``csv.wide``)
             return wide_batches(unit, schema, read_csv(unit, lists=True))
         return framed_batches(unit, schema, extra_fields)
 

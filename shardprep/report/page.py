@@ -1,6 +1,6 @@
 """``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, dead letters, feature statistics and red flags).
 
-A text run's page opens with its corpus and a sample of its sequences (``shardprep.report_text``).
+A text run's page opens with its corpus and a sample of its sequences (``shardprep.report.text_run``).
 
 The page has inline CSS and inline SVG charts drawn here: no JavaScript, nothing fetched, so it
 opens from a file, a mail attachment or a bucket. Every string from the data or the manifest
@@ -8,7 +8,7 @@ opens from a file, a mail attachment or a bucket. Every string from the data or 
 ``display.html_text``: control, bidi and zero-width characters escaped, then HTML; element ids are
 index-based. Statistics fields a manifest lacks (an older tool, ``--statistics off``) are left out,
 never guessed. At any feature count the page stays light: the features section
-(``shardprep.report_features``) draws a bounded number in full and lists the rest in closed pages
+(``shardprep.report.features``) draws a bounded number in full and lists the rest in closed pages
 that a browser lays out only when opened; red flags past ``FLAGS_LISTED`` fold away likewise.
 """
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 from shardprep import cli, fs, manifest, members, naming
 from shardprep.errors import UsageError
-from shardprep.report_charts import bar_chart
-from shardprep.report_features import features_html
-from shardprep.report_flags import Flag, divergences, red_flags, share_of
-from shardprep.report_html import e, num, table
-from shardprep.report_text import TextSample, decoded, sample, text_flags, text_rows, vocabulary
+from shardprep.report.charts import bar_chart
+from shardprep.report.features import features_html
+from shardprep.report.html import e, num, table
+from shardprep.report.red_flags import Flag, divergences, red_flags, share_of
+from shardprep.report.text_run import TextSample, decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes
 
 __all__ = ["FLAGS_LISTED", "build", "dead_letter_examples", "main", "render"]
@@ -153,7 +153,7 @@ def _dead_letters_html(root: str, m: manifest.Manifest) -> str:
 
 
 def _text_html(m: manifest.Manifest, s: TextSample, vocab: list[str]) -> str:
-    """A text run's corpus and sequences (``shardprep.report_text``)."""
+    """A text run's corpus and sequences (``shardprep.report.text_run``)."""
     rows = table(["", ""], [[e(k), e(v)] for k, v in text_rows(m, s, vocab)], text_cols=(1,))
     parts = [f'<div class="card">{rows}</div>']
     n = int((m.text or {}).get("max_seq_length", 0))

@@ -1,6 +1,6 @@
 """The fast CSV path: a work unit parsed column-wise by pyarrow and encoded by ``shardprep.example.columnar``.
 
-It yields exactly the records that ``formats.csv.read_csv`` + ``example.example_encoder`` would give, as framed
+It yields exactly the records that ``formats.csv.source.read_csv`` + ``example.example_encoder`` would give, as framed
 TFRecord batches, or it raises ``Unsupported`` before yielding the first batch that might differ:
 the caller then reads the unit again with the per-record path, skipping the records already
 yielded, so dead letters keep their exact line numbers, reasons and wording. It steps aside on
@@ -38,7 +38,7 @@ import pyarrow.csv as pacsv
 
 from shardprep.example import columnar
 from shardprep.formats.base import Unsupported, WorkUnit
-from shardprep.formats.dialect import or_default
+from shardprep.formats.csv.dialect import or_default
 from shardprep.formats.reading import BOM, open_input
 from shardprep.framing import FramedBatch
 from shardprep.schema import Schema

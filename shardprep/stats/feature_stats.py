@@ -1,7 +1,7 @@
 """Feature statistics per split, mergeable in any order, so every runner gives the same manifest.
 
 ``batch_stats`` decodes one batch of Examples in Python into feature name -> ``FeatureStats``: the
-fallback, and the reference that ``shardprep.stats_columns`` (the same statistics from columns, the
+fallback, and the reference that ``shardprep.stats.columns`` (the same statistics from columns, the
 path Parse takes) matches exactly. ``merge`` adds partial results; ``to_json`` writes the manifest's
 ``"statistics"`` object. Sums are kept exact as Python integers (a float32 times 2**149 and its
 square times 2**298 are integers), so the mean and standard deviation do not depend on how the
@@ -9,7 +9,7 @@ runner grouped the batches. Strings keep exact counts (``distinct.StringCounts``
 and split holds at most ``MAX_DISTINCT`` distinct values of at most ``MAX_HELD_BYTES``; beyond
 that the counts are dropped and ``distinct`` is a HyperLogLog estimate (``distinct_capped`` and
 ``distinct_estimated``); the top values are ordered by count, then by value, so ties are broken the
-same way everywhere. Numbers also keep a log-bucket sketch (``shardprep.sketches.LogSketch``, 1%
+same way everywhere. Numbers also keep a log-bucket sketch (``shardprep.stats.sketches.LogSketch``, 1%
 relative accuracy) for ``zeros``, ``quantiles`` and the two histograms; lists keep exact counts per
 length (up to ``MAX_LENGTHS`` distinct lengths, then a sketch) for ``length_histogram``. Every
 sketch's state depends only on the values seen, never on the grouping, so merges stay order-free.
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardprep.distinct import HyperLogLog, StringCounts
 from shardprep.example.decoder import decode_example
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import Counts, LogSketch, integer_histogram
+from shardprep.stats.distinct import HyperLogLog, StringCounts
+from shardprep.stats.sketches import Counts, LogSketch, integer_histogram
 
 __all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
            "batch_stats", "cap", "merge", "to_json"]

@@ -8,7 +8,7 @@ import re
 
 from shardprep import manifest
 from shardprep.display import shown
-from shardprep.report_charts import js_divergence, rebin
+from shardprep.report.charts import js_divergence, rebin
 from shardprep.summary import human_bytes
 
 __all__ = ["BYTES_RATIO_LIMIT", "DIVERGENCE_LIMIT", "IMBALANCE_LIMIT", "MAGIC", "MIN_COMPARED", "MISSING_LIMIT", "Flag",

@@ -1,4 +1,4 @@
-"""Mergeable sketches of strings for ``shardprep.stats``: like ``shardprep.sketches``, each one's
+"""Mergeable sketches of strings for ``shardprep.stats.feature_stats``: like ``shardprep.stats.sketches``, each one's
 state is a function of the multiset (or the set) of values it has seen, never of the order or
 grouping of the batches.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from trainer.bert_task import BERT_SIZES
-from trainer.errors import TrainerError
+from trainer.refusals import TrainerError
 
 __all__ = ["AUGMENTS", "AUTO", "COMMUNICATIONS", "DEFAULT_AUGMENT", "EVAL_RECORDS", "EXPORTS", "LOOPS", "PRECISIONS", "ConfigError", "TrainConfig", "global_batch_size"]
 
@@ -27,7 +27,7 @@ class ConfigError(TrainerError):
 class TrainConfig:
     """Everything ``trainer.train`` needs; flags map one to one (``--per-replica-batch`` ...).
 
-    ``model`` ``AUTO``, no batch and ``epochs`` None: chosen from the data set by ``trainer.job``
+    ``model`` ``AUTO``, no batch and ``epochs`` None: chosen from the data set by ``trainer.worker``
     (``trainer.defaults``) before anything runs.
     """
 
@@ -116,7 +116,7 @@ class TrainConfig:
 
 def global_batch_size(config: TrainConfig, *, num_replicas: int) -> int:
     """The global batch, refusing one that the replicas cannot share equally."""
-    assert config.per_replica_batch is not None or config.global_batch is not None, "batch not chosen (trainer.job)"
+    assert config.per_replica_batch is not None or config.global_batch is not None, "batch not chosen (trainer.worker)"
     if config.per_replica_batch is not None:
         return config.per_replica_batch * num_replicas
     assert config.global_batch is not None

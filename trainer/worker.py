@@ -15,8 +15,8 @@ from shardprep import manifest, planning, versions
 from shardprep.schema import FeatureSpec, schema_from_json
 from trainer import bert_task, defaults, elastic, labels, preflight, resume
 from trainer.cluster import ClusterInfo
-from trainer.config import AUTO, ConfigError, TrainConfig, global_batch_size
 from trainer.features import input_features
+from trainer.settings import AUTO, ConfigError, TrainConfig, global_batch_size
 
 if TYPE_CHECKING:
     from trainer.controller import StepRunner

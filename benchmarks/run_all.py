@@ -1,4 +1,4 @@
-"""``python -m benchmarks.run --profile quick|full [--only csv,tfrecord,balance,trainer,scaling,profile]``.
+"""``python -m benchmarks.run_all --profile quick|full [--only csv,tfrecord,balance,trainer,scaling,profile]``.
 
 Runs the benchmark parts, writes ``benchmarks/results/latest.json`` (parts not run keep their last
 results) and regenerates ``BENCHMARKS.md`` and the plots from it (``python -m benchmarks.report``).
@@ -621,7 +621,7 @@ def _meta(profile: Profile) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     ap.add_argument("--only", help=f"comma-separated parts: {','.join(PARTS)} (default: {','.join(DEFAULT_PARTS)}; "
                     "full adds profile)")

@@ -25,7 +25,7 @@ SNIFF_BYTES = 1 << 16
 @dataclasses.dataclass(frozen=True)
 class CsvDialect:
     """How one CSV file is read. ``column_names`` replace the header's (``()``: the header's names;
-    without a header, ``c0``, ``c1``, ... as many as line 1 has fields: ``formats.csv.read_header``)."""
+    without a header, ``c0``, ``c1``, ... as many as line 1 has fields: ``formats.csv.source.read_header``)."""
 
     delimiter: str = ","
     header: bool = True
@@ -45,7 +45,7 @@ PLAIN = CsvDialect(null_values=())  # a file read without ``resolve_dialects`` (
 
 def or_default(dialect: CsvDialect | None) -> CsvDialect:
     """A file's dialect, or ``PLAIN`` (comma, a header line, no null values) where none was set; the
-    command line always sets one (``formats.csv.resolve_dialects``, the default null values)."""
+    command line always sets one (``formats.csv.source.resolve_dialects``, the default null values)."""
     return dialect or PLAIN
 
 

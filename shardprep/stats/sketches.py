@@ -1,4 +1,4 @@
-"""Mergeable sketches for ``shardprep.stats``: each one's state is a function of the multiset (or the
+"""Mergeable sketches for ``shardprep.stats.feature_stats``: each one's state is a function of the multiset (or the
 set) of values it has seen, never of the order or grouping of the batches, so every engine and
 worker count writes the same manifest bytes.
 
@@ -14,7 +14,7 @@ whatever the last bit of ``np.log``. At most ``MAX_BUCKETS`` buckets per sign: t
 lowest (nearest zero) are folded into the lowest bucket kept, which depends only on the set of keys
 seen, so it too is independent of order and grouping. Integer counts: merging is exact.
 
-The strings' sketches (exact counts, HyperLogLog) are ``shardprep.distinct``.
+The strings' sketches (exact counts, HyperLogLog) are ``shardprep.stats.distinct``.
 """
 from __future__ import annotations
 

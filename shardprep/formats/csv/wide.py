@@ -1,12 +1,12 @@
 """The column-wise path of a wide CSV unit: the csv module's rows, turned into columns, encoded by ``example.columnar``.
 
 pyarrow's CSV reader costs memory and time per column for every reader it opens, so past ``WIDE_COLUMNS`` columns a unit is
-read by the per-record reader (``formats.csv.read_csv``, given as ``records``, rows as lists) and
+read by the per-record reader (``formats.csv.source.read_csv``, given as ``records``, rows as lists) and
 its rows are turned into columns here, ``BATCH_CELLS`` cells at a time. The contract is
-``formats.csv_arrow``'s: exactly the records the per-record path would give, or ``Unsupported``
+``formats.csv.arrow``'s: exactly the records the per-record path would give, or ``Unsupported``
 before the first batch that might differ (a bad record, a missing value, a number that is not
 plain decimal digits, a float that is not finite in float32), and the per-record path goes on
-from there. int64 text is checked and converted as ``csv_arrow`` does it; float32 text goes
+from there. int64 text is checked and converted as ``csv.arrow`` does it; float32 text goes
 through Python's ``float``, as the per-record encoder's.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from shardprep.example import columnar
 from shardprep.formats.base import Bad, Record, Unsupported, WorkUnit
-from shardprep.formats.csv_arrow import numbers
+from shardprep.formats.csv.arrow import numbers
 from shardprep.framing import FramedBatch
 from shardprep.schema import Schema
 

@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 
 from shardprep import manifest
 from shardprep.display import shown
-from shardprep.report_charts import histogram_chart, rebin
-from shardprep.report_flags import (
+from shardprep.report.charts import histogram_chart, rebin
+from shardprep.report.html import e, num, table
+from shardprep.report.red_flags import (
     DIVERGENCE_LIMIT,
     MISSING_LIMIT,
     Flag,
@@ -26,7 +27,6 @@ from shardprep.report_flags import (
     shown_value,
     top_values,
 )
-from shardprep.report_html import e, num, table
 
 __all__ = ["FULL_FEATURES", "PAGE_FEATURES", "drawn_features", "features_html"]
 

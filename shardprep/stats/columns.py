@@ -1,10 +1,10 @@
-"""Statistics of a batch from its columns: ``shardprep.stats.FeatureStats`` with numpy and pyarrow,
+"""Statistics of a batch from its columns: ``shardprep.stats.feature_stats.FeatureStats`` with numpy and pyarrow,
 no Python call per record or per value.
 
 The columns come from where the values already are: the column-wise readers' batches
 (``example.columnar.ColumnBatch``: CSV, Parquet, JSON Lines, images) or, for records that arrive as
 Examples (TFRecord, TFDS, rows the per-record encoder wrote), the compiled reader
-``native.example_columns``. ``add`` gives exactly what ``stats.batch_stats`` (the per-record
+``native.example_columns``. ``add`` gives exactly what ``feature_stats.batch_stats`` (the per-record
 Python decoder, the fallback where the compiled reader declines a batch or is not built) gives for
 the same records: the same counts, the same exact integer sums, minima, maxima and sketch states
 (``tests/shardprep/test_stats.py`` checks it on random records), so the manifest does not depend on
@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardprep import native, sketches, stats
-from shardprep.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes, value_offsets
+from shardprep import native
 from shardprep.schema import FeatureSpec
-from shardprep.sketches import BUCKET_TABLE, Counts, LogSketch
+from shardprep.stats import feature_stats, sketches
+from shardprep.stats.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes, value_offsets
+from shardprep.stats.sketches import BUCKET_TABLE, Counts, LogSketch
 
 __all__ = ["COLUMN_BYTES", "COLUMN_ROWS", "COUNTING_THREAD", "FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed",
            "add", "add_blocks", "add_framed", "from_columnar", "from_examples", "joined", "sketched_strings", "taken"]
@@ -120,7 +121,7 @@ MAX_SUMMED = 64  # number features summed by the compiled reader while reading (
 def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[str, FeatureSpec],
                   summed: bool = True, hashed: frozenset[str] = frozenset()) -> dict[str, Column] | None:
     """The columns of a framed batch of Examples (``native.example_columns``), or None where it
-    declines (then ``stats.batch_stats`` decodes the records). With ``summed`` (and at most
+    declines (then ``feature_stats.batch_stats`` decodes the records). With ``summed`` (and at most
     ``MAX_SUMMED`` number features), number features come already summed (``Summed``); the string
     features named in ``hashed`` come as their hashes (``Hashed``)."""
     names = sorted(features, key=lambda name: name.encode("utf-8"))
@@ -148,7 +149,7 @@ def from_examples(blob: bytes | bytearray, ends: np.ndarray, features: Mapping[s
     return out
 
 
-def add_framed(into: MutableMapping[str, stats.FeatureStats], blob: bytes | bytearray | np.ndarray,
+def add_framed(into: MutableMapping[str, feature_stats.FeatureStats], blob: bytes | bytearray | np.ndarray,
                ends: np.ndarray, features: Mapping[str, FeatureSpec]) -> None:
     """Adds framed Examples (record ``i`` ends at ``ends[i]``) to ``into``: the compiled reader's
     columns, ``FRAMED_BATCH`` records at a time, else Python's decoder."""
@@ -162,10 +163,10 @@ def add_framed(into: MutableMapping[str, stats.FeatureStats], blob: bytes | byte
             add(into, columns, features, len(part))
             continue
         starts = [0, *part[:-1].tolist()]
-        stats.merge(into, stats.batch_stats([piece[a + 12:b - 4] for a, b in zip(starts, part.tolist())], features))
+        feature_stats.merge(into, feature_stats.batch_stats([piece[a + 12:b - 4] for a, b in zip(starts, part.tolist())], features))
 
 
-def sketched_strings(into: Mapping[str, stats.FeatureStats], features: Mapping[str, FeatureSpec]) -> frozenset[str]:
+def sketched_strings(into: Mapping[str, feature_stats.FeatureStats], features: Mapping[str, FeatureSpec]) -> frozenset[str]:
     """The string features whose partial in ``into`` keeps only the distinct-count sketch (capped):
     a batch needs their values' hashes only (``Hashed``)."""
     return frozenset(name for name, s in into.items() if features[name].dtype == "string" and s.counts is None)
@@ -221,11 +222,11 @@ def taken(columns: Mapping[str, Column], index: np.ndarray) -> dict[str, Column]
             for name, c in columns.items()}
 
 
-def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Column],
+def add(into: MutableMapping[str, feature_stats.FeatureStats], columns: Mapping[str, Column],
         features: Mapping[str, FeatureSpec], n: int) -> None:
-    """Adds a batch of ``n`` records, given by its columns, to ``into`` (``stats.merge``)."""
-    batch = {name: stats.FeatureStats() for name in features}
-    numbers: dict[str, list[tuple[stats.FeatureStats, np.ndarray]]] = {"int64": [], "float32": []}
+    """Adds a batch of ``n`` records, given by its columns, to ``into`` (``feature_stats.merge``)."""
+    batch = {name: feature_stats.FeatureStats() for name in features}
+    numbers: dict[str, list[tuple[feature_stats.FeatureStats, np.ndarray]]] = {"int64": [], "float32": []}
     for name, spec in features.items():
         s, column = batch[name], columns[name]
         _presence(s, spec, column.lengths, n)
@@ -249,11 +250,11 @@ def add(into: MutableMapping[str, stats.FeatureStats], columns: Mapping[str, Col
         s.sketch = sketch
     later = {name: s for name, s in batch.items() if name in into}
     into.update((name, s) for name, s in batch.items() if name not in into)  # this batch's own objects: taken as they are
-    stats.merge(into, later)
+    feature_stats.merge(into, later)
 
 
-def _sum_columns(ints: list[tuple[stats.FeatureStats, np.ndarray]],
-                 floats: list[tuple[stats.FeatureStats, np.ndarray]]) -> bool:
+def _sum_columns(ints: list[tuple[feature_stats.FeatureStats, np.ndarray]],
+                 floats: list[tuple[feature_stats.FeatureStats, np.ndarray]]) -> bool:
     """The number columns summed by ``native.sum_numbers`` (one pass each, as ``from_examples``
     sums them while reading); False, nothing changed, where it declines (its Python twin)."""
     got = []
@@ -275,14 +276,14 @@ def _summed_of(values: tuple) -> Summed:
                   int.from_bytes(squares, "little"), zeros, positive, negative)
 
 
-def _summed(s: stats.FeatureStats, x: Summed) -> None:
+def _summed(s: feature_stats.FeatureStats, x: Summed) -> None:
     """What ``_int_sums`` / ``_float_sums`` and ``LogSketch.of_many`` give for the values ``x`` sums."""
     if x.values:
         s.values, s.minimum, s.maximum, s.total, s.squares = x.values, x.minimum, x.maximum, x.total, x.squares
     s.sketch = x.sketch()
 
 
-def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | None, n: int) -> None:
+def _presence(s: feature_stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | None, n: int) -> None:
     if lengths is None:
         s.count = n
         have = np.ones(n, np.int64) if spec.shape != () else None
@@ -296,11 +297,11 @@ def _presence(s: stats.FeatureStats, spec: FeatureSpec, lengths: np.ndarray | No
     if spec.shape != () and s.count:
         s.length_min, s.length_max = int(have.min()), int(have.max())
         s.lengths = Counts.of(have)
-        if len(s.lengths) > stats.MAX_LENGTHS:
+        if len(s.lengths) > feature_stats.MAX_LENGTHS:
             s.lengths = LogSketch.of_counts(s.lengths)
 
 
-def _strings(s: stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed, capped: bool) -> None:
+def _strings(s: feature_stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed, capped: bool) -> None:
     """Lengths, exact counts (or, past the cap or where ``into`` is already capped, the HyperLogLog).
     Values in pieces (``joined``) are kept in pieces where the batch is over the cap's bytes (its
     test hashes them where they are: a long text column is not copied), else joined."""
@@ -315,10 +316,10 @@ def _strings(s: stats.FeatureStats, values: pa.Array | pa.ChunkedArray | Hashed,
         hashes = values.hashes if isinstance(values, Hashed) else np.concatenate([binary_hashes(p) for p in pieces])
         s.counts, s.hll = None, HyperLogLog.of_hashes(hashes)
         return
-    if len(pieces) > 1 and s.bytes_total <= stats.MAX_HELD_BYTES:
+    if len(pieces) > 1 and s.bytes_total <= feature_stats.MAX_HELD_BYTES:
         pieces = [pa.concat_arrays(pieces)]  # one part for the batch: as many parts to merge as batches
     s.counts = StringCounts.pending(pieces)  # counted with the partial's other parts, when they near the cap
-    stats.cap(s)
+    feature_stats.cap(s)
 
 
 
@@ -329,7 +330,7 @@ def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.
     return np.concatenate(arrays), starts, np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
 
 
-def _int_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
+def _int_sums(items: list[tuple[feature_stats.FeatureStats, np.ndarray]]) -> None:
     """Counts, minima, maxima and the exact sums and sums of squares (Python ints) of int64 features:
     the values cut into 16-bit limbs so that every partial sum stays exact in int64."""
     items = [(s, x) for s, x in items if x.size]
@@ -357,7 +358,7 @@ def _int_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
         s.squares = squares[f]
 
 
-def _float_sums(items: list[tuple[stats.FeatureStats, np.ndarray]]) -> None:
+def _float_sums(items: list[tuple[feature_stats.FeatureStats, np.ndarray]]) -> None:
     """Counts, minima, maxima and the exact scaled sums of ``stats`` (a float32 times 2**149, its
     square times 2**298: integers) of finite float32 values, for all
     features at once: each value is ``+-M * 2**(e - 1)`` times 2**-149 with ``M`` its 24-bit

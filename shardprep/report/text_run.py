@@ -18,7 +18,7 @@ import numpy as np
 
 from shardprep import manifest, members, shard_reader
 from shardprep.example import decode_example
-from shardprep.report_flags import IMBALANCE_LIMIT, Flag
+from shardprep.report.red_flags import IMBALANCE_LIMIT, Flag
 
 __all__ = ["DUPLICATE_LIMIT", "PADDING_LIMIT", "REPEATED_LIMIT", "SAMPLE_RECORDS", "UNK_LIMIT", "TextSample",
            "decoded", "sample", "text_flags", "text_rows", "vocabulary"]

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from shardprep import fs, members, naming, record_index
-from shardprep.distinct import HyperLogLog, StringCounts
 from shardprep.errors import ManifestError
 from shardprep.manifest import SketchInfo
-from shardprep.sketches import Counts, LogSketch
-from shardprep.stats import FeatureStats
+from shardprep.stats.distinct import HyperLogLog, StringCounts
+from shardprep.stats.feature_stats import FeatureStats
+from shardprep.stats.sketches import Counts, LogSketch
 
 __all__ = ["dumps", "loads", "read", "write"]
 

@@ -1,0 +1,8 @@
+"""Feature statistics: what a run counts per split, and their mergeable state.
+
+``feature_stats`` defines the statistics (``FeatureStats``; the per-record reference, the merge,
+the manifest's ``"statistics"``); ``columns`` computes the same from a batch's columns (the path
+Parse takes); ``sketches`` (number and count sketches) and ``distinct`` (string counts and their
+HyperLogLog) are the mergeable parts; ``store`` writes a split's state beside its shards for a
+later append. The package imports none of them.
+"""
