@@ -182,44 +182,48 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
                              "does not expand it)")
         urls.update(_normal(url) for url in found)
     files: list[InputFile] = []
-    for url in _distinct_files(sorted(urls)):
+    seen: dict[tuple[int, int], str] = {}  # (device, inode) -> the first name of a local file
+    for url in sorted(urls):
+        size, version, identity, what, error = _facts(url, listed)
+        if identity is not None and (first := seen.setdefault(identity, url)) != url:
+            log.warning("input %s is the same file as %s (a link): read once, as %s", url, first, first)
+            continue
         index = len(files)
         form, gz = detect_format(url) if fmt == "auto" else (fmt, url.lower().endswith(".gz"))
         if fmt == "auto" and url.lower().removesuffix(".gz").endswith(".json") and is_json_array(url, gz):
             form = "json"  # one JSON array of objects, not JSON Lines
-        what = fs.not_regular(url)  # changed since it was listed: stat, never an open that waits on a FIFO
         if what is not None:
             raise InputError(f"input file {url!r} is {what}, not a regular file: shardprep reads regular files only")
-        if url in listed:  # size and version from the listing; its reads at planning tell if it is readable
-            size, version = listed[url]
-        else:
-            try:
-                size, version = fs.facts(url)
-                with fs.open_file(url, "rb"):
-                    pass
-            except (OSError, ValueError) as e:
-                raise InputError(f"input file {url!r} cannot be read: {e}") from None
+        if error is not None:
+            raise InputError(f"input file {url!r} cannot be read: {error}") from None
         files.append(InputFile(index, url, size, form, gz, version))
     return files
 
 
-def _distinct_files(urls: Sequence[str]) -> list[str]:
-    """``urls`` without second names of one local file (same device and inode: symlinks, hard links)."""
-    seen: dict[tuple[int, int], str] = {}
-    out = []
-    for url in urls:
-        if fs.is_local(url):
-            try:
-                st = os.stat(url.removeprefix("file://"))
-            except OSError:
-                out.append(url)  # reported when it is opened
-                continue
-            first = seen.setdefault((st.st_dev, st.st_ino), url)
-            if first != url:
-                log.warning("input %s is the same file as %s (a link): read once, as %s", url, first, first)
-                continue
-        out.append(url)
-    return out
+def _facts(url: str, listed: dict[str, tuple[int, str]]) -> tuple[int, str, tuple[int, int] | None, str | None,
+                                                                  Exception | None]:
+    """(size, version, local identity, what it is if not a regular file, why it cannot be read) of an input.
+
+    A local file: one open and its fstat (``fs.opened_facts``; a path that cannot be opened is then
+    ``fs.not_regular``'s, say a link to nothing); a file an object store's listing described: the
+    listing's facts (its reads at planning tell if it is readable); another URL: a request and an open.
+    """
+    if url in listed:
+        size, version = listed[url]
+        return size, version, None, None, None
+    if fs.is_local(url):
+        try:
+            size, version, identity, what = fs.opened_facts(url)
+        except OSError as e:
+            return 0, "", None, fs.not_regular(url), e
+        return size, version, identity, what, None
+    try:
+        size, version = fs.facts(url)
+        with fs.open_file(url, "rb"):
+            pass
+    except (OSError, ValueError) as e:
+        return 0, "", None, None, e
+    return size, version, None, None, None
 
 
 # --- planning --------------------------------------------------------------------------------------
