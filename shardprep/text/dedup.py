@@ -8,8 +8,11 @@ signature agrees with its own in at least ``threshold`` of places (their estimat
 similarity; where that is within three standard errors of ``threshold``, the exact Jaccard
 similarity of their shingles, read back from the store, decides: ``Verifier``), else kept: a
 leader rule, so a document is only ever dropped for one it is itself similar to (a chain A~B~C,
-C not near A, keeps A and C). A later copy follows its first copy. It is a rule of the texts and
-their order alone, whatever engine or worker count read them.
+C not near A, keeps A and C). A later copy follows its first copy. Bounded where many documents
+share bands without being near each other (templated pages): a document is compared with the
+first ``GROUP_LEADERS`` kept documents of each band it shares, and checked exactly ``MAX_EXACT``
+times at most (past that the estimate decides). It is a rule of the texts and their order alone,
+whatever engine or worker count read them.
 ``rewrite`` copies one store part with each dropped document's entry replaced by a dead letter
 (``duplicate``: an exact copy of the one kept; ``near_duplicate``: a near copy) that names the
 document kept, and gives the part's new document offsets and unit cuts.
@@ -31,6 +34,7 @@ __all__ = ["DUPLICATE", "NEAR_DUPLICATE", "StoreShingles", "Verifier", "entry_te
            "shared_bands"]
 
 DUPLICATE, NEAR_DUPLICATE = "duplicate", "near_duplicate"
+GROUP_LEADERS = 32  # the kept documents of one band key a later document is compared with, at most
 _BAD = re.compile(rb'\{"p": -?\d+, "r": ')  # a store entry that is a dead letter (``text.store._bad``)
 
 
@@ -72,6 +76,7 @@ class Verifier:
     document ``i``). Without signatures every candidate is one."""
 
     MARGIN = 3.0
+    MAX_EXACT = 8  # exact checks of one document, at most (the lowest ids first); past them the estimate decides
 
     def __init__(self, signatures: np.ndarray | None, threshold: float,
                  shingles_of: Callable[[int], np.ndarray] | None = None, ids: np.ndarray | None = None) -> None:
@@ -82,20 +87,26 @@ class Verifier:
         self._memo: dict[int, np.ndarray] = {}
         self.exact_checks = 0
 
-    def similar(self, i: int, found: Sequence[int]) -> np.ndarray:
-        """A bool for each id of ``found``: whether document ``i`` is its near-duplicate."""
+    def first_similar(self, i: int, found: Sequence[int]) -> int:
+        """The place in ``found`` of the first document that document ``i`` is a near-duplicate of, or
+        -1: each in turn, the exact similarity asked only where the estimate leaves it open (at most
+        ``MAX_EXACT`` times; past them the estimate decides)."""
         if self._sig is None:
-            return np.ones(len(found), bool)
+            return 0 if len(found) else -1
         rows = np.asarray([i, *found], np.int64)
         if self._ids is not None:
             rows = np.searchsorted(self._ids, rows)
         sig = self._sig[rows]
         agree = (sig[1:] == sig[0]).sum(axis=1) / self._sig.shape[1]
-        ok = agree >= self._threshold
-        if self._shingles_of is not None:
-            for j in np.flatnonzero((agree >= self._low) & (agree < self._high)).tolist():
-                ok[j] = self.jaccard(i, found[j]) >= self._threshold
-        return ok
+        exact = self.MAX_EXACT if self._shingles_of is not None else 0
+        for j in np.flatnonzero(agree >= (self._low if exact else self._threshold)).tolist():
+            if agree[j] >= self._high or (exact <= 0 and agree[j] >= self._threshold):
+                return j
+            if exact > 0:
+                exact -= 1
+                if self.jaccard(i, found[j]) >= self._threshold:
+                    return j
+        return -1
 
     def jaccard(self, i: int, j: int) -> float:
         """The exact Jaccard similarity of two documents' shingle hashes."""
@@ -152,7 +163,8 @@ def entry_text(entry: dict) -> str:
 
 def _leaders(keys: np.ndarray, ids: np.ndarray, verifier: Verifier) -> np.ndarray:
     """The leader rule over rows in order: each row's kept row (itself, or the lowest kept row of a
-    shared band that ``verifier`` finds it similar to; ``ids``: each row's document id)."""
+    shared band that ``verifier`` finds it similar to, among the first ``GROUP_LEADERS`` kept rows
+    of each band it shares; ``ids``: each row's document id)."""
     kept = np.arange(len(keys), dtype=np.int64)
     rows, groups = shared_bands(keys)
     if len(rows) == 0:
@@ -163,12 +175,14 @@ def _leaders(keys: np.ndarray, ids: np.ndarray, verifier: Verifier) -> np.ndarra
     for r, lo, hi in zip(rows[starts].tolist(), starts.tolist(), ends.tolist()):
         mine = groups[lo:hi].tolist()
         found = sorted({c for g in mine for c in leaders.get(g, ())})
-        ok = np.flatnonzero(verifier.similar(int(ids[r]), ids[found].tolist())) if found else ()
-        if len(ok):
-            kept[r] = found[int(ok[0])]
+        j = verifier.first_similar(int(ids[r]), ids[found].tolist()) if found else -1
+        if j >= 0:
+            kept[r] = found[j]
         else:
             for g in mine:
-                leaders.setdefault(g, []).append(r)
+                held = leaders.setdefault(g, [])
+                if len(held) < GROUP_LEADERS:
+                    held.append(r)
     return kept
 
 

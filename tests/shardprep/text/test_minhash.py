@@ -136,10 +136,11 @@ def test_the_verifier_asks_the_exact_similarity_only_near_the_threshold():
     v = Verifier(sig, 0.8, lambda i: calls.append(i) or _exact(i, texts))
     truth = [len(np.intersect1d(_exact(0, texts), _exact(j, texts))) / len(np.union1d(_exact(0, texts), _exact(j, texts)))
              for j in (1, 2, 3)]
-    ok = v.similar(0, [1, 2, 3])
-    assert ok.tolist() == [True, truth[1] >= 0.8, False]
-    assert v.exact_checks == 1 and set(calls) == {0, 2}  # the clear pairs were decided by their signatures
-    assert Verifier(None, 0.8).similar(0, [1, 2, 3]).all()  # no signatures: every candidate
+    assert v.first_similar(0, [1, 2, 3]) == 0 and v.exact_checks == 0  # a clear pair: its signatures decide
+    assert v.first_similar(0, [3, 2]) == (1 if truth[1] >= 0.8 else -1)
+    assert v.exact_checks == 1 and set(calls) == {0, 2}  # the far pair was decided by its signatures
+    assert Verifier(None, 0.8).first_similar(0, [3, 2]) == 0  # no signatures: every candidate
+    assert Verifier(sig, 0.8).first_similar(0, [3, 2]) == (1 if (sig[0] == sig[2]).mean() >= 0.8 else -1)
 
 
 def test_the_signatures_of_the_rows_that_share_a_band_are_enough():
