@@ -322,10 +322,13 @@ def open_file(url: str, mode: str = "rb") -> IO:
 
 def read_bytes(url: str, start: int | None = None, end: int | None = None) -> bytes:
     """The bytes of ``url`` from ``start`` up to ``end`` (or its end): offsets from its start."""
-    if is_local(url) and end is not None and (start or 0) >= 0:  # a range: no file object, one pread
+    if is_local(url) and (start or 0) >= 0:  # no file object: preads
+        offset = start or 0
         fd = os.open(url.removeprefix("file://"), os.O_RDONLY | os.O_CLOEXEC)
         try:
-            return _pread(fd, max(0, end - (start or 0)), start or 0)
+            if end is not None:
+                return _pread(fd, max(0, end - offset), offset)
+            return _read_to_end(fd, offset)
         finally:
             os.close(fd)
     if is_local(url):
@@ -335,6 +338,15 @@ def read_bytes(url: str, start: int | None = None, end: int | None = None) -> by
             return f.read() if end is None else f.read(max(0, end - (start or 0)))
     fs, path = filesystem(url)
     return fs.cat_file(path, start=start, end=end)
+
+
+def _read_to_end(fd: int, offset: int) -> bytes:
+    """The bytes of ``fd`` from ``offset`` up to where a read finds its end (a file that grew is read on)."""
+    parts, want = [], max(0, os.fstat(fd).st_size - offset) + 1
+    while data := os.pread(fd, want, offset):
+        parts.append(data)
+        offset += len(data)
+    return b"".join(parts)
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

@@ -52,7 +52,11 @@ def read_head(file: InputFile, size: int) -> tuple[bytes, bool]:
 
 @contextlib.contextmanager
 def open_input(file: InputFile, start: int) -> Iterator[IO[bytes]]:
-    """The file's bytes from ``start`` (uncompressed files) or its decompressed bytes (gzip)."""
+    """The file's bytes from ``start`` (uncompressed files) or its decompressed bytes (gzip). A small
+    local file (up to ``READ_BLOCK``) read from its start comes whole, from one read, in memory."""
+    if start == 0 and not file.gzip and file.size <= READ_BLOCK and fs.is_local(file.url):
+        yield io.BytesIO(fs.read_bytes(file.url))
+        return
     with fs.open_file(file.url, "rb") as raw:
         if file.gzip:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING
 
+from shardprep import fs
 from shardprep.formats.base import (
     MAX_RECORD_BYTES,
     SAMPLE_FILES,
@@ -37,6 +38,7 @@ from shardprep.formats.base import (
     WorkUnit,
     spread,
 )
+from shardprep.formats.csv import small
 from shardprep.formats.csv.dialect import SNIFF_BYTES, CsvDialect, or_default, sniff_delimiter
 from shardprep.formats.cuts import line_units
 from shardprep.formats.reading import LongLine, StreamError, line_size, open_input, read_head, read_lines, too_large
@@ -51,6 +53,7 @@ log = logging.getLogger("shardprep")
 HEADER_CHECK_ROWS = 20  # rows compared with the header's field count at planning
 HEAD_PROBE = 16 << 10  # the first head read for the header; it grows 4x while it holds no complete row ...
 HEAD_BYTES = 1 << 20  # ... and, for the rows to check, up to this size
+WHOLE_FILE_BYTES = 1 << 20  # a whole-file unit up to this size is read whole (``small.whole_file_rows``)
 
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # a single field may hold megabytes
 
@@ -100,8 +103,10 @@ def read_header(file: InputFile) -> tuple[str, ...]:
     """
     dialect = dialect_of(file)
     size = HEAD_PROBE
+    head, whole = read_head(file, size)
+    if whole and dialect.header and (known := small.known_header(head, dialect, HEADER_CHECK_ROWS)) is not None:
+        return known  # a small file whose line 1 another file had: its rows' field counts checked
     while True:  # a bounded head: header and HEADER_CHECK_ROWS rows, at most HEAD_BYTES unless line 1 is longer
-        head, whole = read_head(file, size)
         records = list(itertools.islice(_csv_records(io.BytesIO(head), 0, 1, delimiter=dialect.delimiter),
                                         HEADER_CHECK_ROWS + 2))
         if not whole and len(records) <= HEADER_CHECK_ROWS + 1:
@@ -109,6 +114,7 @@ def read_header(file: InputFile) -> tuple[str, ...]:
         if whole or len(records) > HEADER_CHECK_ROWS or (records and size >= HEAD_BYTES):
             break
         size *= 4
+        head, whole = read_head(file, size)
     rows = []
     for _line, lines, row, error in records[:HEADER_CHECK_ROWS + 1]:
         if not rows and (error or not all(ok for _, _, ok in lines)):
@@ -142,19 +148,23 @@ def read_header(file: InputFile) -> tuple[str, ...]:
             f"{file.url!r}: {where} has {len(names)} names but the rows have {fields} fields "
             f"({dialect.describe()}): fix the header, give --column-names with {fields} names"
             f"{'' if dialect.column_names else ' and --no-header if line 1 is data'}, or set --delimiter")
+    line = records[0][1]
+    if dialect.header and len(line) == 1 and line[0][1].endswith(b"\n") and not all(map(_numeric, names)):
+        small.remember_header(dialect, line[0][1], tuple(names))  # line 1 alone, and no warning it could give
     return tuple(names)
 
 
 def _looks_like_data(names: Sequence[str], data: Sequence[Sequence[str]]) -> bool:
     """Whether a header line reads as a row of data: every name a number, as the first row's fields are."""
-    def numeric(text: str) -> bool:
-        try:
-            float(text)
-        except ValueError:
-            return False
-        return True
+    return bool(names) and all(map(_numeric, names)) and bool(data) and all(_numeric(v) for v in data[0] if v.strip())
 
-    return bool(names) and all(map(numeric, names)) and bool(data) and all(numeric(v) for v in data[0] if v.strip())
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None, header: bool = True,
@@ -277,6 +287,14 @@ def read_csv(unit: WorkUnit, *, lists: bool = False) -> Iterator[Record]:
     """
     columns = unit.columns
     dialect = dialect_of(unit.file)
+    if unit.start == 0 and unit.end == unit.file.size and not unit.file.gzip and fs.is_local(unit.file.url) and (
+            unit.end <= min(WHOLE_FILE_BYTES, unit.max_record_bytes)):  # a small file: read whole, in one csv.reader
+        data = fs.read_bytes(unit.file.url, 0, unit.end + 1)
+        rows = None if len(data) != unit.end else small.whole_file_rows(
+            data, columns=columns, dialect=dialect, first_position=unit.first_position, lists=lists)
+        if rows is not None:
+            yield from rows
+            return
     nulls = frozenset(dialect.null_values)
     limit = None if unit.file.gzip else unit.end
     header = unit.start == 0 and dialect.header
