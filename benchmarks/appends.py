@@ -3,9 +3,13 @@
 1. Appending 10% to a CSV data set (``--mb`` of CSV, default 200) against re-sharding the union
    (goal: the append takes at most 0.15x the time).
 2. The trainer's input rate (``trainer.data.worker_batches``, parsed batches, one worker) over the
-   same records as 10 generations (a base and 9 appends) and as one run (goal: >= 0.95x).
+   same records as 10 generations (a base and 9 appends) and as one run, epochs of the two
+   alternating (goal: >= 0.95x).
+3. ``--dedup exact`` on a CSV with no duplicates against the same run without it, the two
+   alternating in each round (goal: at most +10% wall time).
 
     python -m benchmarks.appends --mb 200 --rounds 2 --json out.json
+    python -m benchmarks.appends --only dedup --dedup-mb 100 --rounds 3
 """
 from __future__ import annotations
 
@@ -58,20 +62,30 @@ def append_vs_union(work: Path, mb: float, rounds: int) -> dict:
     return out
 
 
-def _rate(data: str, rounds: int) -> float:
+def _epoch_rate(plan) -> tuple[float, float]:
+    """Records a second of one epoch of ``plan``'s worker 0 (parsed batches of 256): of wall time, and of
+    this process's CPU time (every thread: what the input costs, whatever else the machine runs)."""
     import trainer.data as data_
+
+    ds = data_.worker_batches(plan, worker=0, batch_size=256, batches_per_epoch=plan.steps_per_epoch, stop_epoch=1)
+    start, cpu, n = time.perf_counter(), time.process_time(), 0
+    for features, _ in ds:
+        n += int(features["id"].shape[0])
+    return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
+
+
+def _rates(data: dict[str, str], rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Each data set's epoch rate ``rounds`` times, the data sets alternating (ABBA...): on a shared
+    machine a side measured after the other meets another load, which one round each cannot tell from
+    the input's own cost."""
     import trainer.input as ti
 
-    inp = ti.open(data, label="label", global_batch_size=256, num_workers=1)
-    plan = inp.plan
-    best = 0.0
-    for _ in range(rounds):
-        ds = data_.worker_batches(plan, worker=0, batch_size=256, batches_per_epoch=plan.steps_per_epoch, stop_epoch=1)
-        start, n = time.perf_counter(), 0
-        for features, _ in ds:
-            n += int(features["id"].shape[0])
-        best = max(best, n / (time.perf_counter() - start))
-    return best
+    plans = {name: ti.open(path, label="label", global_batch_size=256, num_workers=1).plan for name, path in data.items()}
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in data}
+    for r in range(rounds):
+        for name in (list(data) if r % 2 == 0 else list(data)[::-1]):
+            out[name].append(_epoch_rate(plans[name]))
+    return out
 
 
 def input_rate(work: Path, rows: int, rounds: int) -> dict:
@@ -85,20 +99,52 @@ def input_rate(work: Path, rows: int, rounds: int) -> dict:
     _run(*[a for p in parts for a in ("--input", p)], "--output", one, *flags)
     for g, part in enumerate(parts):
         _run("--input", part, "--output", gens, *flags, *(["--append"] if g else []))
-    a, b = _rate(str(one), rounds), _rate(str(gens), rounds)
-    return {"records": rows, "one_run_rec_s": round(a), "ten_generations_rec_s": round(b), "ratio": round(b / a, 3)}
+    rates = _rates({"one": str(one), "gens": str(gens)}, rounds)
+    best = {name: max(w for w, _ in r) for name, r in rates.items()}
+    median = {name: sorted(w for w, _ in r)[len(r) // 2] for name, r in rates.items()}
+    cpu = {name: max(c for _, c in r) for name, r in rates.items()}
+    return {"records": rows, "rounds": rounds, "one_run_rec_s": round(best["one"]),
+            "ten_generations_rec_s": round(best["gens"]), "ratio": round(best["gens"] / best["one"], 3),
+            "ratio_of_medians": round(median["gens"] / median["one"], 3),
+            "cpu_one_run_rec_s": round(cpu["one"]), "cpu_ten_generations_rec_s": round(cpu["gens"]),
+            "cpu_ratio": round(cpu["gens"] / cpu["one"], 3)}
+
+
+def dedup_cost(work: Path, mb: float, rounds: int) -> dict:
+    """A re-shard of ``mb`` of CSV with no repeated record, with and without ``--dedup exact``."""
+    source = work / "dedup.csv"
+    _csv(source, 0, int(mb * 1e6 / 75))
+    out: dict = {"csv_mb": round(source.stat().st_size / 1e6, 1), "plain_s": [], "dedup_s": []}
+    for r in range(rounds):
+        for name, extra in (("plain_s", ()), ("dedup_s", ("--dedup", "exact")))[::1 if r % 2 == 0 else -1]:
+            ds = work / f"dedup-{name}-{r}"
+            out[name].append(round(_run("--input", source, "--output", ds, *FLAGS, *extra), 2))
+            shutil.rmtree(ds)
+    out["ratio"] = round(min(out["dedup_s"]) / min(out["plain_s"]), 3)
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=200.0, help="CSV size of the base data set (default: %(default)s)")
     p.add_argument("--rows", type=int, default=400_000, help="records of the input-rate data sets (default: %(default)s)")
+    p.add_argument("--dedup-mb", type=float, default=100.0, help="CSV size of the --dedup cost runs (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--input-rounds", type=int, default=8, help="epochs of each data set for the input rate, the two "
+                   "alternating (default: %(default)s)")
+    p.add_argument("--only", choices=("append", "input", "dedup"), action="append",
+                   help="run only these measurements (repeatable; default: all)")
     p.add_argument("--json")
     args = p.parse_args()
+    only = set(args.only or ("append", "input", "dedup"))
+    result: dict = {"cores": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
-        result = {"append_vs_union": append_vs_union(Path(tmp), args.mb, args.rounds),
-                  "input_rate": input_rate(Path(tmp), args.rows, args.rounds), "cores": os.cpu_count()}
+        if "append" in only:
+            result["append_vs_union"] = append_vs_union(Path(tmp), args.mb, args.rounds)
+        if "input" in only:
+            result["input_rate"] = input_rate(Path(tmp), args.rows, args.input_rounds)
+        if "dedup" in only:
+            result["dedup_cost"] = dedup_cost(Path(tmp), args.dedup_mb, args.rounds)
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

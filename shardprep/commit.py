@@ -18,7 +18,16 @@ from collections.abc import Iterable
 from shardprep import faults, fs, generations, lease, manifest, naming, planning, retention, tfds_metadata
 from shardprep.config import ReshardConfig
 from shardprep.errors import ManifestError, RunError
-from shardprep.graph.elements import ErrorFact, PlanFact, RejectFact, ShardFact, StatsFact, UnitFact
+from shardprep.graph.elements import (
+    DuplicateFact,
+    ErrorFact,
+    HashesFact,
+    PlanFact,
+    RejectFact,
+    ShardFact,
+    StatsFact,
+    UnitFact,
+)
 
 __all__ = ["assemble", "changed_inputs", "commit", "commit_manifest"]
 
@@ -52,6 +61,10 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
     for u in units.values():
         if u.by_reason:  # most units have none: skip Counter.update's fixed cost per call
             by_reason.update(dict(u.by_reason))
+    duplicates = list({d.batch: d for d in groups[DuplicateFact]}.values())  # --dedup exact's, a batch's once
+    if duplicates:
+        by_reason["duplicate"] += sum(d.count for d in duplicates)
+        rejected_by_units += sum(d.count for d in duplicates)
     rejected_paths = sorted({r.path for r in groups[RejectFact]})
     rejected_written = sum({r.path: r.num_records for r in groups[RejectFact]}.values())
     if rejected_written != rejected_by_units:
@@ -66,7 +79,7 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
 
     splits = {}
     for i, name in enumerate(names):
-        kept = sum(u.kept[i] for u in units.values())
+        kept = sum(u.kept[i] for u in units.values()) - sum(d.count for d in duplicates if d.split == i)
         plan = plans.get(i)
         if plan is None and config.append and not kept:  # an append may add no records to a split
             continue
@@ -116,6 +129,10 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         for index, read_, rejected_ in u.files or ((u.file_index, u.read, u.rejected),):
             per_file[index][0] += read_ - rejected_
             per_file[index][1] += rejected_
+    for d in duplicates:
+        for index, count in d.files:
+            per_file[index][0] -= count
+            per_file[index][1] += count
     sources = tuple(
         manifest.SourceInfo(url, size, per_file[i][0], per_file[i][1]) for i, (url, size) in enumerate(config.sources)
     )
@@ -143,6 +160,13 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         sketches={names[f.split]: f.sketch for f in sorted(groups[StatsFact], key=lambda f: f.split)
                   if names[f.split] in splits and f.sketch is not None},
     )
+    hashes = {f.info for f in groups[HashesFact]}
+    if len(hashes) > 1:
+        errors.append(f"--dedup exact: the run's record hashes were reported differently by two workers: {sorted(hashes)}")
+    elif hashes:  # the run's generation names its records' hashes, which the next append checks against
+        result = dataclasses.replace(result, generations=(manifest.Generation(
+            config.run_id, 1, {n: s.num_records for n, s in splits.items()}, read, rejected_written,
+            by_reason.get("duplicate", 0), hashes=hashes.pop()),))
     errors.extend(manifest.problems(result))
     return (None if errors else result), errors, report
 
@@ -294,10 +318,11 @@ def _versioned(config: ReshardConfig, current: manifest.Manifest | None, result:
     """The manifest to commit: the data set's next version. An append adds ``result`` (its run's
     generation) to ``current`` (``generations.merge``); an --overwrite replaces ``current`` with a
     version of one generation; a first run is version 1."""
+    duplicates = result.rejected.by_reason.get("duplicate", 0)
+    hashes = result.generations[0].hashes if result.generations else None  # --dedup exact
     if config.append:
-        duplicates = result.rejected.by_reason.get("duplicate", 0)
         merged = generations.merge(config.output, current, result, run_id=config.run_id, top_k=config.stats_top_k,
-                                   duplicates=duplicates)
+                                   duplicates=duplicates, hashes=hashes)
         if unsound := manifest.problems(merged):  # e.g. an input appended twice: the same shards again
             raise ManifestError(f"{unsound[0]} (was this input appended before?)")
         for line in generations.small_generation(current, result):
@@ -307,7 +332,7 @@ def _versioned(config: ReshardConfig, current: manifest.Manifest | None, result:
         return result
     version = current.data_version + 1
     own = manifest.Generation(config.run_id, version, {n: s.num_records for n, s in result.splits.items()},
-                              result.accounting.read, result.accounting.rejected, created=result.created)
+                              result.accounting.read, result.accounting.rejected, duplicates, result.created, hashes)
     return dataclasses.replace(result, data_version=version, parent=current.data_version, generations=(own,))
 
 

@@ -7,10 +7,13 @@ from typing import Any
 
 from shardprep import planning
 from shardprep.errors import SchemaError, UsageError
+from shardprep.manifest_generations import HashesInfo
 from shardprep.naming import COMPRESSIONS
 from shardprep.schema import EXTRA_FIELDS, ON_MISSING, Schema, schema_from_json
 
-__all__ = ["COMPRESSIONS", "ReshardConfig"]
+__all__ = ["COMPRESSIONS", "DEDUP", "ReshardConfig"]
+
+DEDUP = ("none", "exact")  # a re-shard's --dedup (a text run's also takes near: shardprep.text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +61,9 @@ class ReshardConfig:
     # ``Manifest.identity`` of the data set the run was planned against ("": none); the commit refuses if
     # another is committed by then (a race). None: not checked
     base: str | None = None
+    dedup: str = "none"  # --dedup exact: a record equal to one before it, or in the data set, is dead letter ``duplicate``
+    dedup_key: str = ""  # --dedup-key: the feature whose values make records equal ("": the Example bytes)
+    dedup_against: tuple[HashesInfo, ...] = ()  # an append's: the data set's generations' hashes (graph.dedup)
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -91,6 +97,11 @@ class ReshardConfig:
         unknown = [n for n in self.required if n not in self.features]
         if unknown:
             raise UsageError(f"--required {','.join(unknown)}: not a feature of the schema ({', '.join(sorted(self.features)[:10])})")
+        if self.dedup not in DEDUP:
+            raise UsageError(f"--dedup {self.dedup!r}: records take one of {', '.join(DEDUP)} (near: --task text runs)")
+        if self.dedup_key and (self.dedup != "exact" or self.dedup_key not in self.features):
+            raise UsageError(f"--dedup-key {self.dedup_key}: " + ("goes with --dedup exact" if self.dedup != "exact" else
+                             f"not a feature of the schema ({', '.join(sorted(self.features)[:10])})"))
         if self.extra_fields not in EXTRA_FIELDS:
             raise UsageError(f"extra_fields {self.extra_fields!r}: expected one of {', '.join(EXTRA_FIELDS)}")
 

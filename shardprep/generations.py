@@ -80,11 +80,12 @@ def small_generation(parent: manifest.Manifest, new: manifest.Manifest) -> list[
 
 
 def merge(root: str, parent: manifest.Manifest, new: manifest.Manifest, *, run_id: str, top_k: int,
-          duplicates: int = 0) -> manifest.Manifest:
+          duplicates: int = 0, hashes: manifest.HashesInfo | None = None) -> manifest.Manifest:
     """The manifest version after ``parent`` that adds ``new`` (one run's generation, committed by
-    ``run_id``) to it. The statistics are merged from the stored states of both (``stats.store``) and
-    the merged state is stored in ``run_id``'s folder; a side without a state (a data set made before
-    appends, ``--statistics off``) leaves the merged manifest without statistics, said in a warning."""
+    ``run_id``; ``hashes``: its records' hashes, ``--dedup exact``) to it. The statistics are merged
+    from the stored states of both (``stats.store``) and the merged state is stored in ``run_id``'s
+    folder; a side without a state (a data set made before appends, ``--statistics off``) leaves the
+    merged manifest without statistics, said in a warning."""
     splits = {}
     for name in parent.splits:
         old, add = parent.splits[name], new.splits.get(name, manifest.SplitInfo(0, 0, ()))
@@ -96,7 +97,7 @@ def merge(root: str, parent: manifest.Manifest, new: manifest.Manifest, *, run_i
     statistics, sketches = _merged_statistics(root, parent, new, run_id=run_id, features=features, top_k=top_k)
     version = parent.data_version + 1
     generation = manifest.Generation(run_id, version, {n: s.num_records for n, s in new.splits.items()},
-                                     new.accounting.read, new.accounting.rejected, duplicates, new.created)
+                                     new.accounting.read, new.accounting.rejected, duplicates, new.created, hashes)
     return dataclasses.replace(
         parent,
         features=features,

@@ -16,13 +16,14 @@ from typing import Any
 from shardprep import __version__, fs, json_compact, manifest_schema, members, naming, schema
 from shardprep.errors import ManifestError, SchemaError
 from shardprep.manifest_checks import problems
-from shardprep.manifest_generations import Generation, SketchInfo, generation_from_json, sketch_from_json
+from shardprep.manifest_generations import Generation, HashesInfo, SketchInfo, generation_from_json, sketch_from_json
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "Accounting",
     "Generation",
+    "HashesInfo",
     "IndexInfo",
     "Manifest",
     "ManifestError",

@@ -8,9 +8,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shardprep import manifest_schema, naming
+from shardprep import manifest_schema, members, naming
 
-__all__ = ["Generation", "SketchInfo", "generation_from_json", "sketch_from_json"]
+__all__ = ["Generation", "HashesInfo", "SketchInfo", "generation_from_json", "sketch_from_json"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HashesInfo:
+    """A generation's kept records' 128-bit hashes, sorted (``shardprep.record_hashes``): what a later
+    ``--append --dedup exact`` checks its records against, without reading the shards. ``key``: the
+    ``--dedup-key`` feature hashed ("": the whole Example bytes)."""
+
+    path: str
+    num_records: int
+    num_bytes: int
+    crc32c: str
+    key: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "num_records": self.num_records, "num_bytes": self.num_bytes,
+                "crc32c": self.crc32c, "key": self.key}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +42,7 @@ class Generation:
     rejected: int = 0
     duplicates: int = 0
     created: str = ""
+    hashes: HashesInfo | None = None  # --dedup exact: its records' hashes
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"run_id": self.run_id, "data_version": self.data_version,
@@ -33,6 +51,8 @@ class Generation:
             doc["duplicates"] = self.duplicates
         if self.created:
             doc["created"] = self.created
+        if self.hashes is not None:
+            doc["hashes"] = self.hashes.to_json()
         return doc
 
 
@@ -54,7 +74,17 @@ def generation_from_json(x: Any, where: str) -> Generation:
     return Generation(run_id, manifest_schema.positive(x.get("data_version"), f"{where}.data_version"),
                       {manifest_schema.string(k, f"{where}.num_records"): manifest_schema.count_key(counts, k, f"{where}.num_records") for k in counts},
                       *(manifest_schema.count_key(x, k, where) if k in x else 0 for k in ("read", "rejected", "duplicates")),
-                      created=manifest_schema.typed_key(x, "created", str, where) if "created" in x else "")
+                      created=manifest_schema.typed_key(x, "created", str, where) if "created" in x else "",
+                      hashes=_hashes(x["hashes"], f"{where}.hashes") if "hashes" in x else None)
+
+
+def _hashes(x: Any, where: str) -> HashesInfo:
+    manifest_schema.mapping(x, where)
+    path = manifest_schema.typed_key(x, "path", str, where)
+    members.check_relative(path, field=f"{where}.path")
+    return HashesInfo(path, manifest_schema.count_key(x, "num_records", where), manifest_schema.count_key(x, "num_bytes", where),
+                      manifest_schema.crc32c(manifest_schema.typed_key(x, "crc32c", str, where), f"{where}.crc32c"),
+                      manifest_schema.typed_key(x, "key", str, where) if "key" in x else "")
 
 
 def sketch_from_json(x: Any, where: str) -> SketchInfo:

@@ -41,6 +41,8 @@ __all__ = [
     "Template",
     "is_run_id",
     "dali_index_path",
+    "duplicates_path",
+    "hashes_path",
     "index_path",
     "join",
     "new_run_id",
@@ -98,6 +100,7 @@ SPILL_FILES = {  # the spill's files (``graph.spill``), by kind
     "parsed": Template("parsed-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
     "sorted": Template("sorted-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
     "batches": Template("batches-{split}.bin", split=_NUMBER),
+    "hashes": Template("hashes-{file}-{unit}.bin", file=_NUMBER, unit=_NUMBER),  # --dedup exact (graph.dedup)
 }
 
 
@@ -173,6 +176,16 @@ def sketch_path(run_id: str, split: str) -> str:
 def rejected_path(run_id: str, index: int, count: int) -> str:
     """Path of a dead-letter file relative to the data set folder."""
     return f"{run_id}/{REJECTED}/{_file_name(REJECTED, index, count, 'jsonl', False)}"
+
+
+def duplicates_path(run_id: str, split: int, file: int, unit: int, part: int) -> str:
+    """The dead letters ``duplicate`` of one spilled batch (``--dedup exact``: ``shardprep.graph.dedup``)."""
+    return f"{run_id}/{REJECTED}/duplicates-{split:05d}-{file:05d}-{unit:05d}-{part:05d}.jsonl"
+
+
+def hashes_path(run_id: str) -> str:
+    """A generation's sorted record hashes (``--dedup exact``: ``shardprep.record_hashes``)."""
+    return f"{run_id}/dedup/hashes.bin"
 
 
 def vocab_path(run_id: str) -> str:

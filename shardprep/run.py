@@ -311,7 +311,7 @@ def _main(argv: Sequence[str] | None) -> int:
         stats_top_k=args.stats_top_k,
         statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
-        append=args.append,
+        append=args.append, **args.dedup_fields,
         base=parent.identity if parent is not None else "",
     )
     log.info("%d input files, %s, %d features; run %s -> %s", len(files),

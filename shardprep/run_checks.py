@@ -16,7 +16,7 @@ from shardprep import fs, manifest, naming, planning
 from shardprep.capacity import machine_cores
 from shardprep.errors import UsageError
 
-__all__ = ["append_settings", "check_flags", "check_output", "data_set", "direct_flags", "refuse_unknown_args"]
+__all__ = ["append_settings", "check_flags", "check_output", "data_set", "dedup", "direct_flags", "refuse_unknown_args"]
 
 _DIRECT_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 _MODES = ("in_memory", "multi_threading", "multi_processing")  # Beam's; each means the local pool here
@@ -135,9 +135,41 @@ def data_set(args: argparse.Namespace) -> manifest.Manifest | None:
     parent = _data_set(args)
     if args.append:
         append_settings(args, parent)
+    args.dedup_fields = dedup(args, parent)
     args.seed = 42 if args.seed is None else args.seed
     args.compression = args.compression or "none"
     return parent
+
+
+def dedup(args: argparse.Namespace, parent: manifest.Manifest | None) -> dict:
+    """``--dedup``/``--dedup-key`` of a re-shard of records, as ``ReshardConfig`` fields (a text run's
+    ``--dedup`` is its document store's: ``shardprep.text``). An append with ``--dedup exact`` checks
+    its records against the data set's generations' hashes: each must keep them, of the same key."""
+    mode, key = getattr(args, "dedup", None) or "none", getattr(args, "dedup_key", None) or ""
+    if args.task:
+        if key:
+            raise UsageError(f"--dedup-key {key} goes with records, not --task: a text run's --dedup compares documents")
+        return {}
+    if mode == "near":
+        raise UsageError("--dedup near goes with --task (documents); records take --dedup exact: the same Example "
+                         "bytes, or the same --dedup-key value")
+    if key and mode != "exact":
+        raise UsageError(f"--dedup-key {key} goes with --dedup exact")
+    if mode == "none":
+        return {}
+    against = []
+    if args.append and parent is not None:
+        for i, g in enumerate(parent.all_generations(), 1):
+            if g.hashes is None:
+                raise UsageError(f"--append --dedup exact: generation {i} (run {g.run_id}) of {args.output} keeps no "
+                                 "record hashes (it was made without --dedup exact), so its records cannot be compared "
+                                 "without reading them: re-shard everything once with --overwrite --dedup exact")
+            if g.hashes.key != key:
+                theirs = f"--dedup-key {g.hashes.key}" if g.hashes.key else "no --dedup-key (whole records)"
+                raise UsageError(f"--append --dedup exact{f' --dedup-key {key}' if key else ''}: generation {i} of "
+                                 f"{args.output} was deduplicated with {theirs}; give the same")
+            against.append(g.hashes)
+    return {"dedup": mode, "dedup_key": key, "dedup_against": tuple(against)}
 
 
 def _data_set(args: argparse.Namespace) -> manifest.Manifest | None:

@@ -223,12 +223,34 @@ def sketch_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> l
     return out
 
 
+def hashes_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> list[str]:
+    """A generation's record hashes (``--dedup exact``: ``record_hashes``) that are missing or not the
+    manifest's size and crc32c (on object stores without ``deep``: the store's crc32c)."""
+    from shardprep import record_hashes
+
+    out = []
+    for i, g in enumerate(m.all_generations()):
+        if g.hashes is None:
+            continue
+        if not deep and (found := stored_problems(root, g.hashes.path, size=g.hashes.num_bytes, crc32c=g.hashes.crc32c,
+                                                  what="record hashes")) is not None:
+            out.extend(found)
+            continue
+        try:
+            record_hashes.read(root, g.hashes, field=f"generations[{i}].hashes")
+        except FileNotFoundError:
+            out.append(f"{g.hashes.path}: record hashes missing")
+        except (ShardprepError, OSError) as e:
+            out.append(str(e))
+    return out
+
+
 def verify(root: str, *, deep: bool = False, jobs: int = 4, version: int | None = None) -> tuple[list[str], int, int]:
     """Returns (problems, shards checked, records covered) of the current manifest, or of the kept
     manifest ``version`` (``manifest.load``)."""
     m = versions.load(root, version=version)
     problems = (manifest.problems(m) + _listing_problems(root, m) + vocab_problems(root, m.text, deep=deep)
-                + sketch_problems(root, m, deep=deep))
+                + sketch_problems(root, m, deep=deep) + hashes_problems(root, m, deep=deep))
     shards = [s for split in m.splits.values() for s in split.shards]
     fields = [f"splits.{name}.shards[{i}].path" for name, split in m.splits.items() for i in range(len(split.shards))]
     shard_check = functools.partial(shard_problems, root, compression=m.compression, deep=deep, features=m.features)

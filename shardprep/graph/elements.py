@@ -16,7 +16,7 @@ from shardprep.permutation import Permutation
 if TYPE_CHECKING:
     from shardprep.graph.counts import CountTable
 
-__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "ErrorFact", "PlanFact", "RejectFact", "RejectedBatch", "ShardBatches", "ShardFact",
+__all__ = ["FACTS", "REJECTED", "STATS", "BatchCount", "DuplicateFact", "ErrorFact", "HashesFact", "PlanFact", "RejectFact", "RejectedBatch", "ShardBatches", "ShardFact",
            "ShardPiece", "SpilledBatch", "SplitPlan", "StatsFact", "Tagged", "UnitFact", "shard_key"]
 
 REJECTED, FACTS, STATS = "rejected", "facts", "stats"  # tags of Parse's and Assign's side outputs
@@ -157,6 +157,24 @@ class ErrorFact(NamedTuple):
     """Any step -> Commit: a reason the run must not commit (the commit refuses, naming it)."""
 
     message: str
+
+
+class DuplicateFact(NamedTuple):
+    """Assign -> Commit (``--dedup exact``): the records of spilled batch ``batch`` (split, file,
+    unit, part) dropped as duplicates, written as dead letters to ``path``; ``files``: (input file
+    index, count) of them."""
+
+    batch: tuple[int, int, int, int]
+    split: int
+    count: int
+    path: str
+    files: tuple[tuple[int, int], ...]
+
+
+class HashesFact(NamedTuple):
+    """Assign -> Commit (``--dedup exact``): the run's kept records' hashes, stored for its generation."""
+
+    info: manifest.HashesInfo
 
 
 def shard_key(split: int, shard: int, num_shards: int) -> tuple[int, int, int]:

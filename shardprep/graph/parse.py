@@ -18,6 +18,7 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
 from shardprep.graph.counting import Counter
+from shardprep.graph.dedup import UnitHashes, hashes_url
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged, UnitFact
 from shardprep.graph.spill import joined, pack
 from shardprep.graph.tasks import helper
@@ -42,7 +43,7 @@ class Parse:
     Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
     ``UnitFact`` (tag ``FACTS``) and, where they are counted here (``statistics_in_parse``), the
     unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files,
-    not through the runner.
+    not through the runner; with ``--dedup exact``, so do their hashes (``graph.dedup.UnitHashes``).
     """
 
     def __init__(self, config: ReshardConfig) -> None:
@@ -213,6 +214,7 @@ class Parse:
         read = 0
         per_file: list[tuple[int, int, int]] = []  # a group's (file, read, rejected) per member
         self._missing.clear()
+        self._hashes = UnitHashes(cfg.dedup_key) if cfg.dedup == "exact" else None
         self._partial = partial = {}  # split -> feature -> its statistics in this unit
         self._held: list[tuple[dict, np.ndarray | None, int]] = []  # column-wise blocks not yet counted
         self._held_rows = self._held_bytes = 0  # their records, and their records' bytes
@@ -220,6 +222,8 @@ class Parse:
             self._unit = member
             member_name = f"{member.file.index}:{member.index}"
             before = (read, len(dead))
+            if self._hashes is not None:
+                self._hashes.member(member, read - len(dead))
             for item in self._batches(member, member is not unit):
                 if isinstance(item, Bad):
                     read += 1
@@ -235,6 +239,8 @@ class Parse:
             if member is not unit:
                 per_file.append((member.file.index, read - before[0], len(dead) - before[1]))
         yield from self._spill(unit)
+        if self._hashes is not None and read > len(dead):
+            self._hashes.write(hashes_url(cfg, unit.key))
         if dead:
             yield Tagged(REJECTED, RejectedBatch(unit.key, dead))
         self._count_held()
@@ -270,16 +276,23 @@ class Parse:
         cfg = self._config
         blocks, self._pending, self._waiting, self._waiting_bytes = _merged(self._pending), [], 0, 0
         pieces: dict[int, list[FramedBatch]] = {}  # by split: its records of the batch, in order
+        marks: dict[int, list[np.ndarray]] = {}  # by split: its records' hash rows (--dedup exact), in order
         fixed = unit.file.split  # a TFDS shard keeps its split (a group's files share it); others: the keyed hash
         for block in blocks:
             counted = isinstance(block, ColumnBatch)  # its statistics came from its columns
-            for s, piece in [(self._split_index[fixed], block)] if fixed else _by_split(block, cfg.seed,
-                                                                                          self._thresholds):
+            marked = self._hashes.mark(block) if self._hashes is not None else None
+            for s, piece, mask in [(self._split_index[fixed], block, None)] if fixed else _by_split(block, cfg.seed,
+                                                                                                    self._thresholds):
                 pieces.setdefault(s, []).append(piece)
+                if marked is not None:
+                    marks.setdefault(s, []).append(marked if mask is None else marked[mask])
                 if cfg.statistics and cfg.statistics_in_parse and not counted:
                     self._count(s, piece)
         for s in sorted(pieces):
-            yield pack(cfg, s, unit.key, self._parts[s], pieces[s])
+            spilled = pack(cfg, s, unit.key, self._parts[s], pieces[s])
+            if self._hashes is not None:
+                self._hashes.batch(s, self._parts[s], marks[s])
+            yield spilled
             self._kept[s] += sum(len(piece.ends) for piece in pieces[s])
             self._parts[s] += 1
 
@@ -319,20 +332,22 @@ def _splits(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> np.nd
     return planning.split_indices(batch.blob, starts + 12, ends - 4, seed, thresholds)  # the Examples, unframed
 
 
-def _by_split(batch: FramedBatch, seed: int, thresholds: tuple[int, ...]) -> list[tuple[int, FramedBatch]]:
-    """A framed batch cut by split, records kept in order (``ColumnBatch``: by the splits it holds)."""
+def _by_split(batch: FramedBatch, seed: int,
+              thresholds: tuple[int, ...]) -> list[tuple[int, FramedBatch, np.ndarray | None]]:
+    """A framed batch cut by split, records kept in order (``ColumnBatch``: by the splits it holds):
+    each split's records and which of the batch's they are (None: all)."""
     which = batch.which if isinstance(batch, ColumnBatch) and batch.which is not None else _splits(batch, seed,
                                                                                                     thresholds)
     if which is None:
-        return [(0, batch)]
+        return [(0, batch, None)]
     ends = batch.ends.astype(np.int64)
     starts = np.concatenate(([0], ends[:-1]))
     present = np.flatnonzero(np.bincount(which)).tolist()  # the splits present, in order
     if len(present) == 1:
-        return [(present[0], batch)]
+        return [(present[0], batch, None)]
     data, sizes = np.frombuffer(batch.blob, np.uint8), ends - starts
     out = []
     for s in present:
         keep = which == s
-        out.append((s, FramedBatch(data[np.repeat(keep, sizes)].tobytes(), np.cumsum(sizes[keep]).astype(np.uint64))))
+        out.append((s, FramedBatch(data[np.repeat(keep, sizes)].tobytes(), np.cumsum(sizes[keep]).astype(np.uint64)), keep))
     return out

@@ -14,6 +14,7 @@ from shardprep.commit import commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counting import Counter
 from shardprep.graph.counts import CountTable
+from shardprep.graph.dedup import Duplicates
 from shardprep.graph.elements import (
     FACTS,
     STATS,
@@ -90,19 +91,33 @@ class Assign:
     else ``(shard_key, ShardPiece)`` per shard the batch's records go to, the batch reordered by
     (shard, place in shard) into one segment per shard. A piece names a batch, not its records:
     WriteShards finds them from the plan.
+
+    With ``--dedup exact`` the plan counts the records kept (``graph.dedup.Duplicates``, found once
+    per process), and a batch first drops its duplicates (its dead letters' facts, tag ``FACTS``).
     """
 
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
         self._plans: dict[int, SplitPlan] | None = None
+        self._duplicates: Duplicates | None = None
 
     def process(self, batch: SpilledBatch, counts: list) -> Iterator[Any]:
         if self._plans is None:
+            if self._config.dedup == "exact":
+                self._duplicates = Duplicates(self._config, counts)
+                self._first = min((c.split, *c.unit, c.part) for c in counts)
+                counts = self._duplicates.counts(counts)
             self._plans = plan_splits(self._config, counts)
             for plan in self._plans.values():
                 yield Tagged(FACTS, ErrorFact(plan.error) if plan.error is not None else plan.fact)
-        plan = self._plans[batch.split]
-        if plan.error is not None:
+        if self._duplicates is not None:
+            if (batch.split, *batch.unit, batch.part) == self._first:  # the run's first batch stores the kept hashes
+                yield Tagged(FACTS, self._duplicates.store())
+            batch, facts = self._duplicates.drop(batch)
+            for fact in facts:
+                yield Tagged(FACTS, fact)
+        plan = self._plans.get(batch.split)  # none: every record of the split was a duplicate
+        if plan is None or plan.error is not None:
             return
         num_shards, total = plan.num_shards, plan.fact.num_records
         if in_place(self._config, batch.url):
@@ -120,6 +135,8 @@ class Assign:
         # Remote or large spill: reorder the batch by (shard, order) once and spill it; each shard's
         # piece is then one byte range of that file.
         n, first = batch.num_records, plan.counts.first_position(batch.split, tuple(batch.unit), batch.part)
+        if not n:  # every record of the batch was a duplicate
+            return
         shard, order = self._shards(plan, first, n)
         by_shard = np.lexsort((order, shard))
         sorted_shard = shard[by_shard]

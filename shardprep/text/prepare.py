@@ -58,10 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"1-2 for a quick look (default: {d.dupe_factor})")
     t.add_argument("--whole-word-masking", action="store_true", default=None,
                    help="bert-pretraining: mask all pieces of a word together")
-    t.add_argument("--dedup", choices=("none", "exact", "near"), help="drop repeated documents before any instance "
-                   "is made, keeping the first in input order; each dropped one is a dead letter naming it: exact "
-                   "(reason duplicate: the same text) or near (also near_duplicate: MinHash of word 5-grams, LSH of "
-                   f"{BANDS} bands x {ROWS} rows, about Jaccard 0.72 and up) (default: none)")
     t.add_argument("--dedup-bands", type=int, metavar="B", help=f"--dedup near: LSH bands (default: {BANDS})")
     t.add_argument("--dedup-rows", type=int, metavar="R", help=f"--dedup near: MinHash rows a band; more rows, a "
                    f"higher similarity threshold, about (1/B)**(1/R) (default: {ROWS})")
@@ -69,12 +65,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--dedup-threshold", type=float, metavar="J", help="--dedup near: a pair that shares a band is a "
                    "near-duplicate if its MinHash signatures agree in this share of places, the estimated Jaccard "
                    f"similarity (default: {NO_DEDUP.threshold})")
+    _add_dedup_arguments(p)
+
+
+def _add_dedup_arguments(p: argparse.ArgumentParser) -> None:
+    """``--dedup``, one flag for records and text runs (``run_checks.dedup`` judges it for records), and
+    ``--dedup-key``."""
+    d = p.add_argument_group("duplicates")
+    d.add_argument("--dedup", choices=("none", "exact", "near"), help="drop repeated records, keeping the first in "
+                   "input order (with --append, also those already in the data set); each dropped one is a dead "
+                   "letter duplicate naming the one kept, counted in the manifest. exact: the same Example bytes (or "
+                   "--dedup-key value); with --task, repeated documents before any instance is made: exact (the same "
+                   "text) or near (also near_duplicate: MinHash of word 5-grams, LSH of "
+                   f"{BANDS} bands x {ROWS} rows, about Jaccard 0.72 and up) (default: none)")
+    d.add_argument("--dedup-key", metavar="COLUMN", help="--dedup exact without --task: records are the same when "
+                   "this feature's values are (a record without it is never a duplicate) (default: the whole record)")
 
 
 _PRETRAINING_ONLY = ("max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor", "whole_word_masking")
 _NEAR_ONLY = ("dedup_bands", "dedup_rows", "dedup_shingle", "dedup_threshold")
 _TEXT_FLAGS = ("vocab", "train_vocab", "cased", "text_column", "text_pair_column", "label", "max_seq_length",
-               *_PRETRAINING_ONLY, "dedup", *_NEAR_ONLY)
+               *_PRETRAINING_ONLY, *_NEAR_ONLY)  # --dedup goes with records too (run_checks.dedup)
 
 
 def _given(args: argparse.Namespace, names: Sequence[str]) -> list[str]:

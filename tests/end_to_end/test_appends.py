@@ -1,9 +1,13 @@
-"""Appends (issue 56): generations, the exclusive commit, the schema check, versions, merged statistics.
+"""Appends (issue 56): generations, the exclusive commit, the schema check, versions, merged statistics,
+``--dedup exact`` (in a run and against the data set), on the local engine, Beam, Dask and GCS.
 
-Every run is a real ``python -m shardprep.run`` process; races are real processes on one folder."""
+Every run is a real ``python -m shardprep.run`` process; races are real processes on one folder; GCS
+is the emulator (``tests.gcs_emulator``)."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +17,7 @@ import pytest
 
 from shardprep import manifest, reader, verify, versions
 from tests.conftest import ROOT, run_cli, sample_rows, write_csv
+from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
 
 RUN = "shardprep.run"
 FLAGS = ("--num-shards", "4", "--split", "train=0.8,eval=0.2")
@@ -139,3 +144,119 @@ def test_racing_runs_exactly_one_commits_and_the_other_loses_nothing(inputs, tmp
     assert other.returncode == 1 and "another run owns" in other.stderr, other.stderr
     assert first.wait(300) == 0
     assert verify.verify(str(out))[0] == [] and manifest.load(str(out)).data_version == 4
+
+
+def _dead_letters(root: Path) -> list[dict]:
+    m = manifest.load(str(root))
+    return [json.loads(line) for path in m.rejected.paths for line in (root / path).read_text().splitlines()]
+
+
+def _shard_bytes(root: Path) -> dict[str, bytes]:
+    """Every shard's bytes by its path below its run folder (run ids differ between runs)."""
+    return {p.split("/", 1)[1]: (root / p).read_bytes() for s in manifest.load(str(root)).splits.values()
+            for p in (x.path for x in s.shards)}
+
+
+@pytest.fixture
+def repeats(tmp_path: Path) -> dict[str, Path]:
+    """``base``: 300 rows then rows 0-99 again; ``day2``: rows 250-349 (50 in the data set), 300-309 twice;
+    ``keyed``: rows 340-359 with new x values (ids 340-349 already appended)."""
+    base = sample_rows(300)
+    day2 = base[250:] + sample_rows(50, start=300)
+    keyed = [{**r, "x0": 9.0} for r in sample_rows(20, start=340)]
+    return {"base": write_csv(tmp_path / "in" / "base.csv", base + base[:100]),
+            "day2": write_csv(tmp_path / "in" / "day2.csv", day2 + day2[50:60]),
+            "keyed": write_csv(tmp_path / "in" / "keyed.csv", keyed)}
+
+
+def test_dedup_exact_drops_repeats_in_the_run_and_of_the_data_set(repeats, tmp_path) -> None:
+    """A repeat is a dead letter ``duplicate`` naming its position and the record kept (the lowest
+    position); the same shards for any worker count; an append drops records already in the data set."""
+    out, again = tmp_path / "ds", tmp_path / "two"
+    run_cli(RUN, "--input", repeats["base"], "--output", out, *FLAGS, "--dedup", "exact", "--local-workers", "1",
+            check=True)
+    run_cli(RUN, "--input", repeats["base"], "--output", again, *FLAGS, "--dedup", "exact", "--local-workers", "2",
+            "--unit-mb", "0.01", check=True)
+    assert _shard_bytes(out) == _shard_bytes(again)
+    m = manifest.load(str(out))
+    assert (m.accounting.read, m.accounting.written, m.rejected.by_reason) == (400, 300, {"duplicate": 100})
+    assert m.sources[0].num_records == 300 and m.sources[0].num_rejected == 100
+    letters = sorted(_dead_letters(out), key=lambda x: x["position"])
+    assert [x["position"] for x in letters] == list(range(300, 400))
+    assert letters[0]["detail"] == f"the same Example bytes as record 0 of {repeats['base']}, kept"
+    assert m.generations[0].hashes.num_records == 300 and verify.verify(str(out))[0] == []
+    assert sorted(_ids(out, "train") + _ids(out, "eval")) == list(range(300))
+
+    run_cli(RUN, "--input", repeats["day2"], "--output", out, "--append", *FLAGS, "--dedup", "exact", check=True)
+    m = manifest.load(str(out))
+    assert m.generations[1].duplicates == 60 and m.rejected.by_reason == {"duplicate": 160}
+    assert sorted(_ids(out, "train") + _ids(out, "eval")) == list(range(350))
+    details = [x["detail"] for x in _dead_letters(out) if x["source"] == str(repeats["day2"])]
+    assert sum("already in the data set (generation 1" in d for d in details) == 50 and len(details) == 60
+    assert verify.verify(str(out))[0] == [] and verify.verify(str(out), version=1)[0] == []
+
+    # --dedup-key: the same id is a repeat whatever the other values; the data set's hashes are of whole records
+    proc = run_cli(RUN, "--input", repeats["keyed"], "--output", out, "--append", *FLAGS, "--dedup", "exact",
+                   "--dedup-key", "id")
+    assert proc.returncode == 2 and "deduplicated with no --dedup-key" in proc.stderr, proc.stderr
+    keyed = tmp_path / "keyed"
+    run_cli(RUN, "--input", repeats["base"], "--output", keyed, *FLAGS, "--dedup", "exact", "--dedup-key", "id",
+            check=True)
+    run_cli(RUN, "--input", repeats["keyed"], "--output", keyed, "--append", *FLAGS, "--dedup", "exact",
+            "--dedup-key", "id", check=True)
+    assert manifest.load(str(keyed)).generations[1].duplicates == 0  # ids 340-359 are new to that data set
+    again_keyed = run_cli(RUN, "--input", repeats["keyed"], "--output", keyed, "--append", *FLAGS, "--dedup", "exact",
+                          "--dedup-key", "id")
+    assert again_keyed.returncode == 1 and "nothing to append" in again_keyed.stderr, again_keyed.stderr
+
+
+def test_dedup_flags_that_cannot_work_are_refused_in_one_line(repeats, tmp_path) -> None:
+    out = tmp_path / "ds"
+    run_cli(RUN, "--input", repeats["base"], "--output", out, *FLAGS, check=True)
+    for args, expected in (
+        (("--append", "--dedup", "exact"), "generation 1 (run"),
+        (("--append", "--dedup", "near"), "--dedup near goes with --task"),
+        (("--append", "--dedup-key", "id"), "--dedup-key id goes with --dedup exact"),
+        (("--overwrite", "--dedup", "exact", "--dedup-key", "nope"), "--dedup-key nope: not a feature"),
+    ):
+        proc = run_cli(RUN, "--input", repeats["day2"], "--output", out, *FLAGS, *args)
+        assert proc.returncode == 2 and expected in proc.stderr, (args, proc.stderr)
+        assert len([x for x in proc.stderr.splitlines() if "error" in x]) == 1 and "Traceback" not in proc.stderr
+    assert manifest.load(str(out)).data_version == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [["--runner", "beam"], ["--runner", "dask", "--dask-workers", "2"]],
+                         ids=["beam", "dask"])
+def test_append_and_dedup_on_beam_and_dask_match_the_local_engine(repeats, tmp_path, engine) -> None:
+    local, other = tmp_path / "local", tmp_path / "other"
+    for root, extra in ((local, ["--local-workers", "1"]), (other, engine)):
+        run_cli(RUN, "--input", repeats["base"], "--output", root, *FLAGS, "--dedup", "exact", "--unit-mb", "0.01",
+                *extra, check=True)
+        run_cli(RUN, "--input", repeats["day2"], "--output", root, "--append", *FLAGS, "--dedup", "exact",
+                "--unit-mb", "0.01", *extra, check=True)
+    assert _shard_bytes(other) == _shard_bytes(local)
+    def strip(root: Path) -> list[dict]:  # the run ids in the details differ
+        return [{**x, "detail": re.sub(r"run-[0-9TZ]+-[0-9a-f]+", "RUN", x["detail"])} for x in _dead_letters(root)]
+
+    assert strip(other) == strip(local)
+    a, b = manifest.load(str(local)), manifest.load(str(other))
+    assert ([g.hashes.crc32c for g in a.generations] == [g.hashes.crc32c for g in b.generations]
+            and b.rejected.by_reason == {"duplicate": 160} and verify.verify(str(other))[0] == [])
+
+
+@pytest.mark.slow
+def test_append_and_dedup_on_gcs_match_a_local_data_set(gcs, repeats, tmp_path) -> None:  # noqa: F811
+    local = tmp_path / "local"
+    out = gcs.url("ds")
+    for name, extra in (("base", []), ("day2", ["--append"])):
+        gcs.upload(repeats[name], f"in/{name}.csv")
+        run_cli(RUN, "--input", repeats[name], "--output", local, *FLAGS, "--dedup", "exact", *extra, check=True)
+        run_cli(RUN, "--input", gcs.url(f"in/{name}.csv"), "--output", out, *FLAGS, "--dedup", "exact", *extra,
+                check=True)
+    m, here = manifest.load(out), manifest.load(str(local))
+    assert [s.crc32c for x in m.splits.values() for s in x.shards] == [s.crc32c for x in here.splits.values()
+                                                                       for s in x.shards]
+    assert m.rejected.by_reason == {"duplicate": 160} and m.data_version == 2
+    assert [g.hashes.crc32c for g in m.generations] == [g.hashes.crc32c for g in here.generations]
+    assert verify.verify(out)[0] == [] and verify.verify(out, deep=True)[0] == []

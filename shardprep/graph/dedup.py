@@ -1,0 +1,279 @@
+"""``--dedup exact`` inside the re-shard's stages: Parse hashes, Assign decides and drops.
+
+Parse (``UnitHashes``) gives each record it spills a row of four uint64: its 128-bit hash
+(``record_hashes``), its ordinal among its unit's records (the high bit set for a record without
+the ``--dedup-key`` feature, never a duplicate) and its framed length; at the unit's end it writes
+them, batch after batch, to the spill file ``hashes-<file>-<unit>.bin`` with the unit's members
+(their files, first positions and dead letters' positions, which give a record's position in its
+file). Nothing per record crosses the runner.
+
+Assign (``Duplicates``, once per process, before the shard plan): every unit's rows and the data
+set's generations' hashes (an append: ``ReshardConfig.dedup_against``). A record whose hash an
+earlier generation holds, or an earlier record of the run holds (lower input position: unit in
+(file, unit) order, then ordinal), is dropped: the same rule and bytes on every engine and worker
+count. The plan counts the kept records (``counts``); the Assign of a batch that holds dropped
+records writes them as dead letters ``duplicate`` naming the record kept (a record's ``position``
+here: its index among the records of its file that parse, from 0; other dead letters give the
+format's own, a line for CSV), rewrites the batch's spill file without them (``drop``) and reports
+a ``graph.elements.DuplicateFact``; the Assign of the run's first batch stores the kept records'
+hashes for the generation (``record_hashes.write``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from shardprep import fs, naming, record_hashes, writer
+from shardprep.config import ReshardConfig
+from shardprep.formats.base import WorkUnit
+from shardprep.framing import FramedBatch
+from shardprep.graph.elements import BatchCount, DuplicateFact, HashesFact, RejectFact, SpilledBatch
+from shardprep.graph.spill import ends_dtype, gather, spill, spill_url
+
+__all__ = ["NO_KEY", "Duplicates", "UnitHashes", "hashes_url"]
+
+NO_KEY = np.uint64(1 << 63)  # in a row's ordinal: the record lacks the --dedup-key feature
+_MAGIC = 0x3148_5344_5053  # "SPDSH1": a unit's hashes file
+_ROW = 4  # hash, hash, ordinal, length
+
+
+def hashes_url(config: ReshardConfig, unit: tuple[int, int]) -> str:
+    """Where Parse writes unit ``unit``'s rows."""
+    return spill_url(config, "hashes", file=unit[0], unit=unit[1])
+
+
+class UnitHashes:
+    """One unit's rows, as Parse spills its batches (``mark`` each block read, in order; ``batch``
+    each batch spilled); ``member`` records where each record lies in its file."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._next = 0  # the ordinal of the next record marked
+        self._batches: list[tuple[int, int, np.ndarray]] = []
+        self._members: list[list[int]] = []  # [first ordinal, file, unit]
+        self._urls: list[str] = []
+
+    def member(self, unit: WorkUnit, first: int) -> None:
+        """Member ``unit`` of the unit starts at ordinal ``first`` (records read before it, not rejected)."""
+        self._members.append([first, unit.file.index, unit.index])
+        self._urls.append(unit.file.url)
+
+    def mark(self, block: FramedBatch) -> np.ndarray:
+        """The rows of a block of records read, in order."""
+        ends = np.asarray(block.ends, np.uint64)
+        n = len(ends)
+        ordinal = np.arange(self._next, self._next + n, dtype=np.uint64)
+        self._next += n
+        if self._key:
+            hashes, present = record_hashes.of_keys(block.blob, ends, self._key)
+            ordinal[~present] |= NO_KEY
+        else:
+            hashes = record_hashes.of_framed(block.blob, ends)
+        return np.column_stack([hashes, ordinal, np.diff(ends, prepend=np.uint64(0))]).astype(np.uint64)
+
+    def batch(self, split: int, part: int, rows: list[np.ndarray]) -> None:
+        """Batch ``part`` of ``split`` was spilled with the records of ``rows``, in order."""
+        self._batches.append((split, part, np.concatenate(rows) if rows else np.zeros((0, _ROW), np.uint64)))
+
+    def write(self, url: str) -> None:
+        head = [_MAGIC, len(self._batches), len(self._members), self._next]
+        for split, part, rows in self._batches:
+            head += [split, part, len(rows)]
+        for m in self._members:
+            head += m
+        spill(url, np.asarray(head, "<u8").tobytes(), *(np.ascontiguousarray(r, "<u8").tobytes() for _, _, r in self._batches),
+              json.dumps(self._urls).encode())
+
+
+class _Unit(NamedTuple):
+    """A unit's hashes file read back: its batches ((split, part, records)), members, records."""
+
+    batches: list[tuple[int, int, int]]
+    members: np.ndarray  # int64 rows of first ordinal, file, unit
+    urls: list[str]
+    rows: np.ndarray
+    records: int  # the unit's records that parsed
+
+
+def _read_unit(url: str) -> _Unit:
+    data = fs.read_bytes(url)
+    head = np.frombuffer(data, "<u8", count=4).astype(np.int64)
+    if int(head[0]) != _MAGIC:
+        raise RuntimeError(f"{url} is not a unit's hashes file: the spill is corrupt")
+    b, m, _ = head[1:].tolist()
+    nums = np.frombuffer(data, "<u8", count=4 + 3 * b + 3 * m).astype(np.int64)
+    batches = [tuple(x) for x in nums[4:4 + 3 * b].reshape(-1, 3).tolist()]
+    members = nums[4 + 3 * b:].reshape(-1, 3)
+    at = 8 * len(nums)
+    count = sum(n for _, _, n in batches)
+    rows = np.frombuffer(data, "<u8", count=_ROW * count, offset=at).reshape(-1, _ROW).astype(np.uint64)
+    return _Unit(batches, members, json.loads(data[at + 8 * _ROW * count:]), rows, int(head[3]))
+
+
+class _Dropped(NamedTuple):
+    """A batch's dropped records: their indices in the batch (ascending), rows in the run, and bytes."""
+
+    index: np.ndarray
+    rows: np.ndarray
+    size: int
+
+
+class Duplicates:
+    """Which records of the run ``--dedup exact`` drops, from every unit's hashes file and the data
+    set's generations' hashes; the same on every process that computes it."""
+
+    def __init__(self, config: ReshardConfig, counts: Iterable[BatchCount]) -> None:
+        self._config = config
+        units = sorted({(int(c.unit[0]), int(c.unit[1])) for c in counts})
+        urls = [hashes_url(config, u) for u in units]
+        if all(fs.is_local(u) for u in urls):
+            self._units = [_read_unit(u) for u in urls]
+        else:
+            with ThreadPoolExecutor(16) as pool:
+                self._units = list(pool.map(_read_unit, urls))
+        rows, unit_of, batch_of, index = [], [], [], []
+        self._batch_keys: list[tuple[int, int, int, int]] = []
+        for rank, (key, unit) in enumerate(zip(units, self._units)):
+            at = 0
+            for split, part, n in unit.batches:
+                rows.append(unit.rows[at:at + n])
+                unit_of.append(np.full(n, rank, np.int64))
+                batch_of.append(np.full(n, len(self._batch_keys), np.int64))
+                index.append(np.arange(n, dtype=np.int64))
+                self._batch_keys.append((split, key[0], key[1], part))
+                at += n
+        self._rows = np.concatenate(rows) if rows else np.zeros((0, _ROW), np.uint64)
+        self._unit_of = np.concatenate(unit_of) if unit_of else np.zeros(0, np.int64)
+        batch = np.concatenate(batch_of) if batch_of else np.zeros(0, np.int64)
+        index_in = np.concatenate(index) if index else np.zeros(0, np.int64)
+        self._offsets = self._file_offsets()
+        self._kept_of = self._decide()
+        self._by_batch: dict[tuple[int, int, int, int], _Dropped] = {}
+        dropped = np.flatnonzero(self._kept_of != -1)
+        for b in np.unique(batch[dropped]).tolist():
+            mine = dropped[batch[dropped] == b]
+            self._by_batch[self._batch_keys[b]] = _Dropped(index_in[mine], mine, int(self._rows[mine, 3].sum()))
+
+    def _file_offsets(self) -> list[list[int]]:
+        """For each unit's members: the records of its file that parsed in the units before it."""
+        seen: dict[int, int] = {}
+        out = []
+        for unit in self._units:
+            firsts = unit.members[:, 0].tolist() + [unit.records]
+            mine = []
+            for m, file in enumerate(unit.members[:, 1].tolist()):
+                mine.append(seen.get(file, 0))
+                seen[file] = mine[-1] + firsts[m + 1] - firsts[m]
+            out.append(mine)
+        return out
+
+    def _decide(self) -> np.ndarray:
+        """For each row: -1 (kept), the row it repeats (an earlier record of the run), or ``-2 - g``
+        (a record of generation ``g`` of ``config.dedup_against``)."""
+        rows = self._rows
+        kept_of = np.full(len(rows), -1, np.int64)
+        idx = np.flatnonzero((rows[:, 2] & NO_KEY) == 0)
+        ordinal = (rows[:, 2] & ~NO_KEY).astype(np.int64)
+        by_first = idx[np.argsort(rows[idx, 0], kind="stable")]
+        same = rows[by_first[1:], 0] == rows[by_first[:-1], 0]
+        shared = np.zeros(len(by_first), bool)
+        shared[1:] |= same
+        shared[:-1] |= same
+        cand = by_first[shared]  # rows whose first word another row shares: the only possible repeats
+        if len(cand):
+            c = cand[np.lexsort((ordinal[cand], self._unit_of[cand], rows[cand, 1], rows[cand, 0]))]
+            starts = np.ones(len(c), bool)
+            starts[1:] = np.any(rows[c[1:], :2] != rows[c[:-1], :2], axis=1)
+            first = c[np.maximum.accumulate(np.where(starts, np.arange(len(c)), 0))]
+            kept_of[c[~starts]] = first[~starts]
+        for g, info in enumerate(self._config.dedup_against):
+            table = record_hashes.read(self._config.output, info, field=f"generations[{g}].hashes")
+            hit = record_hashes.contains(table, rows[idx, :2])
+            kept_of[idx[hit]] = -2 - g
+        return kept_of
+
+    @property
+    def count(self) -> int:
+        return sum(len(d.index) for d in self._by_batch.values())
+
+    def counts(self, counts: Iterable[BatchCount]) -> list[BatchCount]:
+        """The counts side input with each batch's kept records and bytes."""
+        out = []
+        for c in counts:
+            d = self._by_batch.get((c.split, int(c.unit[0]), int(c.unit[1]), c.part))
+            out.append(c if d is None else c._replace(num_records=c.num_records - len(d.index), size=c.size - d.size))
+        return out
+
+    def kept_hashes(self) -> np.ndarray:
+        """The kept records' hashes (``record_hashes.sorted_unique``): the generation's."""
+        keep = (self._kept_of == -1) & ((self._rows[:, 2] & NO_KEY) == 0)
+        return record_hashes.sorted_unique(self._rows[keep, :2])
+
+    def store(self) -> HashesFact:
+        """Writes the generation's hashes into the run folder; the fact naming them."""
+        cfg = self._config
+        return HashesFact(record_hashes.write(cfg.output, cfg.run_id, self.kept_hashes(), cfg.dedup_key))
+
+    def _where(self, row: int) -> tuple[str, int, str]:
+        """(source url, position in it, unit name) of row ``row``'s record."""
+        rank = int(self._unit_of[row])
+        unit = self._units[rank]
+        ordinal = int(self._rows[row, 2] & ~NO_KEY)
+        m = int(np.searchsorted(unit.members[:, 0], ordinal, "right")) - 1
+        first, file, index = unit.members[m].tolist()
+        return unit.urls[m], self._offsets[rank][m] + ordinal - first, f"{file}:{index}"
+
+    def _detail(self, row: int) -> str:
+        what = f"the same {self._config.dedup_key!r} value" if self._config.dedup_key else "the same Example bytes"
+        kept = int(self._kept_of[row])
+        if kept <= -2:
+            g = -2 - kept
+            return f"{what} as a record already in the data set (generation {g + 1}, {self._config.dedup_against[g].path})"
+        source, position, _ = self._where(kept)
+        return f"{what} as record {position} of {source}, kept"
+
+    def drop(self, batch: SpilledBatch) -> tuple[SpilledBatch, list]:
+        """``batch`` without its dropped records (its spill file rewritten once; a retry finds it
+        rewritten, or cut to its ends by ``graph.spill.reorder``, and keeps it), and the facts of
+        its dead letters (none where it drops nothing)."""
+        key = (batch.split, int(batch.unit[0]), int(batch.unit[1]), batch.part)
+        d = self._by_batch.get(key)
+        if d is None:
+            return batch, []
+        cfg = self._config
+        path = naming.duplicates_path(cfg.run_id, *key)
+        n = batch.num_records
+        width = np.dtype(ends_dtype(batch.size)).itemsize
+        if fs.size(batch.url) == batch.size + n * width:  # as Parse wrote it
+            data = fs.read_bytes(batch.url)
+            ends = np.frombuffer(data, ends_dtype(batch.size), count=n, offset=batch.size).astype(np.uint64)
+            starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
+            lines = []
+            for i, row in zip(d.index.tolist(), d.rows.tolist()):
+                source, position, unit = self._where(row)
+                lines.append(writer.dead_letter_line(source=source, position=position, unit=unit, reason="duplicate",
+                                                     detail=self._detail(row), raw=data[starts[i] + 12:int(ends[i]) - 4]))
+            writer.write_rejected(cfg.output, path, lines)
+            keep = np.ones(n, bool)
+            keep[d.index] = False
+            order = np.flatnonzero(keep)
+            kept_ends = np.cumsum(np.diff(ends, prepend=np.uint64(0))[order], dtype=np.uint64)
+            size = batch.size - d.size
+            spill(batch.url, gather(data[:batch.size], ends, order), kept_ends.astype(ends_dtype(size)).tobytes())
+        files: dict[int, int] = {}
+        for row in d.rows.tolist():
+            file = self._file_of(row)
+            files[file] = files.get(file, 0) + 1
+        facts = [RejectFact(path, len(d.index)),
+                 DuplicateFact(key, batch.split, len(d.index), path, tuple(sorted(files.items())))]
+        return batch._replace(num_records=n - len(d.index), size=batch.size - d.size), facts
+
+    def _file_of(self, row: int) -> int:
+        unit = self._units[int(self._unit_of[row])]
+        m = int(np.searchsorted(unit.members[:, 0], int(self._rows[row, 2] & ~NO_KEY), "right")) - 1
+        return int(unit.members[m, 1])
+
