@@ -38,7 +38,7 @@ class DedupSettings:
     bands: int = 14
     rows: int = 8
     shingle: int = 5
-    threshold: float = 0.8  # a candidate pair (a shared band) is joined if its signatures agree this much
+    threshold: float = 0.8  # a candidate pair (a shared band) is a near-duplicate at this Jaccard (text.dedup.Verifier)
 
     def entry(self) -> dict:
         """The manifest's ``text.dedup`` settings (none: no entry)."""
