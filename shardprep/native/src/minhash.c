@@ -12,8 +12,8 @@ static inline int minhash_word_byte(uint8_t c) {
 }
 
 /* Each permutation's minimum of a * x + b (mod 2**32) over the shingles' hashes ``x``, into ``m``.
- * Compiled twice on x86-64 Linux (AVX2, and the baseline), chosen when the module loads. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+ * Compiled twice on x86-64 Linux with glibc (AVX2, and the baseline: an ifunc), chosen when the module loads. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void minhash_mins(const uint32_t *x, Py_ssize_t n, const uint32_t *a, const uint32_t *b, Py_ssize_t p,
