@@ -183,7 +183,8 @@ def _refuse_output_in_input(output: str, files: Sequence[formats.InputFile]) -> 
             folders[folder] = os.path.realpath(folder)
         return os.path.join(folders[folder], name)
 
-    inside = [f.url for f in files if real(f.url).startswith(root)]
+    # a folder not made yet holds no input file: no link to resolve, no stat a file
+    inside = [f.url for f in files if real(f.url).startswith(root)] if not local or os.path.exists(root) else []
     inside += [f.url for f in files if f.format == "images" and root.startswith(f.url.rstrip("/") + "/")]  # a folder
     if inside:
         raise UsageError(

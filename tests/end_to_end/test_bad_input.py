@@ -687,7 +687,7 @@ def reads_denied(case: Case, tmp: Path) -> Iterator[None]:
     if case.make is not unreadable or os.geteuid() != 0:
         yield
         return
-    real = fs.open_file
+    real, real_facts = fs.open_file, fs.opened_facts
     target = str(tmp / "in" / "a.csv")
 
     def open_file(url: str, mode: str = "rb"):
@@ -695,7 +695,12 @@ def reads_denied(case: Case, tmp: Path) -> Iterator[None]:
             raise PermissionError(13, "Permission denied", target)
         return real(url, mode)
 
-    with mock.patch.object(fs, "open_file", open_file):
+    def opened_facts(url: str) -> fs.LocalFacts:  # the launcher's open of each input file
+        if url.removeprefix("file://") == target:
+            raise PermissionError(13, "Permission denied", target)
+        return real_facts(url)
+
+    with mock.patch.object(fs, "open_file", open_file), mock.patch.object(fs, "opened_facts", opened_facts):
         yield
 
 
