@@ -7,7 +7,7 @@ Examples (TFRecord, TFDS, rows the per-record encoder wrote), the compiled reade
 ``native.example_columns``. ``add`` gives exactly what ``feature_stats.batch_stats`` (the per-record
 Python decoder, the fallback where the compiled reader declines a batch or is not built) gives for
 the same records: the same counts, the same exact integer sums, minima, maxima and sketch states
-(``tests/shardprep/test_stats.py`` checks it on random records), so the manifest does not depend on
+(``tests/shardprep/stats/test_columns.py`` checks it on random records), so the manifest does not depend on
 which path read a batch.
 
 Work per batch: a few numpy calls per dtype over all features' values at once (``reduceat``,

@@ -21,7 +21,7 @@ yielded, so dead letters keep their exact line numbers, reasons and wording. It 
 pyarrow and the csv module agree on quoting otherwise (doubled quotes, a quote inside an unquoted
 field taken as is, text after a closing quote appended, quoted newlines and ``\\r\\n``, given that
 no read handed to pyarrow ends in ``\\r``: see ``_Checked.readinto``); the property test in
-``tests/shardprep/formats/test_csv_arrow.py`` checks both paths on random CSV text.
+``tests/shardprep/formats/csv/test_arrow.py`` checks both paths on random CSV text.
 """
 from __future__ import annotations
 

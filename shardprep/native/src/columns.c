@@ -11,7 +11,7 @@
  * string feature whose statistics keep only the distinct-count sketch: no copy of its bytes).
  * example_columns(blob, ends, names, kinds, bounds, inv_log, low): the same, but each number feature's
  * ``columns[f]`` is its sums (``ex_acc_result``, stats.c) instead of its values.
- * Tests: tests/shardprep/test_stats.py (against the per-record decoder and statistics). */
+ * Tests: tests/shardprep/stats/test_columns.py (against the per-record decoder and statistics). */
 #include "stats.h"
 #include "wire.h"
 

@@ -1,7 +1,7 @@
 /* The statistics' sums: the bucket tables, a feature's sums as Python values, sum_numbers (a number
  * column summed as example_columns sums a feature while it reads it) and hash_values (the distinct-
  * count sketch's hash of each value of a column).
- * Tests: tests/shardprep/test_stats.py, tests/shardprep/test_sketches.py (against numpy and the
+ * Tests: tests/shardprep/stats/test_columns.py, tests/shardprep/stats/test_sketches.py (against numpy and the
  * per-record statistics), the hash against the Python twin. */
 #include "stats.h"
 

@@ -7,7 +7,7 @@
  * one-byte tag, minimal varints), which a record must be to pass through with its own bytes, is
  * the schema check's question, asked of the bytes this reader read (``wire_minimal``).
  * Tests: tests/shardprep/example/test_decoder.py, tests/shardprep/test_framing.py,
- * tests/shardprep/test_stats.py (each user against its Python twin on random and hostile bytes).
+ * tests/shardprep/stats/test_columns.py (each user against its Python twin on random and hostile bytes).
  */
 #ifndef SHARDPREP_WIRE_H
 #define SHARDPREP_WIRE_H

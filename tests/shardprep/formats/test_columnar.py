@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from shardprep import formats
 from shardprep.formats import jsonl, parquet
 from shardprep.schema import FeatureSpec
-from tests.shardprep.formats.test_csv_arrow import _config, _outcome, _reference, _through_parse
+from tests.shardprep.formats.csv.test_arrow import _config, _outcome, _reference, _through_parse
 
 F, I64, S = "float32", "int64", "string"
 

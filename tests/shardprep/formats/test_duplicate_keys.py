@@ -12,7 +12,7 @@ from shardprep import formats
 from shardprep.formats import json_array, jsonl
 from shardprep.formats.base import Bad, WorkUnit
 from shardprep.schema import FeatureSpec
-from tests.shardprep.formats.test_csv_arrow import _config, _outcome, _reference, _through_parse
+from tests.shardprep.formats.csv.test_arrow import _config, _outcome, _reference, _through_parse
 from tests.shardprep.formats.test_jsonl import _units
 
 _KEYS = st.text(st.sampled_from("abé:\"\\ \n"), min_size=0, max_size=4)

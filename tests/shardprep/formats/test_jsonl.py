@@ -18,7 +18,7 @@ from shardprep.formats import jsonl, jsonl_block
 from shardprep.formats.cuts import resolve_alone
 from shardprep.formats.reading import BOM, open_input, read_lines
 from shardprep.schema import FeatureSpec
-from tests.shardprep.formats.test_csv_arrow import _config, _outcome, _reference, _through_parse
+from tests.shardprep.formats.csv.test_arrow import _config, _outcome, _reference, _through_parse
 
 F, I64, S = "float32", "int64", "string"
 NAMES = ["a", "b", "é"]

@@ -23,7 +23,7 @@ from shardprep.formats import jsonl, jsonl_block
 from shardprep.formats.cuts import resolve_alone
 from shardprep.native import fallback
 from shardprep.schema import FeatureSpec
-from tests.shardprep.formats.test_csv_arrow import _config, _outcome, _reference, _through_parse
+from tests.shardprep.formats.csv.test_arrow import _config, _outcome, _reference, _through_parse
 
 F, I64, S = "float32", "int64", "string"
 pytestmark = pytest.mark.skipif(not native.NATIVE, reason="the compiled extension is not built here")

@@ -10,31 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardprep import framing, naming, planning, writer
+from shardprep import framing, naming, planning
 from shardprep.config import ReshardConfig
 from shardprep.graph import spill
 from shardprep.graph.elements import FACTS, ShardBatches, ShardPiece, SpilledBatch, Tagged
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, WriteShards
 from shardprep.permutation import Permutation
-
-
-def _config(tmp_path, *, num_shards: int, shuffle: bool, in_place: bool) -> ReshardConfig:
-    return ReshardConfig(output=str(tmp_path / "out"), run_id="run-test", features={"x": {"dtype": "int64", "shape": []}},
-                         sources=(), num_shards=num_shards, shuffle=shuffle, seed=7, spill_in_place=in_place)
-
-
-def _spilled(cfg: ReshardConfig, sizes: list[int]) -> tuple[list[SpilledBatch], list[bytes]]:
-    """Batches of ``sizes`` records (record i of the split: ``b"r<i>"`` framed), spilled as Parse does,
-    each in one or two blocks."""
-    batches, records = [], []
-    for k, n in enumerate(sizes):
-        framed = [framing.frame(b"r%d" % (len(records) + i)) for i in range(n)]
-        records += framed
-        cut = n // 2
-        blocks = [spill.joined(part) for part in (framed[:cut], framed[cut:]) if part]
-        batches.append(spill.pack(cfg, 0, (0, k), 0, blocks))
-    return batches, records
+from tests.shardprep.graph.stage_fixtures import spill_config, spilled_batches
 
 
 def _run(cfg: ReshardConfig, batches: list[SpilledBatch], order: list[int]) -> dict[int, list[bytes]]:
@@ -68,8 +51,8 @@ def test_write_shard_finds_every_record_where_the_plan_deals_it(tmp_path_factory
                                                                 data):
     total = sum(sizes)
     num_shards = min(num_shards, total)
-    cfg = _config(tmp_path_factory.mktemp("p"), num_shards=num_shards, shuffle=shuffle, in_place=in_place)
-    batches, records = _spilled(cfg, sizes)
+    cfg = spill_config(tmp_path_factory.mktemp("p"), num_shards=num_shards, shuffle=shuffle, in_place=in_place)
+    batches, records = spilled_batches(cfg, sizes)
     order = data.draw(st.permutations(range(len(sizes))))
     shards = _run(cfg, batches, list(order))
     index = np.arange(total, dtype=np.uint64)
@@ -88,8 +71,8 @@ def test_pieces_carry_no_per_record_data(tmp_path, in_place, kind):
     """What crosses the runner is the same few numbers for a batch of 10 records or of 10,000."""
     sizes = []
     for folder, n in (("a", 10), ("b", 10_000)):
-        cfg = _config(tmp_path / folder, num_shards=4, shuffle=True, in_place=in_place)
-        (batch,), _ = _spilled(cfg, [n])
+        cfg = spill_config(tmp_path / folder, num_shards=4, shuffle=True, in_place=in_place)
+        (batch,), _ = spilled_batches(cfg, [n])
         pieces = [out[1] for out in Assign(cfg).process(batch, [count(batch)]) if not isinstance(out, Tagged)]
         assert len(pieces) == 4 and all(isinstance(p, kind) for p in pieces)
         sizes.append((len(pickle.dumps(batch)), len(pickle.dumps(pieces))))
@@ -100,8 +83,8 @@ def test_pieces_carry_no_per_record_data(tmp_path, in_place, kind):
 def test_in_place_each_shard_gets_one_piece_whatever_the_batches(tmp_path, num_batches, num_shards):
     """In place, Assign's elements are one per shard in all (not one per batch and shard): the
     shard's piece names the listing of its split's batches, which the first batch writes."""
-    cfg = _config(tmp_path, num_shards=num_shards, shuffle=True, in_place=True)
-    batches, _ = _spilled(cfg, [7] * num_batches)
+    cfg = spill_config(tmp_path, num_shards=num_shards, shuffle=True, in_place=True)
+    batches, _ = spilled_batches(cfg, [7] * num_batches)
     counts = [count(b) for b in batches]
     assign, keys = Assign(cfg), []
     for batch in reversed(batches):  # the first batch last: the listing is written whenever it comes
@@ -113,53 +96,10 @@ def test_in_place_each_shard_gets_one_piece_whatever_the_batches(tmp_path, num_b
 
 
 def test_a_missing_piece_fails_the_shard(tmp_path):
-    cfg = _config(tmp_path, num_shards=2, shuffle=True, in_place=False)  # a piece per batch and shard
-    batches, _ = _spilled(cfg, [5, 5])
+    cfg = spill_config(tmp_path, num_shards=2, shuffle=True, in_place=False)  # a piece per batch and shard
+    batches, _ = spilled_batches(cfg, [5, 5])
     counts = [count(b) for b in batches]
     assign = Assign(cfg)
     pieces = [out for out in assign.process(batches[0], counts) if not isinstance(out, Tagged)]
     with pytest.raises(RuntimeError, match="sent no piece"):
         list(WriteShards(cfg).process((pieces[0][0], [pieces[0][1]])))
-
-
-def test_reorder_keeps_one_copy_and_survives_a_retry(tmp_path):
-    """Assign's spill step cuts the parsed file down to its record ends once the sorted one exists;
-    a retried bundle (parsed file cut) keeps the sorted file it finds and names the same segments."""
-    cfg = _config(tmp_path, num_shards=2, shuffle=False, in_place=False)
-    (batch,), records = _spilled(cfg, [5])
-    order, bounds = np.array([3, 0, 4, 1, 2]), [0, 2, 5]
-    out = spill.sorted_url(cfg, batch)
-    ranges = spill.reorder(batch, out, order, bounds)
-    assert spill.fs.size(batch.url) == 5 * 4  # its ends alone: the records are in spill once
-    blob = spill.fs.read_bytes(out)
-    for (start, end), (lo, hi) in zip(ranges, zip(bounds, bounds[1:])):
-        data, ends = spill.segment(blob[start:end], hi - lo)
-        assert bytes(data) == b"".join(records[i] for i in order[lo:hi])
-        assert ends.tolist() == np.cumsum([len(records[i]) for i in order[lo:hi]]).tolist()
-    assert spill.reorder(batch, out, order, bounds) == ranges  # the retry
-    assert spill.fs.read_bytes(out) == blob
-
-
-def test_a_shard_writer_stores_in_the_background_and_raises_its_errors_at_flush(tmp_path, monkeypatch):
-    """``writer.ShardWriter``: the same file and ShardInfo as ``write_shard``, once flushed; an
-    error storing a shard comes out of ``flush``, never lost; a shard over the limit is stored at once."""
-    rng = np.random.default_rng(0)
-    shards = []
-    for size in (3 * 4096, 3 * 4096 + 100, 17):  # whole pages (O_DIRECT only), pages and a tail, a tail only
-        buffer = writer.aligned_buffer(size)
-        buffer[:] = rng.integers(0, 256, size, dtype=np.uint8)
-        shards.append(buffer)
-    background = writer.ShardWriter()
-    infos = [background.write(str(tmp_path / "bg"), f"s{i}", d, 7, compress=False) for i, d in enumerate(shards)]
-    background.flush()
-    for i, (data, info) in enumerate(zip(shards, infos)):
-        assert info == writer.write_shard(str(tmp_path / "sync"), f"s{i}", data, 7, compress=False)
-        assert (tmp_path / "bg" / f"s{i}").read_bytes() == (tmp_path / "sync" / f"s{i}").read_bytes() == bytes(data)
-    (tmp_path / "a-file").write_bytes(b"")  # where the shard's folder should be
-    background.write(str(tmp_path / "a-file"), "s", shards[0], 7, compress=False)
-    with pytest.raises(OSError):
-        background.flush()
-    monkeypatch.setattr(writer, "BACKGROUND_MAX_BYTES", 100)
-    background.write(str(tmp_path / "big"), "s", shards[0], 7, compress=True)  # gzip'd: over 100 bytes
-    assert (tmp_path / "big" / "s").exists()  # stored before write returned
-    background.close()

@@ -1,0 +1,190 @@
+"""``shardprep.stats.columns``: a batch's statistics from its columns (compiled from Examples, or the
+column-wise readers' batches) are exactly the per-record decoder's, on any thread, split by split."""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardprep import example, framing, native
+from shardprep.example import columnar
+from shardprep.schema import FeatureSpec
+from shardprep.stats import columns as stats_columns
+from shardprep.stats import feature_stats, sketches
+from tests.shardprep.stats.stats_fixtures import FEATURES, small_caps
+
+WIDE = {**FEATURES, "k": FeatureSpec("int64", (-1,)), "b": FeatureSpec("string", (2,)), "a": FeatureSpec("float32"),
+        "é": FeatureSpec("int64")}
+
+
+def _wild_rows(n: int, rng: random.Random) -> list[dict]:
+    """Missing values, NaN and infinities, empty lists and strings, int64's extremes, long strings."""
+    def number() -> float:
+        return rng.choice([0.0, -0.0, math.nan, math.inf, -math.inf, 1e-40, 3.4e38, rng.gauss(0, 1e6),
+                           min(rng.lognormvariate(0, 20), 3e38) * rng.choice([-1, 1])])  # within float32
+
+    def maybe(value):
+        return None if rng.random() < 0.15 else value
+    return [{"x": maybe(number()), "n": maybe(rng.choice([0, -1, 1 << 40, -(1 << 63), (1 << 63) - 1, rng.randrange(-99, 99)])),
+             "c": maybe(rng.choice(["", "a", "é" * rng.randrange(50), f"s{rng.randrange(40)}", "x" * 300])),
+             "v": maybe([number() for _ in range(rng.choice([0, 1, 3, 60]))]),
+             "w": maybe([rng.choice(["", "a", f"{rng.randrange(10**6)}"]) for _ in range(rng.randrange(0, 4))]),
+             "k": maybe([rng.randrange(-(1 << 63), 1 << 63) for _ in range(rng.randrange(0, 5))]),
+             "b": maybe([f"{rng.randrange(9)}", ""]), "a": maybe(number()), "é": maybe(rng.randrange(-5, 5))}
+            for _ in range(n)]
+
+
+def _framed(records: list[bytes]) -> tuple[bytes, np.ndarray]:
+    return framing.frame_all(records), np.cumsum([len(r) + 16 for r in records]).astype(np.uint64)
+
+
+def _state(partial: dict) -> str:
+    """Everything the manifest is made of, exact sums and counts included."""
+    return json.dumps({"json": feature_stats.to_json(partial, WIDE),
+                       "exact": {k: [s.values, s.total, s.squares, s.strings, s.bytes_total,
+                                     sorted((v.hex(), c) for v, c in s.counts.items()) if s.counts is not None else None,
+                                     s.hll.registers.tolist() if s.hll is not None else None,
+                                     s.minimum, s.maximum, _sketch_state(s.sketch)]
+                                 for k, s in sorted(partial.items())}}, sort_keys=True)
+
+
+def _sketch_state(sketch: sketches.LogSketch | None) -> list | None:
+    if sketch is None:
+        return None
+    return [sketch.zeros, *(c.keys.tolist() for c in (sketch.positive, sketch.negative)),
+            *(c.counts.tolist() for c in (sketch.positive, sketch.negative))]
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), caps=st.booleans(), summed=st.booleans())
+def test_the_compiled_columns_give_the_per_record_statistics(seed, n, caps, summed):
+    """Records as Examples (TFRecord input, the per-record encoder's rows): ``native.example_columns``
+    + numpy give what the Python decoder gives, batch by batch and merged, with and without the
+    switches from exact counts to sketches (then a capped string feature comes as its hashes,
+    ``Hashed``), and with the numbers summed while read (``Summed``) or copied out as values."""
+    rng = random.Random(seed)
+    encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
+    records = [encode(r) for r in _wild_rows(n, rng)]
+    cuts = sorted(rng.sample(range(n + 1), min(n + 1, 7)))  # batches after the cap: hashed strings
+    with small_caps() if caps else contextlib.nullcontext():
+        compiled: dict = {}
+        for a, b in zip([0, *cuts], [*cuts, n]):
+            blob, ends = _framed(records[a:b])
+            hashed = stats_columns.sketched_strings(compiled, WIDE)
+            columns = stats_columns.from_examples(blob, ends, WIDE, summed=summed, hashed=hashed)
+            assert columns is not None
+            assert isinstance(columns["x"].values, stats_columns.Summed) == summed
+            assert {name for name, c in columns.items() if isinstance(c.values, stats_columns.Hashed)} == hashed
+            stats_columns.add(compiled, columns, WIDE, b - a)
+        assert _state(compiled) == _state(feature_stats.batch_stats(records, WIDE))
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+def test_walks_on_several_threads_at_once_give_what_one_gives():
+    """The compiled walk runs without the GIL (a shard's statistics beside the next one's gather):
+    walks on four threads at once, taking and giving back the shared bucket tables, each give exactly
+    the statistics of the same batches walked alone."""
+    rng = random.Random(7)
+    encode = example.example_encoder(WIDE, on_missing="omit", allow_non_finite=True)
+    batches = [_framed([encode(r) for r in _wild_rows(3000, rng)]) for _ in range(4)]
+
+    def walk(order: list[int]) -> str:
+        partial: dict = {}
+        for i in order * 3:
+            stats_columns.add_framed(partial, *batches[i], WIDE)
+        return _state(partial)
+
+    orders = [[i, (i + 1) % 4, (i + 2) % 4] for i in range(4)]
+    alone = [walk(order) for order in orders]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(walk, orders * 2))
+    assert together == alone * 2
+
+
+def test_the_compiled_reader_declines_what_it_does_not_read_as_the_decoder():
+    """A key given twice (the decoder keeps the last), values of another kind, a cut-off record: None."""
+    features = {"x": FeatureSpec("float32")}
+    one = example.example_encoder(features)({"x": 1.0})
+    entry = one[2:]  # the Features message's entries (one), after the Example's tag and length
+    twice = b"\x0a" + bytes([2 * len(entry)]) + entry + entry
+    other = example.example_encoder({"x": FeatureSpec("int64")})({"x": 3})
+    for record in (twice, other, one[:-1]):
+        assert stats_columns.from_examples(*_framed([record]), features) is None
+    assert stats_columns.from_examples(*_framed([one]), features) is not None
+
+
+SCALARS = {"x": FeatureSpec("float32"), "n": FeatureSpec("int64"), "c": FeatureSpec("string"),
+           "d": FeatureSpec("string")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 500), caps=st.booleans(), summed=st.booleans())
+def test_column_batches_give_the_per_record_statistics(seed, n, caps, summed):
+    """The column-wise readers' batches (``columnar.ColumnBatch``), whole and cut by a split mask:
+    their columns give what decoding their records gives, the numbers summed by the compiled
+    ``native.sum_numbers`` or by numpy (more than ``MAX_SUMMED`` number features)."""
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.choice([0.0, 1.5, -2.0, 1e-30, 3e38], n) * rng.lognormal(0, 3, n), -3.4e38, 3.4e38)
+    words = [b"", b"a", "é".encode(), b"long" * 40] + [b"w%d" % i for i in range(300)]
+    c = [words[i] for i in rng.integers(0, len(words), n)]
+    columns = {"x": x.astype(np.float32), "n": rng.integers(-(1 << 63), (1 << 63) - 1, n, dtype=np.int64),
+               "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64), b"".join(c)),
+               "d": (np.zeros(n + 1, np.int32), b"")}
+    keep = rng.random(n) < 0.6
+    with small_caps() if caps else contextlib.nullcontext(), pytest.MonkeyPatch.context() as mp:
+        if not summed:
+            mp.setattr(stats_columns, "MAX_SUMMED", 0)
+        for batch in columnar.framed_batches(SCALARS, columns, n):
+            assert isinstance(batch, columnar.ColumnBatch)
+            starts = [0, *batch.ends[:-1].tolist()]
+            records = [bytes(batch.blob[a + 12:b - 4]) for a, b in zip(starts, batch.ends.tolist())]
+            got: dict = {}
+            stats_columns.add(got, stats_columns.from_columnar(batch.columns, SCALARS), SCALARS, n)
+            assert _state(got) == _state(feature_stats.batch_stats(records, SCALARS))
+            cut: dict = {}
+            stats_columns.add(cut, stats_columns.taken(stats_columns.from_columnar(batch.columns, SCALARS),
+                                                       np.flatnonzero(keep)), SCALARS, int(keep.sum()))
+            assert _state(cut) == _state(feature_stats.batch_stats([r for r, k in zip(records, keep) if k], SCALARS))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(1, 12), splits=st.integers(1, 3), caps=st.booleans())
+def test_blocks_counted_together_give_each_splits_per_record_statistics(seed, blocks, splits, caps):
+    """Parse's column-wise blocks, held and counted a few at a time (``add_blocks``: joined, each
+    record to its split, a string feature capped in a split's partial as its hashes, its bytes
+    neither joined nor cut): each split's statistics are those of decoding its records."""
+    rng = np.random.default_rng(seed)
+    words = [b"", b"a", "é".encode(), b"long" * 40] + [b"w%d" % i for i in range(300)]
+    partial: dict = {}
+    records: dict[int, list[bytes]] = {}
+    with small_caps() if caps else contextlib.nullcontext():
+        held = []
+        for _ in range(blocks):
+            n = int(rng.integers(1, 120))
+            c = [words[i] for i in rng.integers(0, len(words), n)]
+            columns = {"x": rng.normal(0, 1e3, n).astype(np.float32), "n": rng.integers(-99, 99, n, dtype=np.int64),
+                       "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64 if rng.random() < 0.5 else np.int32),
+                             b"".join(c)),
+                       "d": (np.zeros(n + 1, np.int32), b"")}
+            which = rng.choice(splits, n, p=[0.6, 0.3, 0.1][:splits] / np.sum([0.6, 0.3, 0.1][:splits]))
+            batch = next(iter(columnar.framed_batches(SCALARS, columns, n)))
+            starts = [0, *batch.ends[:-1].tolist()]
+            for s, a, b in zip(which.tolist(), starts, batch.ends.tolist()):
+                records.setdefault(s, []).append(bytes(batch.blob[a + 12:b - 4]))
+            held.append((batch.columns, which.astype(np.int8) if splits > 1 else None, n))
+            if rng.random() < 0.4:  # counted now: the next blocks meet partials that may be capped
+                stats_columns.add_blocks(partial, held, 0, SCALARS)
+                held = []
+        if held:
+            stats_columns.add_blocks(partial, held, 0, SCALARS)
+        assert sorted(partial) == sorted(records)
+        for s, mine in records.items():
+            assert _state(partial[s]) == _state(feature_stats.batch_stats(mine, SCALARS)), s
