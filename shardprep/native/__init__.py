@@ -58,10 +58,10 @@ pread_records = _impl.pread_records  # (fd, int64 starts, int64 lengths): those 
 feistel = _impl.feistel  # (uint64 values, keys, half, n, inverse), in place
 decode_example = _impl.decode_example  # Example bytes -> {name: [values]}, or None (example.decoder)
 jsonl_columns = _impl.jsonl_columns  # a block of JSON Lines -> columns, or None (formats.jsonl_block)
-example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats_columns)
+example_columns = _impl.example_columns  # (blob, ends, names, kinds) -> (lengths, columns), or None (stats.columns)
 hash_values = _impl.hash_values  # (data, int64 offsets, seed) -> uint64 bytes (distinct.HyperLogLog)
 minhash = _impl.minhash  # (texts, int64 offsets, uint32 a, b, shingle, seed) -> uint32 signatures, or None (text.minhash)
-sum_numbers = _impl.sum_numbers  # (values, kind, bounds, inv_log, low) -> a number column's sums, or None (stats_columns)
+sum_numbers = _impl.sum_numbers  # (values, kind, bounds, inv_log, low) -> a number column's sums, or None (stats.columns)
 
 
 def kind_of(dtype: str) -> int:

@@ -1,10 +1,10 @@
-"""A split's mergeable statistics state (``stats.FeatureStats`` by feature) as bytes, and back.
+"""A split's mergeable statistics state (``feature_stats.FeatureStats`` by feature) as bytes, and back.
 
 A run keeps it beside its shards (``DIR/<run>/statistics/<split>.sketch``, named by the manifest's
 ``sketches``), so that an append merges the data set's state with its own records' and writes the
 statistics of every record (``shardprep.generations``) without reading the old shards: counts,
 missing, min/max, exact sums (mean, std), the number sketches (quantiles, histograms, zeros), list
-lengths, exact string counts or their HyperLogLog. Every merge is the one ``stats.merge`` makes
+lengths, exact string counts or their HyperLogLog. Every merge is the one ``feature_stats.merge`` makes
 inside a run, so the merged statistics are those a single run over all records computes.
 
 The file is a NumPy ``.npz`` (a zip of arrays, read with ``allow_pickle=False``: never code) whose

@@ -1,4 +1,4 @@
-/* Statistics' columns: a batch of Examples -> per-feature values (shardprep.stats_columns), read with wire.h.
+/* Statistics' columns: a batch of Examples -> per-feature values (shardprep.stats.columns), read with wire.h.
  * example_columns(blob, ends, names, kinds) -> (lengths, columns) or None. ``blob`` holds framed
  * TFRecords back to back (``ends``: uint64 end offsets), ``names`` a tuple of the schema's UTF-8
  * names in ascending byte order, ``kinds`` one byte each (0 bytes, 1 float32, 2 int64). ``lengths``:

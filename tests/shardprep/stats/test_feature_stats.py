@@ -1,6 +1,6 @@
-"""Issue 36: the statistics' sketches (``shardprep.stats.sketches``): quantiles within 1% of numpy's, merges
-of any partition in any order giving the same manifest JSON, HyperLogLog within 3% at a million
-distinct strings, and a bounded memory per feature whatever the cardinality."""
+"""``shardprep.stats.feature_stats`` (issue 36): merges of any partition in any order give the same
+manifest JSON, small caps switch to sketches, a bounded memory per feature whatever the cardinality,
+exact means and standard deviations, and every engine writes the same statistics bytes."""
 from __future__ import annotations
 
 import json
