@@ -8,6 +8,7 @@ be used at all is an ``InputError`` (``shardprep.errors``). Reading a file's byt
 """
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import json
 from collections.abc import Iterator, Sequence
@@ -92,6 +93,78 @@ class FileGroup(WorkUnit):
     @property
     def members(self) -> tuple[WorkUnit, ...]:
         return self.files
+
+    def __reduce__(self) -> tuple:
+        """Pickled as columns where its members are whole-file units alike but for their files' index,
+        URL, size and version (``_packed``): a group is pickled to stage it and for every stage it goes
+        to, and only Parse reads its members, which an unpickled group makes on first use (``_Files``)."""
+        packed = self.__dict__.get("_packed") or _packed(self)
+        if packed is None:
+            return copyreg.__newobj__, (type(self),), self.__dict__
+        return _unpacked, ((self.index, self.start, self.end, self.first_position, self.columns,
+                            self.max_record_bytes, self.nominal), self.file, packed)
+
+
+class _Files:
+    """``FileGroup.files`` of a group unpickled from columns (``_unpacked``): its members, made on first
+    read and kept; a group made by ``__init__`` holds its own, which Python finds first."""
+
+    def __get__(self, group: FileGroup | None, owner: type | None = None) -> tuple[WorkUnit, ...]:
+        if group is None:
+            return ()  # the field's default, as the dataclass left it on the class
+        (columns, max_record), indexes, urls, sizes, versions = group.__dict__["_packed"]
+        first, new = group.file, object.__new__
+        file_fields = dict(first.__dict__)  # the fields __init__ set, in its order: all but four shared
+        unit_fields = {"file": first, "index": 0, "start": 0, "end": 0, "first_position": 1, "columns": columns,
+                       "max_record_bytes": max_record, "nominal": ""}
+        members = []
+        for index, url, size, version in zip(indexes, urls, sizes, versions):
+            if members:
+                file = new(InputFile)
+                fields = file.__dict__
+                fields.update(file_fields)
+                fields["index"], fields["url"], fields["size"], fields["version"] = index, url, size, version
+            else:
+                file = first
+            unit = new(WorkUnit)
+            fields = unit.__dict__
+            fields.update(unit_fields)
+            fields["file"], fields["end"] = file, size
+            members.append(unit)
+        object.__setattr__(group, "files", tuple(members))
+        return group.files
+
+
+FileGroup.files = _Files()  # type: ignore[assignment]
+
+
+def _packed(group: FileGroup) -> tuple | None:
+    """A group's members as columns (the first file's other fields, and the units' columns and record
+    limit, shared by all), or None where they are not all whole-file units alike but for those."""
+    units = group.files
+    first = units[0].file if units else None
+    if first is None or group.file is not first or type(first) is not InputFile:
+        return None
+    same = (first.format, first.gzip, first.split, first.dialect, first.text)
+    columns, max_record = units[0].columns, units[0].max_record_bytes
+    for u in units:
+        f = u.file
+        if (type(u) is not WorkUnit or type(f) is not InputFile or u.index or u.start or u.end != f.size
+                or u.first_position != 1 or u.nominal or u.columns != columns or u.max_record_bytes != max_record
+                or (f.format, f.gzip, f.split, f.dialect, f.text) != same):
+            return None
+    return ((columns, max_record), [u.file.index for u in units], [u.file.url for u in units],
+            [u.file.size for u in units], [u.file.version for u in units])
+
+
+def _unpacked(own: tuple, file: InputFile, packed: tuple) -> FileGroup:
+    """A ``FileGroup`` from its ``__reduce__``: its own fields and first file now, its members on first use."""
+    group = object.__new__(FileGroup)
+    index, start, end, first_position, columns, max_record, nominal = own
+    object.__setattr__(group, "__dict__", {"file": file, "index": index, "start": start, "end": end,
+                                           "first_position": first_position, "columns": columns,
+                                           "max_record_bytes": max_record, "nominal": nominal, "_packed": packed})
+    return group
 
 
 @dataclasses.dataclass(frozen=True)
