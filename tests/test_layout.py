@@ -1,5 +1,6 @@
 """Tests are found from a module's name: every module of ``shardprep``, ``pipelines`` and ``trainer``
-with logic (a function or a method) has ``tests/<package>/test_<module>.py``, or is on ``UNTESTED_BY_NAME``.
+with logic (a function or a method) has ``tests/<package>/test_<module>.py``, or is on ``UNTESTED_BY_NAME``;
+and a module's name is used once across the three packages, but for ``NAMES_USED_TWICE``.
 
 The list only shrinks: the test fails when a module that is not on it lacks its test file (give it one),
 and when one on it has gained its test file or is gone (take it off). ``__init__.py`` and ``__main__.py``
@@ -51,7 +52,7 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/native/fallback.py",  # shardprep/native/test_jsonl.py, shardprep/native/test_layout.py and 3 more
     "shardprep/permutation.py",  # shardprep/graph/test_stages.py, shardprep/test_planning.py
     "shardprep/record_index.py",  # shardprep/test_index.py
-    "shardprep/report/features.py",  # shardprep/report/test_page.py
+    "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
     "shardprep/retention.py",  # shardprep/test_commit.py, shardprep/test_lease.py
@@ -97,6 +98,13 @@ UNTESTED_BY_NAME = frozenset({
 })
 
 
+# Module names that two modules still share (``__init__`` and ``__main__`` aside); this list only shrinks too.
+NAMES_USED_TWICE = frozenset({
+    "dedup.py",  # shardprep/graph/dedup.py (--dedup exact's stages), shardprep/text/dedup.py (a text run's)
+    "store.py",  # shardprep/stats/store.py (the statistics' state), shardprep/text/store.py (the document store)
+})
+
+
 def _has_logic(path: Path) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for node in ast.walk(tree))
@@ -124,3 +132,16 @@ def test_every_module_with_logic_has_a_test_file_of_its_name():
 def test_the_list_of_modules_without_one_only_shrinks():
     done = sorted(UNTESTED_BY_NAME - modules_without_a_test_file())
     assert not done, f"these now have a test file of their name, or are gone: take them off UNTESTED_BY_NAME: {done}"
+
+
+def test_a_module_name_is_used_once():
+    names: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name not in ("__init__.py", "__main__.py"):
+                names.setdefault(path.name, []).append(path.relative_to(ROOT).as_posix())
+    twice = {name for name, paths in names.items() if len(paths) > 1}
+    new = {name: names[name] for name in sorted(twice - NAMES_USED_TWICE)}
+    assert not new, f"module names used twice: {new}; give one a name of its own"
+    done = sorted(NAMES_USED_TWICE - twice)
+    assert not done, f"these names are used once now: take them off NAMES_USED_TWICE: {done}"

@@ -8,7 +8,7 @@ opens from a file, a mail attachment or a bucket. Every string from the data or 
 ``display.html_text``: control, bidi and zero-width characters escaped, then HTML; element ids are
 index-based. Statistics fields a manifest lacks (an older tool, ``--statistics off``) are left out,
 never guessed. At any feature count the page stays light: the features section
-(``shardprep.report.features``) draws a bounded number in full and lists the rest in closed pages
+(``shardprep.report.feature_section``) draws a bounded number in full and lists the rest in closed pages
 that a browser lays out only when opened; red flags past ``FLAGS_LISTED`` fold away likewise.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from shardprep import cli, fs, manifest, members, naming
 from shardprep.errors import UsageError
 from shardprep.report.charts import bar_chart
-from shardprep.report.features import features_html
+from shardprep.report.feature_section import features_html
 from shardprep.report.html import e, num, table
 from shardprep.report.red_flags import Flag, divergences, red_flags, share_of
 from shardprep.report.text_run import TextSample, decoded, sample, text_flags, text_rows, vocabulary

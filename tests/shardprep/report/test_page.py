@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shardprep import manifest, run
-from shardprep.report import features as report_features
+from shardprep.report import feature_section
 from shardprep.report import page as report_page
 from shardprep.report import red_flags as report_flags
 from shardprep.report.charts import js_divergence, rebin
@@ -301,11 +301,11 @@ def test_many_features_draw_a_bounded_number_in_full_and_list_the_rest(dataset):
     text = report_page.render(str(dataset), m)
     names = list(m.features)
     flagged = [i for i, n in enumerate(names) if n.endswith("const")]  # 62 of them, drawn first
-    drawn = report_features.drawn_features(m, {names[i] for i in flagged})
-    assert len(drawn) == report_features.FULL_FEATURES and set(flagged) <= set(drawn) and drawn == sorted(drawn)
-    first = [i for i in range(len(names)) if i not in flagged][:report_features.FULL_FEATURES - len(flagged)]
+    drawn = feature_section.drawn_features(m, {names[i] for i in flagged})
+    assert len(drawn) == feature_section.FULL_FEATURES and set(flagged) <= set(drawn) and drawn == sorted(drawn)
+    first = [i for i in range(len(names)) if i not in flagged][:feature_section.FULL_FEATURES - len(flagged)]
     assert drawn == sorted([*flagged, *first])
-    assert text.count('<div class="card" id="feature-') == report_features.FULL_FEATURES
+    assert text.count('<div class="card" id="feature-') == feature_section.FULL_FEATURES
     for i, name in enumerate(names):  # every feature named once: in a card or a compact line
         assert (f'id="feature-{i}"><h3>{name}<' in text) != (f"  {name}  " in text), name
     assert text.count('<details class="page"') == 2 + 1  # 900 features in pages of 500, the red flags past 100
@@ -324,7 +324,7 @@ def test_a_report_of_10000_features_opens_in_a_browser_within_10_seconds(dataset
     target = tmp_path / "wide.html"
     target.write_text(text, encoding="utf-8")
     assert len(text.encode()) < 4 * 2**20, len(text.encode())  # about 3.0 MiB: 150 bytes a feature and split
-    assert text.count("<svg") <= 2 * 2 * len(m.splits) + report_features.FULL_FEATURES * 2 * len(m.splits)
+    assert text.count("<svg") <= 2 * 2 * len(m.splits) + feature_section.FULL_FEATURES * 2 * len(m.splits)
     times = []
     for _ in range(3):
         start = time.monotonic()
