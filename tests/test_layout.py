@@ -29,7 +29,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/example/columnar.py",  # shardprep/formats/csv/test_arrow.py, shardprep/native/test_layout.py and 1 more
     "shardprep/example/encoder.py",  # end_to_end/test_hostile_input.py, shardprep/example/test_codec.py and 2 more
     "shardprep/example/generated.py",  # no test imports it: reached through the modules that call it
-    "shardprep/formats/base.py",  # end_to_end/test_hostile_input.py, pipelines/test_launch_reads.py and 10 more
     "shardprep/formats/csv/source.py",  # end_to_end/test_hostile_input.py, shardprep/formats/csv/test_dialect.py and 1 more
     "shardprep/formats/image_codec.py",  # no test imports it: reached through the modules that call it
     "shardprep/formats/image_listing.py",  # shardprep/formats/test_images_reader.py
