@@ -204,7 +204,8 @@ def records(file: Any, units: Sequence[Any], schema: Schema, *, max_record_bytes
     size = decompressed + 1  # a last line without its newline
     factors = {} if factors is None else factors
     if file.format == "csv":
-        columns = next((u.columns for u in units if u.columns), ()) or tuple(schema)
+        columns = (units[0].columns if len(units) == 1 else next((u.columns for u in units if u.columns), ())
+                   ) or tuple(schema)
         nulls = file.dialect.null_values if file.dialect is not None else ("",)
         count = size // max(1, len(columns))
         key = (columns, "" not in nulls)
@@ -277,10 +278,14 @@ def space_bound(*, files: Sequence[Any], units: Sequence[Any], schema: Schema, c
                             dupe_factor=text["dupe_factor"], vocab_size=text["vocab_size"],
                             max_seq_length=text["max_seq_length"], labels=text["labels"])
     else:
-        recs, factors = Records(0, 0), {}
+        count = framed = 0
+        factors: dict = {}
         for f in files:
-            recs += records(f, by_file.get(f.index, ()), schema, max_record_bytes=_max_record(by_file.get(f.index)),
-                            decompressed=decompressed.get(f.index, f.size), factors=factors)
+            mine = by_file.get(f.index, ())
+            n, size = records(f, mine, schema, max_record_bytes=mine[0].max_record_bytes if len(mine) == 1 else
+                              _max_record(mine), decompressed=decompressed.get(f.index, f.size), factors=factors)
+            count, framed = count + n, framed + size
+        recs = Records(count, framed)
     framed = recs.framed  # the records alone, as the shards hold them
     num_shards = _num_shards(config, recs.count, framed)
     copies = 1 if config.spill_in_place else 2  # the sorted copy: the records again, with their lengths
