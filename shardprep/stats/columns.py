@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from shardprep import native
 from shardprep.schema import FeatureSpec
-from shardprep.stats import feature_stats, sketches
-from shardprep.stats.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes, value_offsets
+from shardprep.stats import feature_stats, number_sums, sketches
+from shardprep.stats.distinct import HyperLogLog, StringCounts, binary_hashes, column_hashes, distinct_of, value_offsets
 from shardprep.stats.sketches import BUCKET_TABLE, Counts, LogSketch
 
 __all__ = ["COLUMN_BYTES", "COLUMN_ROWS", "COUNTING_THREAD", "FRAMED_BATCH", "MAX_SUMMED", "Column", "Hashed", "Summed",
@@ -176,15 +176,24 @@ def add_blocks(partial: dict[int, dict], blocks: Sequence[tuple[Mapping[str, Any
                split: int, features: Mapping[str, FeatureSpec]) -> None:
     """Adds column-wise blocks (each: ``example.columnar``'s columns, its records' splits or None, its
     number of records) to ``partial`` (split -> feature -> statistics) as one batch: all to ``split``,
-    or each record to its split. A string feature whose partial keeps only its sketch (capped) comes
-    as its hashes (``Hashed``): its bytes are neither joined nor cut by split."""
+    or each record to its split. A string feature whose partial keeps only its sketch (capped), or
+    whose records of a split in these blocks alone are over the caps (``feature_stats.over_cap``:
+    ``cap`` would drop their counts), comes as its hashes (``Hashed``): its bytes are neither joined
+    nor cut by split (a long text column: hashed once, where it lies)."""
     which = None if blocks[0][1] is None else np.concatenate([w for _, w, _ in blocks])
     splits = [split] if which is None else np.flatnonzero(np.bincount(which)).tolist()
     capped = {s: sketched_strings(partial.get(s, {}), features) for s in splits}
+    hashes: dict[str, Column] = {}
+    for name in _may_cap(blocks, which, capped, features):
+        hashes.update(joined([from_columnar(c, {name: features[name]}, frozenset([name])) for c, _, _ in blocks]))
+        for s in splits:
+            if name not in capped[s] and feature_stats.over_cap(*_distinct(hashes[name].values.take(which == s))):
+                capped[s] = capped[s] | {name}
     hashed = frozenset().union(*capped.values())
     exact = {name: spec for name, spec in features.items() if any(name not in capped[s] for s in splits)}
     columns = joined([from_columnar(c, exact) for c, _, _ in blocks])
-    hashes = joined([from_columnar(c, {name: features[name] for name in hashed}, hashed) for c, _, _ in blocks])
+    rest = {name: features[name] for name in hashed if name not in hashes}
+    hashes.update(joined([from_columnar(c, rest, hashed) for c, _, _ in blocks]))
     for s in splits:
         mine = {**columns, **{name: hashes[name] for name in capped[s]}}
         if len(splits) == 1:
@@ -192,6 +201,25 @@ def add_blocks(partial: dict[int, dict], blocks: Sequence[tuple[Mapping[str, Any
         else:
             index = np.flatnonzero(which == s)
             add(partial.setdefault(s, {}), taken(mine, index), features, len(index))
+
+
+def _may_cap(blocks: Sequence[tuple[Mapping[str, Any], np.ndarray | None, int]], which: np.ndarray | None,
+             capped: Mapping[int, frozenset[str]], features: Mapping[str, FeatureSpec]) -> list[str]:
+    """The string features, of blocks cut by split, not capped in some split whose values in the
+    blocks are over the caps' bytes or count: those that a split's records alone may cap."""
+    if which is None:  # one split: ``_strings`` tests the batch by its hashes, with no copy
+        return []
+    return [name for name, spec in features.items() if spec.dtype == "string"
+            and not all(name in capped[s] for s in capped)
+            and (which.size > feature_stats.MAX_DISTINCT
+                 or sum(int(c[name][0][-1] - c[name][0][0]) for c, _, _ in blocks) > feature_stats.MAX_HELD_BYTES)]
+
+
+def _distinct(values: Hashed) -> tuple[int, int, int]:
+    """``feature_stats.over_cap``'s arguments of strings given by their hashes."""
+    sizes = np.diff(values.offsets)
+    distinct, held = distinct_of(values.hashes, sizes)
+    return distinct.size, int(sizes.sum()), held
 
 
 def joined(batches: Sequence[Mapping[str, Column]]) -> dict[str, Column]:
@@ -217,9 +245,21 @@ def taken(columns: Mapping[str, Column], index: np.ndarray) -> dict[str, Column]
     """The records at ``index`` (int64, in its order) of scalar columns (the column-wise readers'
     batches, cut by split)."""
     at = pa.array(index)
-    return {name: Column(c.values.take(at) if isinstance(c.values, (pa.Array, pa.ChunkedArray)) else c.values.take(index)
+    return {name: Column(_take_chunks(c.values, index) if isinstance(c.values, pa.ChunkedArray)
+                         else c.values.take(at) if isinstance(c.values, pa.Array) else c.values.take(index)
                          if isinstance(c.values, Hashed) else c.values[index])
             for name, c in columns.items()}
+
+
+def _take_chunks(values: pa.ChunkedArray, index: np.ndarray) -> pa.ChunkedArray:
+    """``values.take(index)``, chunk by chunk where ``index`` rises: a split's few records of a long
+    text column's pieces, taken without joining all the pieces first (as pyarrow's take does)."""
+    if index.size > 1 and not (index[1:] > index[:-1]).all():
+        return values.take(pa.array(index))
+    bounds = np.cumsum([0] + [len(chunk) for chunk in values.chunks])
+    cuts = np.searchsorted(index, bounds).tolist()
+    return pa.chunked_array([chunk.take(pa.array(index[a:b] - lo)) for chunk, lo, a, b
+                             in zip(values.chunks, bounds.tolist(), cuts, cuts[1:]) if b > a], values.type)
 
 
 def add(into: MutableMapping[str, feature_stats.FeatureStats], columns: Mapping[str, Column],
@@ -243,8 +283,8 @@ def add(into: MutableMapping[str, feature_stats.FeatureStats], columns: Mapping[
         ints = floats = []  # summed in one compiled pass each
     if floats and not np.isfinite(np.concatenate([x for _, x in floats])).all():  # as stats: NaN, inf left out
         floats = [(s, x if np.isfinite(x).all() else x[np.isfinite(x)]) for s, x in floats]
-    _int_sums(ints)
-    _float_sums(floats)
+    number_sums.int_sums(ints)
+    number_sums.float_sums(floats)
     sketched = ints + floats
     for (s, _), sketch in zip(sketched, LogSketch.of_many([x for _, x in sketched])):  # one float64 copy of all
         s.sketch = sketch
@@ -277,7 +317,7 @@ def _summed_of(values: tuple) -> Summed:
 
 
 def _summed(s: feature_stats.FeatureStats, x: Summed) -> None:
-    """What ``_int_sums`` / ``_float_sums`` and ``LogSketch.of_many`` give for the values ``x`` sums."""
+    """What ``number_sums.int_sums`` / ``float_sums`` and ``LogSketch.of_many`` give for the values ``x`` sums."""
     if x.values:
         s.values, s.minimum, s.maximum, s.total, s.squares = x.values, x.minimum, x.maximum, x.total, x.squares
     s.sketch = x.sketch()
@@ -320,80 +360,3 @@ def _strings(s: feature_stats.FeatureStats, values: pa.Array | pa.ChunkedArray |
         pieces = [pa.concat_arrays(pieces)]  # one part for the batch: as many parts to merge as batches
     s.counts = StringCounts.pending(pieces)  # counted with the partial's other parts, when they near the cap
     feature_stats.cap(s)
-
-
-
-def _segments(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All values back to back, each array's start, and the array index of every value."""
-    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    return np.concatenate(arrays), starts, np.repeat(np.arange(len(arrays), dtype=np.int64), sizes)
-
-
-def _int_sums(items: list[tuple[feature_stats.FeatureStats, np.ndarray]]) -> None:
-    """Counts, minima, maxima and the exact sums and sums of squares (Python ints) of int64 features:
-    the values cut into 16-bit limbs so that every partial sum stays exact in int64."""
-    items = [(s, x) for s, x in items if x.size]
-    if not items:
-        return
-    v, starts, _ = _segments([x for _, x in items])
-    lo, hi = np.minimum.reduceat(v, starts).tolist(), np.maximum.reduceat(v, starts).tolist()
-    low = np.add.reduceat(v & 0xFFFFFFFF, starts).tolist()  # < 2**32 each: exact below 2**31 values
-    high = np.add.reduceat(v >> 32, starts).tolist()
-    u = v.view(np.uint64)
-    magnitude = np.where(v < 0, ~u + np.uint64(1), u)  # |v| (2**63 for the lowest int64)
-    limbs = [((magnitude >> np.uint64(16 * k)) & np.uint64(0xFFFF)).astype(np.int64)
-             for k in range((int(magnitude.max()).bit_length() + 15) // 16)]
-    squares = [0] * len(items)
-    for a in range(len(limbs)):
-        for b in range(a, len(limbs)):  # |v|**2 = sum of limb products, each < 2**32
-            part = np.add.reduceat(limbs[a] * limbs[b], starts).tolist()
-            shift, twice = 16 * (a + b), a != b
-            for f, total in enumerate(part):
-                squares[f] += (total << shift) << twice
-    for f, (s, x) in enumerate(items):
-        s.values = int(x.size)
-        s.minimum, s.maximum = lo[f], hi[f]
-        s.total = (high[f] << 32) + low[f]
-        s.squares = squares[f]
-
-
-def _float_sums(items: list[tuple[feature_stats.FeatureStats, np.ndarray]]) -> None:
-    """Counts, minima, maxima and the exact scaled sums of ``stats`` (a float32 times 2**149, its
-    square times 2**298: integers) of finite float32 values, for all
-    features at once: each value is ``+-M * 2**(e - 1)`` times 2**-149 with ``M`` its 24-bit
-    significand and ``e`` its float32 exponent field (1 for subnormals), so the sums are per
-    (feature, e) sums of ``M`` and of ``M**2`` in 12-bit pieces, each exact in a float64 ``bincount``
-    (pieces below 2**24, fewer than 2**29 values), shifted into place as Python ints."""
-    items = [(s, x) for s, x in items if x.size]
-    if not items:
-        return
-    x, starts, feature = _segments([x for _, x in items])
-    lo = (np.minimum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()  # -0.0 as 0.0, as stats
-    hi = (np.maximum.reduceat(x, starts).astype(np.float64) + 0.0).tolist()
-    bits = x.view(np.uint32)
-    field = (bits >> np.uint32(23)) & np.uint32(0xFF)
-    significand = ((bits & np.uint32(0x7FFFFF)) | ((field > 0).astype(np.uint32) << np.uint32(23))).astype(np.int64)
-    exponent = np.maximum(field, 1).astype(np.int64)  # e: value * 2**149 = +-M * 2**(e - 1)
-    negative = bits >> np.uint32(31) != 0
-    group = feature * 256 + exponent
-    seen = None
-    if len(items) * 256 > 4 * x.size + 4096:  # many features, few values: number the groups seen
-        seen, group = np.unique(group, return_inverse=True)
-    size = len(items) * 256 if seen is None else seen.size
-    high, low = significand >> 12, significand & 0xFFF
-    per = [np.bincount(group, weights=np.where(negative, -significand, significand), minlength=size),
-           np.bincount(group, weights=high * high, minlength=size),
-           np.bincount(group, weights=high * low, minlength=size),
-           np.bincount(group, weights=low * low, minlength=size)]
-    used = np.flatnonzero((per[1] != 0) | (per[3] != 0) | (per[0] != 0))
-    keys = (seen[used] if seen is not None else used).tolist()
-    totals, squares = [0] * len(items), [0] * len(items)
-    for g, m, hh, hl, ll in zip(keys, *(p[used].tolist() for p in per)):
-        f, e = divmod(g, 256)
-        totals[f] += int(m) << (e - 1)
-        squares[f] += ((int(hh) << 24) + (int(hl) << 13) + int(ll)) << (2 * (e - 1))
-    for f, (s, values) in enumerate(items):
-        s.values = int(values.size)
-        s.minimum, s.maximum = lo[f], hi[f]
-        s.total, s.squares = totals[f], squares[f]

@@ -20,10 +20,12 @@ import pyarrow as pa
 
 from shardprep import native
 
-__all__ = ["HLL_P", "MAX_PARTS", "HyperLogLog", "StringCounts", "binary_hashes", "column_hashes", "value_offsets"]
+__all__ = ["HLL_P", "LONG_VALUE", "MAX_PARTS", "HyperLogLog", "StringCounts", "binary_hashes", "column_hashes", "distinct_of",
+           "value_offsets"]
 
 HLL_P = 14  # HyperLogLog precision: 2**14 registers
 MAX_PARTS = 64  # a StringCounts counts its parts together beyond this many
+LONG_VALUE = 64  # bytes: values this long on average, never counted, are pickled uncounted (a text's)
 
 
 class StringCounts:
@@ -37,7 +39,9 @@ class StringCounts:
     merged at no cost per value, one at it counted once per doubling, not at every merge. A part
     may be a batch's values not yet counted (``pending``: each value once, repeats included), so a
     batch is hashed once, when the parts are counted together, not once alone and again then (an
-    id column: every value distinct, counted once up to the cap instead of twice)."""
+    id column: every value distinct, counted once up to the cap instead of twice). Pickled (a
+    worker's partial on its way to the merge) it is counted first, unless its parts were never
+    counted and hold values of ``LONG_VALUE`` bytes or more on average: those travel uncounted."""
 
     __slots__ = ("_parts",)
 
@@ -118,19 +122,8 @@ class StringCounts:
         if not self._parts:
             return np.zeros(0, np.uint64), 0
         values = [_large(v) for v, _ in self._parts]
-        hashes = np.concatenate([binary_hashes(v) for v in values])
-        sizes = np.concatenate([np.diff(value_offsets(v)) for v in values])
-        ordered = np.sort(hashes)  # faster than np.unique's index (or its hash table, for 8-byte words)
-        new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
-        if new.all():  # every value distinct (long texts, ids): each counts
-            return ordered, int(sizes.sum())
-        # each repeated value's bytes counted once, at its first place (as np.unique's index): found
-        # among the values whose hash repeats only (as a rule a few)
-        repeats = ordered[1:][~new[1:] & new[:-1]]  # sorted, each once
-        member = np.flatnonzero(repeats[np.minimum(np.searchsorted(repeats, hashes), repeats.size - 1)] == hashes)
-        _, first = np.unique(hashes[member], return_index=True)
-        held = sizes.sum() - sizes[member].sum() + sizes[member[first]].sum()
-        return ordered[new], int(held)
+        return distinct_of(np.concatenate([binary_hashes(v) for v in values]),
+                           np.concatenate([np.diff(value_offsets(v)) for v in values]))
 
     def hashes(self) -> np.ndarray:
         """``binary_hashes`` of the values (the HyperLogLog's input; repeats across parts change nothing)."""
@@ -157,10 +150,33 @@ class StringCounts:
         return len(self._whole()[0])
 
     def __getstate__(self) -> tuple:
+        if self._parts and self.never_counted and _part_bytes(self._parts) >= LONG_VALUE * self.size_bound:
+            # long values never counted travel as they are (each part over its own bytes only): the
+            # merge's union is as a rule past the cap, and then they are hashed there, never counted
+            return None, tuple((_compact(values), None) for values, _ in self._parts)
         return self._whole()
 
     def __setstate__(self, state: tuple) -> None:
-        self._parts = [state] if len(state[0]) else []
+        if state[0] is None:
+            self._parts = list(state[1])
+        else:
+            self._parts = [state] if len(state[0]) else []
+
+
+def distinct_of(hashes: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, int]:
+    """The distinct values' hashes (sorted) and their bytes, of values given by their hashes
+    (``column_hashes``) and sizes: each repeated value's bytes counted once."""
+    ordered = np.sort(hashes)  # faster than np.unique's index (or its hash table, for 8-byte words)
+    new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    if new.all():  # every value distinct (long texts, ids): each counts
+        return ordered, int(sizes.sum())
+    # each repeated value's bytes counted once, at its first place (as np.unique's index): found
+    # among the values whose hash repeats only (as a rule a few)
+    repeats = ordered[1:][~new[1:] & new[:-1]]  # sorted, each once
+    member = np.flatnonzero(repeats[np.minimum(np.searchsorted(repeats, hashes), repeats.size - 1)] == hashes)
+    _, first = np.unique(hashes[member], return_index=True)
+    held = sizes.sum() - sizes[member].sum() + sizes[member[first]].sum()
+    return ordered[new], int(held)
 
 
 def column_hashes(data: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
@@ -173,6 +189,24 @@ def binary_hashes(values: pa.Array) -> np.ndarray:
     values = _large(values)
     data = values.buffers()[2]
     return column_hashes(data if data is not None else b"", value_offsets(values))
+
+
+def _part_bytes(parts: Sequence[tuple[pa.Array, np.ndarray | None]]) -> int:
+    total = 0
+    for values, _ in parts:
+        offsets = value_offsets(values)
+        total += int(offsets[-1] - offsets[0])
+    return total
+
+
+def _compact(values: pa.Array) -> pa.Array:
+    """A binary array's values as a large_binary array over their own bytes only (no copy of them)."""
+    values = _large(values)
+    offsets = value_offsets(values)
+    data = values.buffers()[2]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets - lo),
+                                                                  data.slice(lo, hi - lo) if data is not None else None])
 
 
 def _large(values: pa.Array) -> pa.Array:

@@ -29,7 +29,7 @@ from shardprep.stats.distinct import HyperLogLog, StringCounts
 from shardprep.stats.sketches import Counts, LogSketch, integer_histogram
 
 __all__ = ["DEFAULT_TOP_K", "MAX_DISTINCT", "MAX_HELD_BYTES", "MAX_LENGTHS", "QUANTILES", "FeatureStats",
-           "batch_stats", "cap", "merge", "to_json"]
+           "batch_stats", "cap", "merge", "over_cap", "to_json"]
 
 DEFAULT_TOP_K = 1000  # string values listed per feature and split (--stats-top-k)
 MAX_DISTINCT = 100_000  # exact counts kept up to this many distinct strings per feature and split
@@ -149,12 +149,19 @@ def cap(s: FeatureStats) -> None:
         # takes, cheaper than counting them first); under the cap, counted, so that the
         # next batches' tests count the new values together with these, never hash them all again
         hashes, held = s.counts.distinct_hashes()
-        if hashes.size > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and held > MAX_HELD_BYTES):
+        if over_cap(hashes.size, s.bytes_total, held):
             s.hll, s.counts = HyperLogLog.of_hashes(hashes), None
         else:
             s.counts.count()
     elif len(s.counts) > MAX_DISTINCT or (s.bytes_total > MAX_HELD_BYTES and s.counts.held_bytes > MAX_HELD_BYTES):
         s.hll, s.counts = HyperLogLog.of_hashes(s.counts.hashes()), None
+
+
+def over_cap(distinct: int, bytes_total: int, held: int) -> bool:
+    """Whether strings of ``distinct`` distinct values, ``bytes_total`` bytes in all and ``held``
+    bytes counting each distinct value once are past the exact counts' caps (``cap``): then they
+    keep only their HyperLogLog, and so does every set of strings that holds them."""
+    return distinct > MAX_DISTINCT or (bytes_total > MAX_HELD_BYTES and held > MAX_HELD_BYTES)
 
 
 def batch_stats(records: Iterable[bytes | memoryview], features: Mapping[str, FeatureSpec]) -> dict[str, FeatureStats]:

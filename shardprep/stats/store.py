@@ -60,7 +60,7 @@ def dumps(stats: dict[str, FeatureStats]) -> bytes:
         doc: dict[str, Any] = {"name": name, **{k: getattr(s, k) for k in _SCALARS},
                                "total": str(s.total), "squares": str(s.squares)}
         if s.counts is not None:
-            values, counts = s.counts.__getstate__()
+            values, counts = s.counts.values, s.counts.counts
             values = values.cast(pa.large_binary()) if values.type != pa.large_binary() else values
             offsets = (np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + len(values) + 1]
                        if len(values) else np.zeros(1, np.int64))

@@ -225,6 +225,13 @@ PyObject *py_example_columns(PyObject *self, PyObject *args) {
     lengths_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k * n));
     if (!names || !next || !col || !lengths_obj || (table.bounds && !acc)) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t f = 0; f <= k; f++) next[f] = -1;
+    /* a string column's data room, up front: twice its share of the batch's bytes (a long text or a
+     * payload fills it at once; grown a few times, with the GIL taken each time, it cost more than
+     * the copy). Pages never written are never faulted in: at most twice the batch in all. */
+    Py_ssize_t copied = 0;
+    for (Py_ssize_t f = 0; f < k; f++) copied += kinds[f] == 0;
+    Py_ssize_t room = copied ? 8 * n + 2 * (blob.len / copied) : 0;
+    if (room > blob.len) room = blob.len;
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *name = PyTuple_GET_ITEM(names_obj, f);
         if (!PyBytes_Check(name) || kinds[f] > 3) {
@@ -247,7 +254,7 @@ PyObject *py_example_columns(PyObject *self, PyObject *args) {
             }
             continue;
         }
-        if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : 8 * n) < 0) { ok = -1; break; } /* a value each */
+        if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : kinds[f] ? 8 * n : room) < 0) { ok = -1; break; } /* a value each */
         if (!kinds[f] || kinds[f] == 3) { /* string offsets start with 0 */
             if (jbuf_reserve(col + 2 * f + 1, 8 * (n + 1)) < 0) { ok = -1; break; }
             memset(JBUF_END(col + 2 * f + 1), 0, 8);

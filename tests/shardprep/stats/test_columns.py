@@ -109,6 +109,25 @@ def test_walks_on_several_threads_at_once_give_what_one_gives():
     assert together == alone * 2
 
 
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+@pytest.mark.parametrize("payload", [0, 40, 3000])
+def test_string_columns_past_their_room_in_the_batch_give_the_per_record_statistics(payload):
+    """Each copied string column starts with twice its share of the batch's bytes (issue 61): one
+    that holds nearly all of them (a payload beside two short features) outgrows it and is grown,
+    and every column still has the values the decoder reads."""
+    features = {"label": FeatureSpec("string"), "payload": FeatureSpec("string"), "tags": FeatureSpec("string", (-1,)),
+                "n": FeatureSpec("int64")}
+    rng = random.Random(payload)
+    encode = example.example_encoder(features, on_missing="omit")
+    records = [encode({"label": rng.choice(["a", "bb"]), "payload": bytes(rng.randrange(256) for _ in range(payload)),
+                       "tags": [f"t{rng.randrange(9)}"] * rng.randrange(3), "n": i}) for i in range(300)]
+    columns = stats_columns.from_examples(*_framed(records), features)
+    assert columns is not None
+    got: dict = {}
+    stats_columns.add(got, columns, features, len(records))
+    assert _state(got) == _state(feature_stats.batch_stats(records, features))
+
+
 def test_the_compiled_reader_declines_what_it_does_not_read_as_the_decoder():
     """A key given twice (the decoder keeps the last), values of another kind, a cut-off record: None."""
     features = {"x": FeatureSpec("float32")}
@@ -188,3 +207,73 @@ def test_blocks_counted_together_give_each_splits_per_record_statistics(seed, bl
         assert sorted(partial) == sorted(records)
         for s, mine in records.items():
             assert _state(partial[s]) == _state(feature_stats.batch_stats(mine, SCALARS)), s
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(1, 6), splits=st.integers(2, 3), caps=st.booleans())
+def test_long_texts_cut_by_split_give_each_splits_per_record_statistics(seed, blocks, splits, caps):
+    """Issue 61: blocks whose long texts in a split are over the caps by themselves (bytes, or with
+    the small caps the count) come to that split as their hashes, not cut out of the blocks and
+    counted; every split, capped or not, has the statistics of decoding its records."""
+    rng = np.random.default_rng(seed)
+    repeated = [b"r%d " % i * 60 for i in range(5)]  # long values that repeat: held bytes below the total
+    partial: dict = {}
+    records: dict[int, list[bytes]] = {}
+    shares = np.array([0.8, 0.15, 0.05][:splits]) / np.sum([0.8, 0.15, 0.05][:splits])
+    with small_caps() if caps else contextlib.nullcontext(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(feature_stats, "MAX_HELD_BYTES", 6000)
+        for _ in range(blocks):
+            held = []
+            for _ in range(int(rng.integers(1, 4))):
+                n = int(rng.integers(1, 90))
+                c = [repeated[i % 5] if i % 3 == 0 else b"t%d " % int(rng.integers(1 << 40)) * int(rng.integers(0, 40))
+                     for i in rng.integers(0, 1 << 20, n).tolist()]
+                columns = {"x": rng.normal(0, 1e3, n).astype(np.float32), "n": rng.integers(-99, 99, n, dtype=np.int64),
+                           "c": (np.cumsum([0] + [len(v) for v in c]).astype(np.int64), b"".join(c)),
+                           "d": (np.zeros(n + 1, np.int32), b"")}
+                which = rng.choice(splits, n, p=shares)
+                batch = next(iter(columnar.framed_batches(SCALARS, columns, n)))
+                starts = [0, *batch.ends[:-1].tolist()]
+                for s, a, b in zip(which.tolist(), starts, batch.ends.tolist()):
+                    records.setdefault(s, []).append(bytes(batch.blob[a + 12:b - 4]))
+                held.append((batch.columns, which.astype(np.int8), n))
+            stats_columns.add_blocks(partial, held, 0, SCALARS)
+        assert sorted(partial) == sorted(records)
+        for s, mine in records.items():
+            assert _state(partial[s]) == _state(feature_stats.batch_stats(mine, SCALARS)), s
+
+
+def test_a_split_over_the_caps_alone_is_capped_beside_one_under_them():
+    """One batch of blocks, a fresh partial: the split whose long texts are over the held bytes by
+    themselves is capped at once (its texts as hashes), the small split keeps exact counts."""
+    n = 400
+    texts = [b"text %d " % i * 30 for i in range(n)]
+    columns = {"x": np.zeros(n, np.float32), "n": np.arange(n), "d": (np.zeros(n + 1, np.int32), b""),
+               "c": (np.cumsum([0] + [len(v) for v in texts]).astype(np.int64), b"".join(texts))}
+    which = (np.arange(n) % 10 == 0).astype(np.int8)  # split 1: 40 texts, ~8 KB; split 0: 360, ~75 KB
+    batch = next(iter(columnar.framed_batches(SCALARS, columns, n)))
+    partial: dict = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(feature_stats, "MAX_HELD_BYTES", 50_000)
+        stats_columns.add_blocks(partial, [(batch.columns, which, n)], 0, SCALARS)
+    assert partial[0]["c"].counts is None and partial[0]["c"].hll is not None
+    assert partial[1]["c"].counts is not None and len(partial[1]["c"].counts) == 40
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 30), min_size=1, max_size=6), seed=st.integers(0, 2**32 - 1))
+def test_records_taken_from_pieces_are_those_of_the_joined_column(sizes, seed):
+    """``taken`` on a string column in pieces (``joined``) takes each piece's records where they are:
+    the same values, in the same order, as taking them from the pieces joined."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    pieces = [pa.array([b"v%d" % int(v) * int(rng.integers(0, 4)) for v in rng.integers(0, 50, k)], pa.large_binary())
+              for k in sizes]
+    column = stats_columns.Column(pa.chunked_array(pieces, pa.large_binary()))
+    whole = pa.concat_arrays(pieces)
+    rising = np.flatnonzero(rng.random(len(whole)) < 0.4)
+    shuffled = rng.permutation(len(whole))[:max(0, len(whole) // 2)]
+    for index in (rising, shuffled, np.arange(len(whole)), np.zeros(0, np.int64)):
+        got = stats_columns.taken({"c": column}, index.astype(np.int64))["c"].values
+        assert got.to_pylist() == whole.take(pa.array(index.astype(np.int64))).to_pylist()

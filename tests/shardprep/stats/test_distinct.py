@@ -66,3 +66,22 @@ def test_long_values_hash_in_lanes_alike_and_still_count_distinct():
         t[i % 400] = (t[i % 400] + 1 + i // 400) % 256
         texts.append(bytes(t))
     assert abs(distinct.HyperLogLog.of(texts).estimate() - len(set(texts))) <= 0.03 * len(set(texts))
+
+
+def test_long_values_never_counted_travel_uncounted_over_their_own_bytes():
+    """Issue 61: a partial's long values (``LONG_VALUE`` bytes on average) not counted yet are pickled
+    as they are, without the rest of a buffer they share with other columns, and count the same at
+    the merge; short ones are counted to travel (their repeats once)."""
+    texts = [b"text %d " % i * 20 for i in range(200)]
+    offsets = np.cumsum([0] + [len(t) for t in texts]).astype(np.int64) + 1000
+    shared = pa.py_buffer(b"-" * 1000 + b"".join(texts) + b"-" * 1_000_000)  # a block's buffer, other columns' bytes
+    part = pa.Array.from_buffers(pa.large_binary(), len(texts), [None, pa.py_buffer(offsets), shared])
+    long = distinct.StringCounts.pending([part, part.slice(5, 20)])
+    data = pickle.dumps(long)
+    assert len(data) < 2 * sum(map(len, texts)) + 16 * len(texts)  # not the shared megabyte
+    back = pickle.loads(data)
+    assert back.never_counted and back.size_bound == 220
+    assert back.items() == sorted((t, 2 if 5 <= i < 25 else 1) for i, t in enumerate(texts))
+    short = distinct.StringCounts.pending(pa.array([b"a", b"bb", b"a"] * 100, pa.binary()))
+    back = pickle.loads(pickle.dumps(short))
+    assert not back.never_counted and back.size_bound == 2 and back.items() == [(b"a", 200), (b"bb", 100)]
