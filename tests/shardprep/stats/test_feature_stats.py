@@ -4,6 +4,7 @@ exact means and standard deviations, and every engine writes the same statistics
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import random
 
@@ -162,6 +163,21 @@ def test_the_cost_benchmark_runs_on_a_small_csv(capsys):
                             "--contender-records", "500", "--wide", "300"]) == 0
     out = capsys.readouterr().out
     assert "TFDV-style per-record Python" in out and "tfrecord --local-workers 1" in out and "70,000 distinct" in out
+
+
+def test_the_cost_benchmark_makes_and_measures_the_long_string_tables(tmp_path, capsys):
+    """Issue 61's shapes, small: a CSV of ~400-byte texts and Examples with bytes features, each in
+    three uneven files, re-sharded with statistics off and on."""
+    from benchmarks import stats_cost
+    paths = stats_cost.write_strings_csv(tmp_path, 2000)
+    sizes = [os.path.getsize(p) for p in paths]
+    assert len(paths) == 3 and sizes[0] > sizes[1] > sizes[2] and 400 < sum(sizes) / 2000 < 500
+    tfrecords, records = stats_cost.write_bytes_tfrecords(tmp_path, 2)
+    assert len(tfrecords) == 3 and records > 1000
+    assert stats_cost.main(["--shape", "strings", "--shape", "bytes", "--rows", "3000", "--bytes-mb", "1",
+                            "--modes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "strings  --local-workers 1" in out and "bytes    --local-workers 1" in out and "train=0.9,eval=0.1" in out
 
 
 @settings(max_examples=200, deadline=None)
