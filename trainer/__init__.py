@@ -19,7 +19,7 @@ TFJob), ``trainer.image_rate`` (the image input's rate), and the demos ``trainer
 on sample data), ``trainer.demo_images``, ``trainer.demo_text`` (text to a pre-trained BERT); their
 sample data comes from ``demo_corpus``.
 
-The library's modules: ``errors``, ``cluster`` (TF_CONFIG), ``config`` (settings), ``defaults``
+The library's modules: ``refusals`` (the errors), ``cluster`` (TF_CONFIG), ``settings``, ``defaults``
 (settings chosen from the manifest), ``preflight`` (what each worker reads, checked before any
 collective), ``input`` and ``elastic`` (the public input), ``features`` (what ``--model`` reads),
 ``staging``, ``data`` and ``image_input`` (tf.data), ``strategy`` (MWMS), ``models`` and
@@ -30,8 +30,8 @@ workarounds it needs), ``checkpoints``, ``collaborators`` (the job's evaluator a
 (a resume must keep the input plan), ``scoring`` (loss and accuracy of a split), ``eta`` (the planned
 steps, the ETA, the warning for a long run without a GPU), ``labels`` and
 ``model_card`` (label vocabularies; what ``trainer.evaluate`` reads beside an export), ``metrics``,
-``report``, ``idlog`` (``--debug-record-ids``), ``job`` (one worker's run: the composition root that
-wires the controller).
+``run_table`` (the end-of-run table), ``idlog`` (``--debug-record-ids``), ``worker`` (one worker's run: the
+composition root that wires the controller).
 """
 from __future__ import annotations
 
