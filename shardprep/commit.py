@@ -232,7 +232,8 @@ def changed_inputs(config: ReshardConfig) -> list[str]:
     if not config.versions:
         return []
     if all(fs.is_local(url) for url, _ in config.sources):  # a stat each: a pool's task would cost more
-        return [p for p in map(problem, range(len(config.sources))) if p]
+        now = fs.local_versions(url for url, _ in config.sources)
+        return [p for i, (found, planned) in enumerate(zip(now, config.versions)) if found != planned and (p := problem(i))]
     with ThreadPoolExecutor(16) as pool:
         return [p for p in pool.map(problem, range(len(config.sources))) if p]
 

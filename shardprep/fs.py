@@ -14,7 +14,7 @@ import posixpath
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ __all__ = [
     "is_local",
     "isdir",
     "listdir",
+    "local_versions",
     "LocalFacts",
     "match",
     "Matches",
@@ -276,6 +277,21 @@ def facts(url: str) -> tuple[int, str]:
     fs.invalidate_cache(path)
     info = fs.info(path)
     return int(info.get("size") or 0), version_of(info)
+
+
+def local_versions(urls: Iterable[str]) -> list[str | None]:
+    """``version`` of each local file (one ``stat`` each, no other work a file), None for one that
+    cannot be found or checked."""
+    out: list[str | None] = []
+    stat, append = os.stat, out.append
+    for url in urls:
+        try:
+            st = stat(url.removeprefix("file://"))
+        except OSError:
+            append(None)
+            continue
+        append(_local_version(st))
+    return out
 
 
 def version_of(info: dict) -> str:
