@@ -182,7 +182,8 @@ def resolve_dialects(files: Sequence[InputFile], *, delimiter: str | None = None
         chosen.setdefault(_sniff(file), file.url)
     found = delimiter or next(iter(chosen), ",")
     dialect = dataclasses.replace(base, delimiter=found)
-    out = [dataclasses.replace(file, dialect=dialect) if file.format == "csv" else file for file in files]
+    out = [file.with_dialect(dialect) if file.format == "csv" and type(file) is InputFile else
+           dataclasses.replace(file, dialect=dialect) if file.format == "csv" else file for file in files]
     if len(chosen) > 1:
         (d1, u1), (d2, u2) = list(chosen.items())[:2]
         raise InputError(f"the CSV files disagree on the delimiter: {u1!r} uses {d1!r}, {u2!r} uses {d2!r}; "

@@ -59,3 +59,12 @@ def test_the_field_keeps_its_default():
     assert FileGroup.files == () and [f.default for f in dataclasses.fields(FileGroup) if f.name == "files"] == [()]
     unit = _whole(0)
     assert FileGroup(unit.file, 0, 0, 40, 1).files == ()
+
+
+def test_with_dialect_is_replace():
+    file = _whole(3).file
+    dialect = CsvDialect(delimiter="\t", header=False)
+    new = file.with_dialect(dialect)
+    assert new == dataclasses.replace(file, dialect=dialect) and type(new) is InputFile
+    assert list(new.__dict__.items()) == list(dataclasses.replace(file, dialect=dialect).__dict__.items())
+    assert file.dialect == CsvDialect(delimiter=";")  # the file itself unchanged
