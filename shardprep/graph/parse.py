@@ -306,10 +306,11 @@ def _merged(blocks: list[FramedBatch]) -> list[FramedBatch]:
         if block is not None and type(block) is FramedBatch:
             run.append(block)
             continue
-        if len(run) > 1:
+        if len(run) > 1:  # each block's ends moved by the bytes before it: numpy calls per run, not per block
             offsets = np.cumsum([0] + [len(b.blob) for b in run[:-1]], dtype=np.uint64)
-            out.append(FramedBatch(b"".join(bytes(b.blob) for b in run),
-                                   np.concatenate([b.ends.astype(np.uint64) + o for b, o in zip(run, offsets)])))
+            ends = np.concatenate([b.ends for b in run]).astype(np.uint64)
+            ends += np.repeat(offsets, [len(b.ends) for b in run])
+            out.append(FramedBatch(b"".join(bytes(b.blob) for b in run), ends))
         else:
             out.extend(run)
         run = []

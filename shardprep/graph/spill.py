@@ -15,6 +15,7 @@ and holds it once after commit (``shardprep.capacity.RUN_SPACE_FACTOR``).
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 from collections.abc import Sequence
@@ -235,7 +236,11 @@ def count(batch: SpilledBatch) -> BatchCount:
 
 
 def joined(framed: list[bytes]) -> FramedBatch:
-    """Framed records joined into one batch."""
+    """Framed records joined into one batch (a few records, a small file's: their ends summed in one
+    step, without numpy's fixed cost twice)."""
+    if len(framed) <= 64:
+        return FramedBatch(b"".join(framed), np.fromiter(itertools.accumulate(map(len, framed)), dtype="<u8",
+                                                         count=len(framed)))
     return FramedBatch(b"".join(framed),
                        np.cumsum(np.fromiter(map(len, framed), dtype="<u8", count=len(framed)), dtype="<u8"))
 
