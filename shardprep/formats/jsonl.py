@@ -19,11 +19,21 @@ from collections.abc import Iterator
 from itertools import repeat
 from typing import TYPE_CHECKING
 
+from shardprep import fs
 from shardprep.example import columnar
 from shardprep.formats.base import Bad, Format, InputError, InputFile, Record, Unsupported, WorkUnit, lone_surrogate
 from shardprep.formats.cuts import line_units
 from shardprep.formats.jsonl_block import block_bytes, block_columns, blocks, native_spec
-from shardprep.formats.reading import BOM, LongLine, StreamError, open_input, read_head, read_lines, too_large
+from shardprep.formats.reading import (
+    BOM,
+    READ_BLOCK,
+    LongLine,
+    StreamError,
+    open_input,
+    read_head,
+    read_lines,
+    too_large,
+)
 
 if TYPE_CHECKING:
     from shardprep.framing import FramedBatch
@@ -157,6 +167,16 @@ def _json_row(raw: bytes, line: int) -> dict | Bad:
 def read_jsonl(unit: WorkUnit) -> Iterator[Record]:
     limit = None if unit.file.gzip else unit.end
     line = unit.first_position - 1
+    if unit.start == 0 and limit == unit.file.size and fs.is_local(unit.file.url) and (
+            limit <= min(READ_BLOCK, unit.max_record_bytes)):  # a whole small file: its lines as read_lines cuts them
+        data = fs.read_bytes(unit.file.url, 0, limit + 1)
+        if len(data) == limit:
+            for raw in io.BytesIO(data.removeprefix(BOM)).readlines():
+                line += 1
+                if raw.isspace() or not raw:
+                    continue
+                yield line, _json_row(raw, line)
+            return
     with open_input(unit.file, unit.start) as stream:
         try:
             for offset, raw in read_lines(stream, unit.start, unit.max_record_bytes):

@@ -158,3 +158,29 @@ def test_integers_outside_int64_are_read_exactly(tmp_path, raw, reason):
     (unit,) = _units(tmp_path / "t.jsonl", raw + b"\n", 1 << 30, False)
     records, bad = _outcome(_through_parse, _config(tmp_path, {"x": FeatureSpec(I64, ())}), unit)
     assert not records and bad[0][1] == reason and raw[6:-1].decode() in bad[0][2]
+
+
+_SMALL_LINES = st.lists(st.sampled_from(['{"a": 1}', '{"a": "x", "b": 2.5}', "", " ", "\t\r", "[1]", "{bad", '"s"',
+                                         '{"a": 1, "a": 2}', '{"é": null}', "\r"]), max_size=8)
+
+
+@given(lines=_SMALL_LINES, bom=st.booleans(), last_newline=st.booleans(), first=st.sampled_from([1, 7]))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_whole_small_file_reads_as_the_streamed_reader_reads_it(tmp_path, lines, bom, last_newline, first):
+    """A small file read whole (one read, its lines split in memory) gives the records and dead letters of
+    the reader that streams it through ``read_lines``."""
+    data = (BOM if bom else b"") + "\n".join(lines).encode() + (b"\n" if last_newline and lines else b"")
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    file = formats.InputFile(0, str(path), len(data), "jsonl", False)
+    unit = formats.WorkUnit(file, 0, 0, len(data), first)
+
+    def read():
+        return [(p, (r.reason, r.detail, r.raw) if isinstance(r, formats.Bad) else r) for p, r in jsonl.read_jsonl(unit)]
+
+    whole = read()
+    saved, jsonl.READ_BLOCK = jsonl.READ_BLOCK, -1  # the streamed reader
+    try:
+        assert whole == read()
+    finally:
+        jsonl.READ_BLOCK = saved
