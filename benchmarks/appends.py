@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,11 +39,17 @@ def _csv(path: Path, start: int, n: int) -> None:
 
 
 def _run(*args: str) -> float:
+    return _timed(*args)[0]
+
+
+def _timed(*args: str) -> tuple[float, float]:
+    """A ``shardprep.run``'s wall time, and the CPU time of it and its worker processes."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run([sys.executable, "-m", "shardprep.run", *map(str, args)], check=True, env=env, cwd=ROOT,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def append_vs_union(work: Path, mb: float, rounds: int) -> dict:
@@ -114,13 +121,17 @@ def dedup_cost(work: Path, mb: float, rounds: int) -> dict:
     """A re-shard of ``mb`` of CSV with no repeated record, with and without ``--dedup exact``."""
     source = work / "dedup.csv"
     _csv(source, 0, int(mb * 1e6 / 75))
-    out: dict = {"csv_mb": round(source.stat().st_size / 1e6, 1), "plain_s": [], "dedup_s": []}
+    out: dict = {"csv_mb": round(source.stat().st_size / 1e6, 1), "plain_s": [], "dedup_s": [], "plain_cpu_s": [],
+                 "dedup_cpu_s": []}
     for r in range(rounds):
-        for name, extra in (("plain_s", ()), ("dedup_s", ("--dedup", "exact")))[::1 if r % 2 == 0 else -1]:
+        for name, extra in (("plain", ()), ("dedup", ("--dedup", "exact")))[::1 if r % 2 == 0 else -1]:
             ds = work / f"dedup-{name}-{r}"
-            out[name].append(round(_run("--input", source, "--output", ds, *FLAGS, *extra), 2))
+            wall, cpu = _timed("--input", source, "--output", ds, *FLAGS, *extra)
+            out[f"{name}_s"].append(round(wall, 2))
+            out[f"{name}_cpu_s"].append(round(cpu, 2))
             shutil.rmtree(ds)
     out["ratio"] = round(min(out["dedup_s"]) / min(out["plain_s"]), 3)
+    out["cpu_ratio"] = round(min(out["dedup_cpu_s"]) / min(out["plain_cpu_s"]), 3)
     return out
 
 

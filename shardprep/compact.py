@@ -6,7 +6,8 @@ seeded shuffle over all the split's records (``permutation.Permutation``, the da
 shards of one new generation, exactly balanced; it commits them as the next manifest version (its
 parent the version read, refused as an append is if another run committed meanwhile). The records,
 their splits, the accounting, the dead letters and the statistics stay what they were (the
-statistics' stored state is copied into the new run folder). Earlier versions stay readable while
+statistics' stored state is copied into the new run folder, and so are the generations' record
+hashes of ``--dedup exact``, merged into one file). Earlier versions stay readable while
 kept (``--keep-previous``, ``shardprep.clean --keep-versions``).
 
 Uncompressed shards are read at random through their record indexes, one new shard at a time
@@ -32,6 +33,7 @@ from shardprep import (
     naming,
     planning,
     reader,
+    record_hashes,
     shard_reader,
     writer,
 )
@@ -97,8 +99,21 @@ def compact(root: str, *, num_shards: int | None = None, keep_previous: int = 1)
         result = manifest.Manifest(features=m.features, splits=splits, sources=m.sources,
                                    rejected=manifest.RejectedInfo(m.rejected.num_records, tuple(rejected), m.rejected.by_reason),
                                    accounting=m.accounting, seed=m.seed, shuffled=m.shuffled, compression=m.compression,
-                                   statistics=m.statistics, record_type=m.record_type, text=m.text, sketches=sketches)
+                                   statistics=m.statistics, record_type=m.record_type, text=m.text, sketches=sketches,
+                                   generations=_hashes(root, m, run_id, splits))
         return commit.commit_manifest(config, result)
+
+
+def _hashes(root: str, m: manifest.Manifest, run_id: str,
+            splits: dict[str, manifest.SplitInfo]) -> tuple[manifest.Generation, ...]:
+    """The compacted generation with every generation's record hashes merged (``--dedup exact``), so
+    later appends keep checking against them; () where a generation keeps none (or of another key)."""
+    kept = [g.hashes for g in m.all_generations()]
+    if any(h is None for h in kept) or len({h.key for h in kept}) != 1:
+        return ()
+    tables = [record_hashes.read(root, h, field=f"generations[{i}].hashes") for i, h in enumerate(kept)]
+    info = record_hashes.write(root, run_id, record_hashes.sorted_unique(np.concatenate(tables)), kept[0].key)
+    return (manifest.Generation(run_id, 1, {n: s.num_records for n, s in splits.items()}, hashes=info),)
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -59,18 +59,17 @@ def of_keys(blob: bytes | bytearray | memoryview | np.ndarray, ends: np.ndarray,
 def sorted_unique(rows: np.ndarray) -> np.ndarray:
     """Hash rows sorted by (first, second) word, repeats dropped."""
     rows = np.asarray(rows, np.uint64).reshape(-1, 2)
-    rows = rows[np.argsort(rows[:, 0])]  # one sort of the first words; their rare ties sorted after
-    tied = np.flatnonzero(rows[1:, 0] == rows[:-1, 0])
+    rows = rows[np.argsort(np.ascontiguousarray(rows[:, 0]))]  # one sort of the first words; their rare ties after
+    new_first = rows[1:, 0] != rows[:-1, 0]
+    tied = np.flatnonzero(~new_first)
     if len(tied):
-        starts = tied[np.concatenate(([True], tied[1:] != tied[:-1] + 1))]
-        for lo in starts.tolist():
-            hi = lo + 1
-            while hi < len(rows) and rows[hi, 0] == rows[lo, 0]:
-                hi += 1
+        lows = np.unique(np.searchsorted(rows[:, 0], rows[tied, 0], "left"))
+        highs = np.searchsorted(rows[:, 0], rows[lows, 0], "right")
+        for lo, hi in zip(lows.tolist(), highs.tolist()):
             rows[lo:hi] = rows[lo:hi][np.argsort(rows[lo:hi, 1])]
     keep = np.ones(len(rows), bool)
-    keep[1:] = np.any(rows[1:] != rows[:-1], axis=1)
-    return np.ascontiguousarray(rows[keep])
+    keep[1:] = new_first | (rows[1:, 1] != rows[:-1, 1])
+    return rows if keep.all() else np.ascontiguousarray(rows[keep])
 
 
 def contains(table: np.ndarray, rows: np.ndarray) -> np.ndarray:

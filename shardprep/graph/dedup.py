@@ -34,11 +34,13 @@ from shardprep.framing import FramedBatch
 from shardprep.graph.elements import BatchCount, DuplicateFact, HashesFact, RejectFact, SpilledBatch
 from shardprep.graph.spill import ends_dtype, gather, spill, spill_url
 
-__all__ = ["NO_KEY", "Duplicates", "UnitHashes", "hashes_url"]
+__all__ = ["NO_KEY", "ROW", "Duplicates", "UnitHashes", "hashes_url"]
 
-NO_KEY = np.uint64(1 << 63)  # in a row's ordinal: the record lacks the --dedup-key feature
-_MAGIC = 0x3148_5344_5053  # "SPDSH1": a unit's hashes file
-_ROW = 4  # hash, hash, ordinal, length
+NO_KEY = np.uint32(1 << 31)  # in a row's ordinal: the record lacks the --dedup-key feature
+_MAGIC = 0x3248_5344_5053  # "SPDSH2": a unit's hashes file
+# a record's row: its hash, its ordinal in its unit (a unit holds under 2**31 records) and its framed
+# length (under 4 GiB: ``formats.base.MAX_RECORD_BYTES``)
+ROW = np.dtype([("hash", "<u8", (2,)), ("ordinal", "<u4"), ("length", "<u4")])
 
 
 def hashes_url(config: ReshardConfig, unit: tuple[int, int]) -> str:
@@ -66,18 +68,20 @@ class UnitHashes:
         """The rows of a block of records read, in order."""
         ends = np.asarray(block.ends, np.uint64)
         n = len(ends)
-        ordinal = np.arange(self._next, self._next + n, dtype=np.uint64)
+        out = np.empty(n, ROW)
+        out["ordinal"] = np.arange(self._next, self._next + n, dtype=np.uint32)
         self._next += n
         if self._key:
-            hashes, present = record_hashes.of_keys(block.blob, ends, self._key)
-            ordinal[~present] |= NO_KEY
+            out["hash"], present = record_hashes.of_keys(block.blob, ends, self._key)
+            out["ordinal"][~present] |= NO_KEY
         else:
-            hashes = record_hashes.of_framed(block.blob, ends)
-        return np.column_stack([hashes, ordinal, np.diff(ends, prepend=np.uint64(0))]).astype(np.uint64)
+            out["hash"] = record_hashes.of_framed(block.blob, ends)
+        out["length"] = np.diff(ends, prepend=np.uint64(0))
+        return out
 
     def batch(self, split: int, part: int, rows: list[np.ndarray]) -> None:
         """Batch ``part`` of ``split`` was spilled with the records of ``rows``, in order."""
-        self._batches.append((split, part, np.concatenate(rows) if rows else np.zeros((0, _ROW), np.uint64)))
+        self._batches.append((split, part, np.concatenate(rows) if rows else np.zeros(0, ROW)))
 
     def write(self, url: str) -> None:
         head = [_MAGIC, len(self._batches), len(self._members), self._next]
@@ -85,7 +89,7 @@ class UnitHashes:
             head += [split, part, len(rows)]
         for m in self._members:
             head += m
-        spill(url, np.asarray(head, "<u8").tobytes(), *(np.ascontiguousarray(r, "<u8").tobytes() for _, _, r in self._batches),
+        spill(url, np.asarray(head, "<u8").tobytes(), *(r.tobytes() for _, _, r in self._batches),
               json.dumps(self._urls).encode())
 
 
@@ -110,8 +114,8 @@ def _read_unit(url: str) -> _Unit:
     members = nums[4 + 3 * b:].reshape(-1, 3)
     at = 8 * len(nums)
     count = sum(n for _, _, n in batches)
-    rows = np.frombuffer(data, "<u8", count=_ROW * count, offset=at).reshape(-1, _ROW).astype(np.uint64)
-    return _Unit(batches, members, json.loads(data[at + 8 * _ROW * count:]), rows, int(head[3]))
+    rows = np.frombuffer(data, ROW, count=count, offset=at)
+    return _Unit(batches, members, json.loads(data[at + ROW.itemsize * count:]), rows, int(head[3]))
 
 
 class _Dropped(NamedTuple):
@@ -135,28 +139,26 @@ class Duplicates:
         else:
             with ThreadPoolExecutor(16) as pool:
                 self._units = list(pool.map(_read_unit, urls))
-        rows, unit_of, batch_of, index = [], [], [], []
+        # the run's rows: each unit's, units in (file, unit) order, a unit's batches in the order spilled
         self._batch_keys: list[tuple[int, int, int, int]] = []
-        for rank, (key, unit) in enumerate(zip(units, self._units)):
-            at = 0
+        unit_starts, batch_starts, at = [], [], 0
+        for key, unit in zip(units, self._units):
+            unit_starts.append(at)
             for split, part, n in unit.batches:
-                rows.append(unit.rows[at:at + n])
-                unit_of.append(np.full(n, rank, np.int64))
-                batch_of.append(np.full(n, len(self._batch_keys), np.int64))
-                index.append(np.arange(n, dtype=np.int64))
                 self._batch_keys.append((split, key[0], key[1], part))
+                batch_starts.append(at)
                 at += n
-        self._rows = np.concatenate(rows) if rows else np.zeros((0, _ROW), np.uint64)
-        self._unit_of = np.concatenate(unit_of) if unit_of else np.zeros(0, np.int64)
-        batch = np.concatenate(batch_of) if batch_of else np.zeros(0, np.int64)
-        index_in = np.concatenate(index) if index else np.zeros(0, np.int64)
+        self._rows = np.concatenate([u.rows for u in self._units]) if self._units else np.zeros(0, ROW)
+        self._unit_starts = np.asarray(unit_starts, np.int64)
+        starts = np.asarray(batch_starts, np.int64)
         self._offsets = self._file_offsets()
         self._kept_of = self._decide()
         self._by_batch: dict[tuple[int, int, int, int], _Dropped] = {}
         dropped = np.flatnonzero(self._kept_of != -1)
-        for b in np.unique(batch[dropped]).tolist():
-            mine = dropped[batch[dropped] == b]
-            self._by_batch[self._batch_keys[b]] = _Dropped(index_in[mine], mine, int(self._rows[mine, 3].sum()))
+        batch = np.searchsorted(starts, dropped, "right") - 1
+        for b in np.unique(batch).tolist():
+            mine = dropped[batch == b]
+            self._by_batch[self._batch_keys[b]] = _Dropped(mine - starts[b], mine, int(self._rows["length"][mine].sum()))
 
     def _file_offsets(self) -> list[list[int]]:
         """For each unit's members: the records of its file that parsed in the units before it."""
@@ -174,27 +176,29 @@ class Duplicates:
     def _decide(self) -> np.ndarray:
         """For each row: -1 (kept), the row it repeats (an earlier record of the run), or ``-2 - g``
         (a record of generation ``g`` of ``config.dedup_against``)."""
-        rows = self._rows
-        kept_of = np.full(len(rows), -1, np.int64)
-        idx = np.flatnonzero((rows[:, 2] & NO_KEY) == 0)
-        ordinal = (rows[:, 2] & ~NO_KEY).astype(np.int64)
-        by_first = idx[np.argsort(rows[idx, 0], kind="stable")]
-        same = rows[by_first[1:], 0] == rows[by_first[:-1], 0]
-        shared = np.zeros(len(by_first), bool)
-        shared[1:] |= same
-        shared[:-1] |= same
-        cand = by_first[shared]  # rows whose first word another row shares: the only possible repeats
-        if len(cand):
-            c = cand[np.lexsort((ordinal[cand], self._unit_of[cand], rows[cand, 1], rows[cand, 0]))]
+        hashes, ordinals = self._rows["hash"], self._rows["ordinal"]
+        kept_of = np.full(len(hashes), -1, np.int64)
+        keyed = (ordinals & NO_KEY) == 0
+        idx = np.arange(len(hashes)) if keyed.all() else np.flatnonzero(keyed)
+        first_words = np.ascontiguousarray(hashes[idx, 0])
+        ordered = np.sort(first_words)  # a sort of the values, cheaper than their order
+        repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+        if len(repeated):  # rows whose first word another row shares: the only possible repeats
+            c = idx[np.isin(first_words, repeated)]
+            c = c[np.lexsort((ordinals[c], self._unit_of(c), hashes[c, 1], hashes[c, 0]))]
             starts = np.ones(len(c), bool)
-            starts[1:] = np.any(rows[c[1:], :2] != rows[c[:-1], :2], axis=1)
+            starts[1:] = np.any(hashes[c[1:]] != hashes[c[:-1]], axis=1)
             first = c[np.maximum.accumulate(np.where(starts, np.arange(len(c)), 0))]
             kept_of[c[~starts]] = first[~starts]
         for g, info in enumerate(self._config.dedup_against):
             table = record_hashes.read(self._config.output, info, field=f"generations[{g}].hashes")
-            hit = record_hashes.contains(table, rows[idx, :2])
+            hit = record_hashes.contains(table, hashes[idx])
             kept_of[idx[hit]] = -2 - g
         return kept_of
+
+    def _unit_of(self, rows: np.ndarray) -> np.ndarray:
+        """The rank (in (file, unit) order) of the unit of each of ``rows``."""
+        return np.searchsorted(self._unit_starts, rows, "right") - 1
 
     @property
     def count(self) -> int:
@@ -210,8 +214,8 @@ class Duplicates:
 
     def kept_hashes(self) -> np.ndarray:
         """The kept records' hashes (``record_hashes.sorted_unique``): the generation's."""
-        keep = (self._kept_of == -1) & ((self._rows[:, 2] & NO_KEY) == 0)
-        return record_hashes.sorted_unique(self._rows[keep, :2])
+        keep = (self._kept_of == -1) & ((self._rows["ordinal"] & NO_KEY) == 0)
+        return record_hashes.sorted_unique(self._rows["hash"][keep])
 
     def store(self) -> HashesFact:
         """Writes the generation's hashes into the run folder; the fact naming them."""
@@ -220,9 +224,9 @@ class Duplicates:
 
     def _where(self, row: int) -> tuple[str, int, str]:
         """(source url, position in it, unit name) of row ``row``'s record."""
-        rank = int(self._unit_of[row])
+        rank = int(self._unit_of(np.array([row]))[0])
         unit = self._units[rank]
-        ordinal = int(self._rows[row, 2] & ~NO_KEY)
+        ordinal = int(self._rows["ordinal"][row] & ~NO_KEY)
         m = int(np.searchsorted(unit.members[:, 0], ordinal, "right")) - 1
         first, file, index = unit.members[m].tolist()
         return unit.urls[m], self._offsets[rank][m] + ordinal - first, f"{file}:{index}"
@@ -273,7 +277,7 @@ class Duplicates:
         return batch._replace(num_records=n - len(d.index), size=batch.size - d.size), facts
 
     def _file_of(self, row: int) -> int:
-        unit = self._units[int(self._unit_of[row])]
-        m = int(np.searchsorted(unit.members[:, 0], int(self._rows[row, 2] & ~NO_KEY), "right")) - 1
+        unit = self._units[int(self._unit_of(np.array([row]))[0])]
+        m = int(np.searchsorted(unit.members[:, 0], int(self._rows["ordinal"][row] & ~NO_KEY), "right")) - 1
         return int(unit.members[m, 1])
 

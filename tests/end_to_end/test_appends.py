@@ -194,6 +194,11 @@ def test_dedup_exact_drops_repeats_in_the_run_and_of_the_data_set(repeats, tmp_p
     details = [x["detail"] for x in _dead_letters(out) if x["source"] == str(repeats["day2"])]
     assert sum("already in the data set (generation 1" in d for d in details) == 50 and len(details) == 60
     assert verify.verify(str(out))[0] == [] and verify.verify(str(out), version=1)[0] == []
+    run_cli("shardprep.compact", out, check=True)  # the compacted generation keeps every generation's hashes
+    c = manifest.load(str(out))
+    assert len(c.generations) == 1 and c.generations[0].hashes.num_records == 350
+    twice = run_cli(RUN, "--input", repeats["day2"], "--output", out, "--append", *FLAGS, "--dedup", "exact")
+    assert twice.returncode == 1 and "nothing to append" in twice.stderr, twice.stderr
 
     # --dedup-key: the same id is a repeat whatever the other values; the data set's hashes are of whole records
     proc = run_cli(RUN, "--input", repeats["keyed"], "--output", out, "--append", *FLAGS, "--dedup", "exact",
