@@ -55,6 +55,25 @@ static inline int ex_reserve(JBuf *b, Py_ssize_t more) {
     return b->obj && b->len + more <= b->cap ? 0 : ex_grow(b, more);
 }
 
+/* A copied string column's data, sized once its first EX_SAMPLE records are read: their bytes per
+ * record for all ``n``, and a quarter more (a long text or a payload grown from a value's room
+ * by doubling took the GIL at each step and copied what it held); 1, or -1 no memory. */
+#define EX_SAMPLE 16
+static int ex_size_columns(JBuf *col, const uint8_t *kinds, Py_ssize_t k, Py_ssize_t read, Py_ssize_t n) {
+    for (Py_ssize_t f = 0; f < k; f++) {
+        JBuf *data = col + 2 * f;
+        if (kinds[f] || !data->obj) continue;
+        Py_ssize_t cap = data->len + data->len / read * (n - read) / 4 * 5 + 64;
+        if (cap <= data->cap) continue;
+        PyGILState_STATE gil = PyGILState_Ensure();
+        int failed = _PyBytes_Resize(&data->obj, cap) < 0;
+        PyGILState_Release(gil);
+        if (failed) return -1;
+        data->cap = cap;
+    }
+    return 1;
+}
+
 /* One list over [pos, end) of kind ``kind`` (tag 0x0A/0x12/0x1A of Feature) into the buffers: 1, 0
  * refused, -1 no memory; *count: its number of values. */
 static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t end, JBuf *vals, JBuf *offs,
@@ -225,13 +244,6 @@ PyObject *py_example_columns(PyObject *self, PyObject *args) {
     lengths_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k * n));
     if (!names || !next || !col || !lengths_obj || (table.bounds && !acc)) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t f = 0; f <= k; f++) next[f] = -1;
-    /* a string column's data room, up front: twice its share of the batch's bytes (a long text or a
-     * payload fills it at once; grown a few times, with the GIL taken each time, it cost more than
-     * the copy). Pages never written are never faulted in: at most twice the batch in all. */
-    Py_ssize_t copied = 0;
-    for (Py_ssize_t f = 0; f < k; f++) copied += kinds[f] == 0;
-    Py_ssize_t room = copied ? 8 * n + 2 * (blob.len / copied) : 0;
-    if (room > blob.len) room = blob.len;
     for (Py_ssize_t f = 0; f < k; f++) {
         PyObject *name = PyTuple_GET_ITEM(names_obj, f);
         if (!PyBytes_Check(name) || kinds[f] > 3) {
@@ -254,7 +266,7 @@ PyObject *py_example_columns(PyObject *self, PyObject *args) {
             }
             continue;
         }
-        if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : kinds[f] ? 8 * n : room) < 0) { ok = -1; break; } /* a value each */
+        if (jbuf_reserve(col + 2 * f, kinds[f] == 1 ? 4 * n : 8 * n) < 0) { ok = -1; break; } /* a value each */
         if (!kinds[f] || kinds[f] == 3) { /* string offsets start with 0 */
             if (jbuf_reserve(col + 2 * f + 1, 8 * (n + 1)) < 0) { ok = -1; break; }
             memset(JBUF_END(col + 2 * f + 1), 0, 8);
@@ -270,6 +282,7 @@ PyObject *py_example_columns(PyObject *self, PyObject *args) {
             if (ends[r] < prev + 16 || ends[r] > (uint64_t)blob.len) { ok = 0; break; }
             ok = ex_record(b, (Py_ssize_t)prev + 12, (Py_ssize_t)ends[r] - 4, names, kinds, k, col, lengths + r * k,
                            next, acc, &pending);
+            if (r + 1 == EX_SAMPLE && ok == 1 && n > EX_SAMPLE) ok = ex_size_columns(col, kinds, k, r + 1, n);
         }
         if (ok == 1 && ex_count_pending(&pending) < 0) ok = -1;
         Py_END_ALLOW_THREADS

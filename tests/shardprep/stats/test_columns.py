@@ -110,17 +110,20 @@ def test_walks_on_several_threads_at_once_give_what_one_gives():
 
 
 @pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
-@pytest.mark.parametrize("payload", [0, 40, 3000])
-def test_string_columns_past_their_room_in_the_batch_give_the_per_record_statistics(payload):
-    """Each copied string column starts with twice its share of the batch's bytes (issue 61): one
-    that holds nearly all of them (a payload beside two short features) outgrows it and is grown,
-    and every column still has the values the decoder reads."""
+@pytest.mark.parametrize("sizes", [(0, 0, 300), (40, 40, 300), (3000, 3000, 300), (10, 5000, 300), (3000, 3000, 9)])
+def test_string_columns_sized_from_their_first_records_give_the_per_record_statistics(sizes):
+    """A copied string column is sized once its first 16 records are read (issue 61): from their
+    bytes per record for the whole batch. Values that grow after them (short first, long later)
+    outgrow it and are grown; a batch of fewer records is never sized; every column holds the values
+    the decoder reads."""
+    first, later, n = sizes
     features = {"label": FeatureSpec("string"), "payload": FeatureSpec("string"), "tags": FeatureSpec("string", (-1,)),
                 "n": FeatureSpec("int64")}
-    rng = random.Random(payload)
+    rng = random.Random(n + first + later)
     encode = example.example_encoder(features, on_missing="omit")
-    records = [encode({"label": rng.choice(["a", "bb"]), "payload": bytes(rng.randrange(256) for _ in range(payload)),
-                       "tags": [f"t{rng.randrange(9)}"] * rng.randrange(3), "n": i}) for i in range(300)]
+    records = [encode({"label": rng.choice(["a", "bb"]), "n": i, "tags": [f"t{rng.randrange(9)}"] * rng.randrange(3),
+                       "payload": bytes(rng.randrange(256) for _ in range(first if i < 16 else later))})
+               for i in range(n)]
     columns = stats_columns.from_examples(*_framed(records), features)
     assert columns is not None
     got: dict = {}
