@@ -6,7 +6,8 @@ a share of them chosen by hash value when the corpus is large, so that every cop
 is kept or left out together), its label (classification) and, for ``--dedup near``, its MinHash
 signature and LSH band keys (``text.minhash``). It writes them beside the part (``<part>.corpus.npz``) and keeps the texts
 of the part's most repeated sentences. ``merge`` reads the parts' files in store order and gives
-the corpus's counts (``CorpusStats``) and the arrays ``text.dedup`` clusters. Every value is a
+the corpus's counts (``CorpusStats``) and the per-document arrays ``text.dedup`` decides over (the
+band keys and signatures stay in the parts' files: ``text.bands`` groups them in the job). Every value is a
 function of the documents' texts and order, never of the engine or the worker count.
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardprep import fs, native
-from shardprep.text.minhash import MinHasher, keys_of, shared_rows
+from shardprep.text.minhash import MinHasher, keys_of
 
-__all__ = ["NO_DEDUP", "SENTENCE_HASH_BUDGET", "CorpusArrays", "CorpusStats", "DedupSettings", "PartSketch", "label_counts", "merge",
-           "sentence_share"]
+__all__ = ["NO_DEDUP", "SENTENCE_HASH_BUDGET", "CorpusArrays", "CorpusStats", "DedupSettings", "PartSketch", "entry_text",
+           "label_counts", "merge", "sentence_share"]
 
 SENTENCE_HASH_BUDGET = 32 << 20  # sentence hashes the launcher holds at most (8 bytes each)
 TOP_SENTENCES = 10
@@ -54,6 +55,14 @@ NO_DEDUP = DedupSettings()
 def sentence_share(total_bytes: int) -> float:
     """The share of sentences whose hashes are kept: all of a corpus of up to ~2 GB (~60 bytes a sentence)."""
     return min(1.0, SENTENCE_HASH_BUDGET * 60 / max(1, total_bytes))
+
+
+def entry_text(entry: dict) -> str:
+    """A store entry's text as its part's sketch hashes it: the sentences, or text and pair, one a line."""
+    if "s" in entry:
+        return "\n".join(entry["s"])
+    b = entry.get("b")
+    return entry["a"] + ("\n" + b if b else "")
 
 
 def _hashes(texts: Sequence[str], seed: int) -> np.ndarray:
@@ -141,8 +150,8 @@ class CorpusArrays:
     positions: np.ndarray  # int64: each document's input position
     files: np.ndarray  # int64: each document's input file index
     doc: np.ndarray  # uint64: each document's text hash
-    keys: np.ndarray | None = None  # (N, bands) uint64 band keys, --dedup near
-    signatures: np.ndarray | None = None  # (M, bands * rows) uint32 MinHash signatures, --dedup near
+    keys: np.ndarray | None = None  # (N, bands) uint64 band keys: near, in memory (``text.dedup.kept_of``)
+    signatures: np.ndarray | None = None  # (M, bands * rows) uint32 MinHash signatures: near, in memory
     signature_ids: np.ndarray | None = None  # int64, ascending: the ids of ``signatures``' rows (None: all N)
 
 
@@ -172,27 +181,19 @@ class CorpusStats:
         return out
 
 
-def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[CorpusArrays, CorpusStats]:
-    """The parts' sketches (``StorePart.corpus`` urls, in store order) as whole-corpus arrays and counts.
-    Near: every document's band keys, and the signatures of only those that share a band key with
-    another (``shared_rows``: the only ones ``text.dedup`` compares), read part by part."""
-    positions, files, docs, keys, sentences, tops = [], [], [], [], [], {}
+def merge(parts: Sequence, share: float) -> tuple[CorpusArrays, CorpusStats]:
+    """The parts' sketches (``StorePart.corpus`` urls, in store order) as whole-corpus arrays (no
+    band keys or signatures: ``--dedup near`` groups those in the job, ``text.bands``) and counts."""
+    positions, files, docs, sentences, tops = [], [], [], [], {}
     for part in parts:
         with np.load(io.BytesIO(fs.read_bytes(part.corpus))) as z:
             positions.append(z["positions"])
             files.append(np.full(len(z["positions"]), part.file_index, np.int64))
             docs.append(z["doc"])
             sentences.append(z["sentences"])
-            if near is not None:
-                keys.append(z["keys"])
         tops.update(dict(part.top_sentences))
     doc = _cat(docs, np.uint64)
     arrays = CorpusArrays(_cat(positions, np.int64), _cat(files, np.int64), doc)
-    if near is not None:
-        arrays.keys = np.concatenate(keys) if keys else np.zeros((0, near.bands), np.uint64)
-        arrays.signature_ids = shared_rows(arrays.keys)
-        arrays.signatures = _signatures(parts, [len(p) for p in positions], arrays.signature_ids,
-                                        near.bands * near.rows)
     stats = CorpusStats(documents=len(doc), exact_duplicate_documents=int(len(doc) - len(np.unique(doc))),
                         sentence_share=share)
     sent = _cat(sentences, np.uint64)
@@ -208,18 +209,6 @@ def merge(parts: Sequence, share: float, near: DedupSettings | None) -> tuple[Co
             if text is not None:
                 stats.top_repeated.append([text, int(counts[i])])
     return arrays, stats
-
-
-def _signatures(parts: Sequence, counts: Sequence[int], ids: np.ndarray, places: int) -> np.ndarray:
-    """The signatures of documents ``ids`` (ascending), from the parts' sketches (``counts`` documents each)."""
-    out, first = [np.zeros((0, places), np.uint32)], 0
-    for part, count in zip(parts, counts):
-        mine = ids[(ids >= first) & (ids < first + count)] - first
-        if len(mine):
-            with np.load(io.BytesIO(fs.read_bytes(part.corpus))) as z:
-                out.append(z["signatures"][mine])
-        first += count
-    return np.concatenate(out)
 
 
 def label_counts(parts: Sequence, kept: np.ndarray) -> dict[str, int]:

@@ -3,16 +3,16 @@
 ``kept_of`` gives each document the id of the document kept for it (itself where it is kept).
 Exact: a document whose text hash an earlier one has is a copy of the first (the lowest input
 position: ids are in input order). Near: the first copies are taken in id order, each dropped for
-the lowest *kept* document that shares an LSH band key with it (``text.minhash``) and whose
-signature agrees with its own in at least ``threshold`` of places (their estimated Jaccard
-similarity; where that is within three standard errors of ``threshold``, the exact Jaccard
-similarity of their shingles, read back from the store, decides: ``Verifier``), else kept: a
-leader rule, so a document is only ever dropped for one it is itself similar to (a chain A~B~C,
-C not near A, keeps A and C). A later copy follows its first copy. Bounded where many documents
-share bands without being near each other (templated pages): a document is compared with the
-first ``GROUP_LEADERS`` kept documents of each band it shares, and checked exactly ``MAX_EXACT``
-times at most (past that the estimate decides). It is a rule of the texts and their order alone,
-whatever engine or worker count read them.
+the lowest *kept* document it has an edge with (``text.bands``: a candidate of a band group it
+shares, one of the group's first ``bands.GROUP_LEADERS`` members before it) and is similar to:
+their signatures agree in at least ``threshold`` of places (their estimated Jaccard similarity;
+where that is within three standard errors of ``threshold``, the exact Jaccard similarity of their
+shingles decides, read back from the store, at most ``bands.MAX_EXACT`` times a document, the
+lowest candidates first; past them the estimate decides), else kept: a leader rule, so a document
+is only ever dropped for one it is itself similar to (a chain A~B~C, C not near A, keeps A and C).
+A later copy follows its first copy. The edges come from the job's GroupBands stage (or, in
+memory, ``bands.band_edges`` over ``CorpusArrays``' keys); the rule walks only them, in id order:
+a rule of the texts and their order alone, whatever engine or worker count read them.
 ``rewrite`` copies one store part with each dropped document's entry replaced by a dead letter
 (``duplicate``: an exact copy of the one kept; ``near_duplicate``: a near copy) that names the
 document kept, and gives the part's new document offsets and unit cuts.
@@ -22,19 +22,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from shardprep import fs
-from shardprep.text.corpus import CorpusArrays
-from shardprep.text.minhash import NO_KEY, MinHasher
+from shardprep.text import bands
+from shardprep.text.bands import EXACT, MAX_EXACT, UNDECIDED, Edges, Shingles, band_edges, jaccard, window
+from shardprep.text.corpus import CorpusArrays, DedupSettings, entry_text
+from shardprep.text.minhash import NO_KEY
 
-__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "StoreShingles", "Verifier", "entry_text", "first_copies", "kept_of", "rewrite",
-           "shared_bands"]
+__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "StoreShingles", "Verifier", "first_copies", "follow_edges", "kept_in_store",
+           "kept_of", "rewrite", "shared_bands"]
 
 DUPLICATE, NEAR_DUPLICATE = "duplicate", "near_duplicate"
-GROUP_LEADERS = 32  # the kept documents of one band key a later document is compared with, at most
 _BAD = re.compile(rb'\{"p": -?\d+, "r": ')  # a store entry that is a dead letter (``text.store._bad``)
 
 
@@ -73,17 +73,16 @@ class Verifier:
     it is farther than ``MARGIN`` standard errors from ``threshold``; nearer, the exact Jaccard
     similarity of their shingles' hashes (``shingles_of(id)``: sorted distinct uint32) does, where
     given. ``ids``: the document id of each row of ``signatures``, ascending (None: row ``i`` is
-    document ``i``). Without signatures every candidate is one."""
+    document ``i``). Without signatures every candidate is one. (The rule ``follow_edges`` walks,
+    for one document and its candidates.)"""
 
-    MARGIN = 3.0
-    MAX_EXACT = 8  # exact checks of one document, at most (the lowest ids first); past them the estimate decides
+    MARGIN = bands.MARGIN
+    MAX_EXACT = MAX_EXACT
 
     def __init__(self, signatures: np.ndarray | None, threshold: float,
                  shingles_of: Callable[[int], np.ndarray] | None = None, ids: np.ndarray | None = None) -> None:
         self._sig, self._threshold, self._shingles_of, self._ids = signatures, threshold, shingles_of, ids
-        places = signatures.shape[1] if signatures is not None else 1
-        margin = self.MARGIN * (threshold * (1 - threshold) / places) ** 0.5
-        self._low, self._high = threshold - margin, threshold + margin
+        self._low, self._high = window(threshold, signatures.shape[1] if signatures is not None else 1)
         self._memo: dict[int, np.ndarray] = {}
         self.exact_checks = 0
 
@@ -111,10 +110,7 @@ class Verifier:
     def jaccard(self, i: int, j: int) -> float:
         """The exact Jaccard similarity of two documents' shingle hashes."""
         self.exact_checks += 1
-        a, b = self._shingles(i), self._shingles(j)
-        both = len(np.intersect1d(a, b, assume_unique=True))
-        union = len(a) + len(b) - both
-        return both / union if union else 1.0
+        return jaccard(self._shingles(i), self._shingles(j))
 
     def _shingles(self, i: int) -> np.ndarray:
         if i not in self._memo:
@@ -124,82 +120,123 @@ class Verifier:
         return self._memo[i]
 
 
-class StoreShingles:
+class StoreShingles(Shingles):
     """A document's shingle hashes by id (``Verifier``'s ``shingles_of``), read from the store's
     parts (``text.store.StorePart``s in store order: their urls and document offsets), the text
-    the part's sketch hashed (``entry_text``); a context manager that closes the parts it opened."""
+    the part's sketch hashed (``corpus.entry_text``); a context manager that closes the parts it opened."""
 
     def __init__(self, parts: Sequence, shingle: int) -> None:
-        self._parts = list(parts)
-        self._firsts = np.cumsum([0] + [len(p.offsets) for p in self._parts])
-        self._hasher = MinHasher(1, 1, shingle)
-        self._files: dict[int, Any] = {}
+        parts = list(parts)
+        firsts = np.cumsum([0] + [len(p.offsets) for p in parts])
 
-    def __call__(self, i: int) -> np.ndarray:
-        k = int(np.searchsorted(self._firsts, i, side="right")) - 1
-        if k not in self._files:
-            self._files[k] = fs.open_file(self._parts[k].url, "rb")
-        f = self._files[k]
-        f.seek(int(self._parts[k].offsets[i - self._firsts[k]]))
-        hashes, _ = self._hasher.shingles([entry_text(json.loads(f.readline()))])
-        return np.unique(hashes)
+        def at(i: int) -> tuple[str, int]:
+            k = int(np.searchsorted(firsts, i, side="right")) - 1
+            return parts[k].url, int(parts[k].offsets[i - firsts[k]])
 
-    def __enter__(self) -> StoreShingles:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files.clear()
+        super().__init__(at, shingle)
 
 
-def entry_text(entry: dict) -> str:
-    """A store entry's text as its part's sketch hashes it: the sentences, or text and pair, one a line."""
-    if "s" in entry:
-        return "\n".join(entry["s"])
-    b = entry.get("b")
-    return entry["a"] + ("\n" + b if b else "")
-
-
-def _leaders(keys: np.ndarray, ids: np.ndarray, verifier: Verifier) -> np.ndarray:
-    """The leader rule over rows in order: each row's kept row (itself, or the lowest kept row of a
-    shared band that ``verifier`` finds it similar to, among the first ``GROUP_LEADERS`` kept rows
-    of each band it shares; ``ids``: each row's document id)."""
-    kept = np.arange(len(keys), dtype=np.int64)
-    rows, groups = shared_bands(keys)
-    if len(rows) == 0:
+def follow_edges(edges: Edges, n: int, threshold: float,
+                 shingles_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+    """The leader rule over ``edges`` (ids, ordered by (second, first)) of ``n`` documents: each
+    one's kept document (itself, or the lowest kept one it has an edge with and is similar to)."""
+    kept = np.arange(n, dtype=np.int64)
+    if not len(edges.first):
         return kept
-    leaders: dict[int, list[int]] = {}
-    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-    ends = np.r_[starts[1:], len(rows)]
-    for r, lo, hi in zip(rows[starts].tolist(), starts.tolist(), ends.tolist()):
-        mine = groups[lo:hi].tolist()
-        found = sorted({c for g in mine for c in leaders.get(g, ())})
-        j = verifier.first_similar(int(ids[r]), ids[found].tolist()) if found else -1
-        if j >= 0:
-            kept[r] = found[j]
-        else:
-            for g in mine:
-                held = leaders.setdefault(g, [])
-                if len(held) < GROUP_LEADERS:
-                    held.append(r)
+    places = edges.places
+    low, high = window(threshold, places) if places else (0.0, 0.0)
+    budget0 = MAX_EXACT if shingles_of is not None else 0
+    first, second = edges.first.tolist(), edges.second.tolist()
+    share = (edges.agree / places).tolist() if places else [1.0] * len(first)
+    verdicts = edges.exact.tolist()
+    memo: dict[int, np.ndarray] = {}
+
+    def exact(a: int, b: int) -> bool:
+        for i in (a, b):
+            if i not in memo:
+                memo[i] = shingles_of(i)  # type: ignore[misc]
+        return jaccard(memo[a], memo[b]) >= threshold
+
+    r, budget = -1, 0
+    for c, s, agree, verdict in zip(first, second, share, verdicts):
+        if s != r:
+            r, budget = s, budget0
+            if len(memo) > 4096:
+                memo.clear()
+        if kept[r] != r or kept[c] != c:  # r decided already, or c dropped
+            continue
+        if not places or agree >= high or (budget <= 0 and agree >= threshold):
+            kept[r] = c
+        elif budget > 0 and agree >= low:
+            budget -= 1
+            if verdict == EXACT or (verdict == UNDECIDED and exact(r, c)):
+                kept[r] = c
     return kept
 
 
 def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0,
-            shingles_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-    """Each document's kept document id (itself where it is kept): the module's rule, candidates
-    checked by a ``Verifier`` (``shingles_of``: a document's shingle hashes by id). Near without
-    ``arrays.signatures``: a shared band alone makes a pair."""
+            shingles_of: Callable[[int], np.ndarray] | None = None, edges: Edges | None = None) -> np.ndarray:
+    """Each document's kept document id (itself where it is kept): the module's rule over ``edges``
+    (ids), else over those of ``arrays.keys`` and ``arrays.signatures`` found here
+    (``shingles_of``: a document's shingle hashes by id). Near without signatures: a shared band
+    alone makes a pair."""
     first = first_copies(arrays.doc)
-    if mode != "near" or arrays.keys is None:
+    if mode != "near" or (edges is None and arrays.keys is None):
         return first
-    reps = np.flatnonzero(first == np.arange(len(first)))
-    verifier = Verifier(arrays.signatures, threshold, shingles_of, arrays.signature_ids)
-    lead = reps[_leaders(arrays.keys[reps], reps, verifier)]
-    kept = np.arange(len(first), dtype=np.int64)
-    kept[reps] = lead
-    return kept[first]
+    if edges is None:
+        edges = _edges_in_memory(arrays, threshold, shingles_of)
+    return follow_edges(edges, len(first), threshold, shingles_of)[first]
+
+
+def _edges_in_memory(arrays: CorpusArrays, threshold: float,
+                     shingles_of: Callable[[int], np.ndarray] | None) -> Edges:
+    keys = arrays.keys
+    n, nb = keys.shape  # type: ignore[union-attr]
+    entries = np.zeros(n * nb, bands.ENTRY)
+    entries["band"], entries["key"] = np.tile(np.arange(nb, dtype=np.uint16), n), keys.reshape(-1)  # type: ignore
+    entries["doc"] = np.repeat(arrays.doc, nb)
+    uid = np.repeat(np.arange(n, dtype=np.int64), nb)
+    valid = entries["key"] != NO_KEY
+    sig, ids = arrays.signatures, arrays.signature_ids
+    places = sig.shape[1] if sig is not None else 0
+    rows = places // nb if places else 1
+
+    def signatures_of(u: np.ndarray) -> np.ndarray | None:
+        return None if sig is None else sig[u if ids is None else np.searchsorted(ids, u)]
+
+    memo: dict[int, np.ndarray] = {}
+
+    def shingles(i: int) -> np.ndarray:
+        if i not in memo:
+            if len(memo) >= 4096:
+                memo.pop(next(iter(memo)))
+            memo[i] = shingles_of(i)  # type: ignore[misc]
+        return memo[i]
+
+    check = (lambda a, b: jaccard(shingles(a), shingles(b))) if shingles_of is not None else None
+    return band_edges(entries[valid], uid[valid], signatures_of, threshold=threshold, bands=nb, rows=rows,
+                      jaccard=check)
+
+
+def kept_in_store(parts: Sequence, arrays: CorpusArrays, dedup: DedupSettings, edges: Edges | None) -> np.ndarray:
+    """Each document's kept id in the store of ``parts`` (``text.store.StorePart``s in store order):
+    ``kept_of`` with the job's ``edges`` (uids of ``text.bands``; None: grouped here, in this
+    process), the exact checks left undecided read back from the parts."""
+    n = len(arrays.doc)
+    if dedup.mode == "none" or n == 0:
+        return np.arange(n, dtype=np.int64)
+    if dedup.mode != "near":
+        return kept_of(arrays, dedup.mode)
+    if edges is None:
+        pieces = [piece for k, part in enumerate(parts) for _, piece in bands.write_part(k, part, 1)]
+        edges = bands.merge_edges(list(bands.GroupBands(dedup).process((0, pieces))) if pieces else [],
+                                  dedup.bands * dedup.rows)
+    firsts = np.cumsum([0] + [len(p.offsets) for p in parts])
+    ids = [firsts[u >> 32] + (u & 0xFFFFFFFF) for u in (edges.first, edges.second)]
+    order = np.lexsort((ids[0], ids[1]))
+    mapped = Edges(ids[0][order], ids[1][order], edges.agree[order], edges.exact[order], edges.places)
+    with StoreShingles(parts, dedup.shingle) as shingles_of:
+        return kept_of(arrays, "near", dedup.threshold, shingles_of, mapped)
 
 
 def rewrite(url: str, out_url: str, first_id: int, kept: np.ndarray, arrays: CorpusArrays,

@@ -34,7 +34,8 @@ import numpy as np
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
 from shardprep.text.corpus import NO_DEDUP, CorpusStats, DedupSettings, PartSketch, label_counts, merge, sentence_share
-from shardprep.text.dedup import StoreShingles, kept_of, rewrite
+from shardprep.text.bands import Edges
+from shardprep.text.dedup import kept_in_store, rewrite
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.tokens import document_bytes, unit_url, write_documents
 
@@ -265,17 +266,16 @@ def build_store(files: Sequence[InputFile], folder: str, *, unit_bytes: int, col
 
 
 def join_store(parts: Sequence[StorePart], files: Sequence[InputFile], folder: str, *, share: float,
-               dedup: DedupSettings = NO_DEDUP) -> StoreResult:
+               dedup: DedupSettings = NO_DEDUP, edges: Edges | None = None) -> StoreResult:
     """The store of ``files`` from its ``parts`` (``BuildPart``'s, in ``store_parts`` order): ids,
     offsets and units are the parts' shifted by the counts before them, so the store is the same
     however many processes built it. The parts' sketches (``text.corpus``) give the corpus's counts;
-    with ``dedup`` (exact or near: no ``tokenize`` then) each document that ``text.dedup.kept_of``
-    drops becomes a dead letter naming the one kept, in a copy of its part (``text.dedup.rewrite``),
-    before the parts are joined."""
-    arrays, corpus = merge(parts, share, dedup if dedup.mode == "near" else None)
+    with ``dedup`` (exact or near: no ``tokenize`` then) each document that ``text.dedup.kept_in_store``
+    drops (near: over the job's ``edges``, ``text.bands``; None: grouped here) becomes a dead letter
+    naming the one kept, in a copy of its part (``text.dedup.rewrite``), before the parts are joined."""
+    arrays, corpus = merge(parts, share)
     ids = np.arange(len(arrays.doc))
-    with StoreShingles(parts, dedup.shingle) as shingles_of:
-        kept = kept_of(arrays, dedup.mode, dedup.threshold, shingles_of) if dedup.mode != "none" and len(ids) else ids
+    kept = kept_in_store(parts, arrays, dedup, edges)
     dropped = kept != ids
     exact = dropped & (arrays.doc[kept] == arrays.doc)
     removed = {"duplicate": int(exact.sum()), "near_duplicate": int((dropped & ~exact).sum())} \

@@ -4,11 +4,15 @@ The units of a text run are byte ranges of its document store (``text.store``), 
 store is built, so the job builds it first (``shardprep.job.planned_job``)::
 
     staged parts -> ExpandParts -> BuildStore -> [all] PlanUnits --chunk numbers--> ExpandUnits -> (the re-shard)
+                                       '--bands--> [by bucket] GroupBands --edges--'(side input)
 
 The launcher stages the store's parts (a file each, or a piece of a large .txt file:
 ``text.store.store_parts``) and a given ``--vocab`` (``stage_text``); ``BuildStore`` builds the
-parts on the engine's workers (``text.store.BuildPart``); ``PlanUnits``, once they are all built,
-joins them (``text.store.join_store``), trains ``--train-vocab``'s vocabulary over the store,
+parts on the engine's workers (``text.store.BuildPart``); with ``--dedup near`` it writes each
+part's band entries too (``text.bands.write_part``), one piece a bucket, and ``GroupBands`` gets a
+bucket's pieces of every part (the engine's group by key) and verifies its band groups' candidate
+pairs there, on the workers; ``PlanUnits``, once they are all built, joins them
+(``text.store.join_store``: the leader rule over those edges alone, ``text.dedup``), trains ``--train-vocab``'s vocabulary over the store,
 stages the units with the manifest's ``text`` entry (``graph.units.stage``) and gives their chunk
 numbers to the re-shard. Every engine runs these stages as it runs the others.
 
@@ -32,20 +36,22 @@ from shardprep.config import ReshardConfig
 from shardprep.errors import InputError
 from shardprep.formats.base import InputFile, WorkUnit
 from shardprep.graph import units as staged_units
-from shardprep.job import ONE_GROUP, Job, Stage, planned_job
+from shardprep.graph.elements import Tagged
+from shardprep.job import BY_KEY, ONE_GROUP, Job, Stage, planned_job
 from shardprep.label_vocab import apply_vocabulary
-from shardprep.text import prepare
+from shardprep.text import bands, prepare
 from shardprep.text.corpus import DedupSettings, sentence_share
 from shardprep.text.pretraining import PretrainingConfig
 from shardprep.text.spec import CLASSIFICATION, PRETRAINING, TextSpec
 from shardprep.text.store import BuildPart, StoreResult, join_store, sentences, store_parts
 from shardprep.text.vocab import PROGRESS_SECONDS, Vocab, train_vocab, write_vocab
 
-__all__ = ["BuildStore", "PlanUnits", "StoreSettings", "TextRun", "progress_lines", "stage_text", "text_job",
+__all__ = ["BANDS", "BuildStore", "PlanUnits", "StoreSettings", "TextRun", "progress_lines", "stage_text", "text_job",
            "unit_bytes"]
 
 log = logging.getLogger("shardprep")
 MIN_UNIT_BYTES, MAX_UNIT_BYTES = 1 << 20, 16 << 20
+BANDS = "bands"  # BuildStore's side output of band pieces (--dedup near)
 
 
 class TextRun(NamedTuple):
@@ -104,11 +110,15 @@ def text_job(config: ReshardConfig, run: TextRun) -> tuple[Job, list]:
     settings = StoreSettings(args.task, args.cased, args.train_vocab, args.label,
                              tuple(getattr(args, "label_classes", ()) or ()), prepare.config(args), dedup)
     parts = list(enumerate(store_parts(files, run.column_units, part_bytes)))
+    near = dedup.mode == "near"
+    buckets = min(bands.BUCKETS, len(parts)) if near else 0
     first = (
         Stage("ExpandParts", staged_units.ExpandUnits(_parts_url(config)), over=("",), spread="DistributeParts"),
-        Stage("BuildStore", BuildStore(build), over=("ExpandParts",), heavy=True),
+        Stage("BuildStore", BuildStore(build, buckets), over=("ExpandParts",), heavy=True, tags=(BANDS,) if near else ()),
+        *([Stage("GroupBands", bands.GroupBands(dedup), over=("BuildStore." + BANDS,), group=BY_KEY, heavy=True,
+                 labels=("GroupByBand",))] if near else []),
         Stage("PlanUnits", PlanUnits(staged_units.slim(config), settings, share), over=("BuildStore",),
-              group=ONE_GROUP, labels=("KeyParts", "GroupParts")),
+              side=("GroupBands",) if near else (), group=ONE_GROUP, labels=("KeyParts", "GroupParts")),
     )
     return planned_job(config, first, range(staged_units.num_chunks(len(parts)))), parts
 
@@ -124,10 +134,12 @@ def stage_text(config: ReshardConfig, run: TextRun, parts: list) -> None:
 
 
 class BuildStore:
-    """``(k, part)`` in, ``(k, StorePart)`` out: ``text.store.BuildPart`` over the k-th part of the store."""
+    """``(k, part)`` in, ``(k, StorePart)`` out: ``text.store.BuildPart`` over the k-th part of the
+    store; with ``buckets`` (``--dedup near``), its band pieces too, ``(bucket, text.bands.BandPiece)``
+    tagged ``BANDS``."""
 
-    def __init__(self, part: BuildPart) -> None:
-        self._part = part
+    def __init__(self, part: BuildPart, buckets: int = 0) -> None:
+        self._part, self._buckets = part, buckets
 
     def cost(self, element: tuple[int, Any]) -> int:
         """What an element costs, for the order of a pool's tasks (``pipelines.driver``): its bytes."""
@@ -137,6 +149,8 @@ class BuildStore:
         k, part = element
         for built in self._part.process(part):
             yield k, built
+            if self._buckets:
+                yield from (Tagged(BANDS, piece) for piece in bands.write_part(k, built, self._buckets))
 
 
 class PlanUnits:
@@ -146,13 +160,15 @@ class PlanUnits:
     def __init__(self, config: ReshardConfig, settings: StoreSettings, share: float) -> None:
         self._config, self._settings, self._share = config, settings, share
 
-    def process(self, group: tuple[Any, list]) -> Iterator[int]:
+    def process(self, group: tuple[Any, list], edges: list | None = None) -> Iterator[int]:
+        """``edges``: GroupBands' outputs (``--dedup near``)."""
         cfg, s = self._config, self._settings
         parts = [part for _, part in sorted(group[1], key=lambda pair: pair[0])]
         staged = staged_units.read_all(_parts_url(cfg))
         files = list({file.index: file for _, (file, _, _) in staged}.values())
         folder, vocab_url = _folder(cfg), naming.join(cfg.output, naming.vocab_path(cfg.run_id))
-        result = join_store(parts, files, folder, share=self._share, dedup=s.dedup)
+        near = bands.merge_edges(edges, s.dedup.bands * s.dedup.rows) if edges is not None else None
+        result = join_store(parts, files, folder, share=self._share, dedup=s.dedup, edges=near)
         if result.num_documents == 0:
             raise InputError(f"found no document in the input ({result.stats.bad_lines} bad lines, "
                              f"{result.stats.empty_documents} empty documents"

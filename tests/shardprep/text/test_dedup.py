@@ -6,8 +6,8 @@ import numpy as np
 
 from shardprep import formats
 from shardprep.formats.base import InputFile
-from shardprep.text.corpus import DedupSettings
-from shardprep.text.dedup import StoreShingles, entry_text
+from shardprep.text.corpus import DedupSettings, entry_text
+from shardprep.text.dedup import StoreShingles
 from shardprep.text.minhash import MinHasher
 from shardprep.text.store import BuildPart
 
