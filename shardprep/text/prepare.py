@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--dedup-shingle", type=int, metavar="W", help=f"--dedup near: words a shingle (default: {SHINGLE})")
     t.add_argument("--dedup-threshold", type=float, metavar="J", help="--dedup near: a pair that shares a band is a "
                    "near-duplicate if its MinHash signatures agree in this share of places, the estimated Jaccard "
-                   f"similarity (default: {NO_DEDUP.threshold})")
+                   "similarity; where the estimate is within 3 standard errors of J, the exact Jaccard similarity of "
+                   f"their shingles decides (up to 8 checks a document) (default: {NO_DEDUP.threshold})")
     _add_dedup_arguments(p)
 
 
