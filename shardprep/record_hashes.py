@@ -78,10 +78,15 @@ def contains(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     found = np.zeros(len(rows), bool)
     if not len(table) or not len(rows):
         return found
-    lo = np.searchsorted(table[:, 0], rows[:, 0], "left")
-    hi = np.searchsorted(table[:, 0], rows[:, 0], "right")
-    for i in np.flatnonzero(hi > lo).tolist():  # first words shared: rare but for the duplicates themselves
-        found[i] = bool(np.any(table[lo[i]:hi[i], 1] == rows[i, 1]))
+    first = np.ascontiguousarray(table[:, 0])
+    order = np.argsort(rows[:, 0])  # searches in order walk the table once (in cache), not at random
+    rows = rows[order]
+    lo = np.searchsorted(first, rows[:, 0], "left")
+    hi = np.searchsorted(first, rows[:, 0], "right")
+    one = np.flatnonzero(hi - lo == 1)  # the first word once in the table: compare the second
+    found[order[one]] = table[lo[one], 1] == rows[one, 1]
+    for i in np.flatnonzero(hi - lo > 1).tolist():  # a first word shared by two hashes of the table: rare
+        found[order[i]] = bool(np.any(table[lo[i]:hi[i], 1] == rows[i, 1]))
     return found
 
 

@@ -265,3 +265,22 @@ def test_append_and_dedup_on_gcs_match_a_local_data_set(gcs, repeats, tmp_path) 
     assert m.rejected.by_reason == {"duplicate": 160} and m.data_version == 2
     assert [g.hashes.crc32c for g in m.generations] == [g.hashes.crc32c for g in here.generations]
     assert verify.verify(out)[0] == [] and verify.verify(out, deep=True)[0] == []
+
+
+def test_dedup_exact_reads_tfrecord_input_as_the_same_examples(repeats, tmp_path) -> None:
+    """TFRecord input (a data set's shard, given as two files): its records pass through as they are,
+    and the second file's copies are duplicates of the first file's records."""
+    made = tmp_path / "made"
+    run_cli(RUN, "--input", repeats["day2"], "--output", made, "--num-shards", "1", check=True)  # 110, 10 repeated
+    (shard,) = made.glob("run-*/train/*.tfrecord")
+    a, b = tmp_path / "in" / "a.tfrecord", tmp_path / "in" / "b.tfrecord"
+    a.write_bytes(shard.read_bytes())
+    b.write_bytes(shard.read_bytes())
+    out = tmp_path / "ds"
+    run_cli(RUN, "--input", a, "--input", b, "--output", out, "--num-shards", "2", "--dedup", "exact", check=True)
+    m = manifest.load(str(out))
+    assert (m.accounting.written, m.rejected.by_reason) == (100, {"duplicate": 120})
+    letters = _dead_letters(out)
+    assert sorted(x["position"] for x in letters if x["source"] == str(b)) == list(range(110))
+    assert all(x["detail"].endswith(f"of {a}, kept") for x in letters)
+    assert sorted(_ids(out, "train")) == sorted({int(r["id"]) for r in reader.open(str(made), "train", parsed=True)})
