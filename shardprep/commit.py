@@ -15,7 +15,7 @@ import logging
 import posixpath
 from collections.abc import Iterable
 
-from shardprep import faults, fs, generations, lease, manifest, naming, planning, retention, tfds_metadata
+from shardprep import faults, fs, generations, lease, local_files, manifest, naming, planning, retention, tfds_metadata
 from shardprep.config import ReshardConfig
 from shardprep.errors import ManifestError, RunError
 from shardprep.graph.elements import (
@@ -232,7 +232,7 @@ def changed_inputs(config: ReshardConfig) -> list[str]:
     if not config.versions:
         return []
     if all(fs.is_local(url) for url, _ in config.sources):  # a stat each: a pool's task would cost more
-        now = fs.local_versions(url for url, _ in config.sources)
+        now = local_files.local_versions(url.removeprefix("file://") for url, _ in config.sources)
         return [p for i, (found, planned) in enumerate(zip(now, config.versions)) if found != planned and (p := problem(i))]
     with ThreadPoolExecutor(16) as pool:
         return [p for p in pool.map(problem, range(len(config.sources))) if p]

@@ -12,10 +12,11 @@ import logging
 import os
 import posixpath
 import shutil
-import stat
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, NamedTuple
+
+from shardprep import local_files
 
 if TYPE_CHECKING:
     import fsspec
@@ -28,13 +29,10 @@ __all__ = [
     "is_local",
     "isdir",
     "listdir",
-    "local_versions",
-    "LocalFacts",
     "match",
     "Matches",
     "not_regular",
     "open_file",
-    "opened_facts",
     "read_bytes",
     "remove",
     "rename",
@@ -110,40 +108,7 @@ def not_regular(url: str) -> str | None:
         return "a link to nothing" if os.path.islink(path) else None
     except OSError as e:
         return f"unreadable ({e.strerror or e})"
-    return _kind(mode)
-
-
-def _kind(mode: int) -> str | None:
-    """``not_regular``'s words for a file of this ``st_mode``; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
-
-
-class LocalFacts(NamedTuple):
-    """What ``opened_facts`` tells of a local file."""
-
-    size: int
-    version: str  # as ``version`` gives it
-    identity: tuple[int, int]  # (device, inode): one file reached by several names has one identity
-    kind: str | None  # ``not_regular``'s words for what it is; None for a regular file
-
-
-def opened_facts(url: str) -> LocalFacts:
-    """A local file's facts from one open and its ``fstat``: the open proves it readable, and, read-only and
-    non-blocking, neither waits (a FIFO that took a listed file's place) nor reads. Raises ``OSError``."""
-    fd = os.open(local_path(url), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return LocalFacts(st.st_size, _local_version(st), (st.st_dev, st.st_ino), _kind(st.st_mode))
-
-
-def _local_version(st: os.stat_result) -> str:
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return local_files.kind(mode)
 
 
 class Matches(NamedTuple):
@@ -272,26 +237,11 @@ def facts(url: str) -> tuple[int, str]:
     """(size, ``version``) of the file at ``url``: one ``stat`` locally, one request elsewhere."""
     if is_local(url):
         st = os.stat(url.removeprefix("file://"))
-        return st.st_size, _local_version(st)
+        return st.st_size, local_files.version(st)
     fs, path = filesystem(url)
     fs.invalidate_cache(path)
     info = fs.info(path)
     return int(info.get("size") or 0), version_of(info)
-
-
-def local_versions(urls: Iterable[str]) -> list[str | None]:
-    """``version`` of each local file (one ``stat`` each, no other work a file), None for one that
-    cannot be found or checked."""
-    out: list[str | None] = []
-    stat, append = os.stat, out.append
-    for url in urls:
-        try:
-            st = stat(url.removeprefix("file://"))
-        except OSError:
-            append(None)
-            continue
-        append(_local_version(st))
-    return out
 
 
 def version_of(info: dict) -> str:
@@ -343,8 +293,8 @@ def read_bytes(url: str, start: int | None = None, end: int | None = None) -> by
         fd = os.open(url.removeprefix("file://"), os.O_RDONLY | os.O_CLOEXEC)
         try:
             if end is not None:
-                return _pread(fd, max(0, end - offset), offset)
-            return _read_to_end(fd, offset)
+                return local_files.read_range(fd, max(0, end - offset), offset)
+            return local_files.read_to_end(fd, offset)
         finally:
             os.close(fd)
     if is_local(url):
@@ -354,27 +304,6 @@ def read_bytes(url: str, start: int | None = None, end: int | None = None) -> by
             return f.read() if end is None else f.read(max(0, end - (start or 0)))
     fs, path = filesystem(url)
     return fs.cat_file(path, start=start, end=end)
-
-
-def _read_to_end(fd: int, offset: int) -> bytes:
-    """The bytes of ``fd`` from ``offset`` up to where a read finds its end (a file that grew is read on)."""
-    parts, want = [], max(0, os.fstat(fd).st_size - offset) + 1
-    while data := os.pread(fd, want, offset):
-        parts.append(data)
-        offset += len(data)
-    return b"".join(parts)
-
-
-def _pread(fd: int, size: int, offset: int) -> bytes:
-    """Up to ``size`` bytes of ``fd`` from ``offset``: fewer only at the file's end."""
-    data = os.pread(fd, size, offset)
-    if not data or len(data) == size:
-        return data
-    parts, got = [data], len(data)
-    while got < size and (more := os.pread(fd, size - got, offset + got)):
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
 
 
 def rename(url: str, to: str) -> None:

@@ -19,7 +19,8 @@ import gc
 import sys
 from collections.abc import Callable
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_for_fork", "freeze_startup_objects", "keep_freed_memory"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_for_fork", "freeze_plan", "freeze_startup_objects",
+           "keep_freed_memory", "pause_collections", "unfreeze_plan"]
 
 MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc pairs with it when it raises the threshold itself
@@ -65,3 +66,38 @@ def freeze_for_fork(fork: Callable[[], object]) -> None:
     finally:
         if not frozen:
             gc.unfreeze()
+
+
+# A launcher's plan (a run's input files and work units: several objects a file) lives as long as its
+# run and holds no cycles: collections while it is made, and full ones after, would walk it again and again.
+_plan: dict[str, bool] = {"paused": False, "frozen": False}
+
+
+def pause_collections() -> None:
+    """Turns the cyclic garbage collector off while a launcher makes its plan (``freeze_plan`` turns it
+    on again; ``unfreeze_plan`` too, on any way out)."""
+    if gc.isenabled():
+        gc.disable()
+        _plan["paused"] = True
+
+
+def freeze_plan() -> None:
+    """Leaves the objects that exist now (a launcher's plan, once made) out of the later collections of
+    its run, unless this process froze objects before, and ends ``pause_collections``."""
+    if not _plan["frozen"] and not gc.get_freeze_count():
+        gc.freeze()
+        _plan["frozen"] = True
+    if _plan["paused"]:
+        gc.enable()
+        _plan["paused"] = False
+
+
+def unfreeze_plan() -> None:
+    """Once its run has ended: what ``freeze_plan`` left out is collected again, and the collector is on
+    again if ``pause_collections`` turned it off."""
+    if _plan["frozen"]:
+        gc.unfreeze()
+        _plan["frozen"] = False
+    if _plan["paused"]:
+        gc.enable()
+        _plan["paused"] = False

@@ -33,6 +33,7 @@ from shardprep import (
     interrupts,
     label_vocab,
     lease,
+    malloc,
     manifest,
     naming,
     planning,
@@ -267,6 +268,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.num_shards is not None:
         planning.check_num_shards(args.num_shards, args.workers)
     classes = _given_classes(args)  # before any input is read
+    malloc.pause_collections()  # many small objects, all kept, no cycles: no collection until the plan is made
     files = formats.expand_inputs(args.input, args.format, ImageOptions(
         args.check_images, args.max_side, args.jpeg_quality, args.image_path_column, args.image_label_column, args.max_image_pixels,
         classes if args.format == "images" else ()))
@@ -315,6 +317,7 @@ def _main(argv: Sequence[str] | None) -> int:
         append=args.append, **args.dedup_fields,
         base=parent.identity if parent is not None else "",
     )
+    malloc.freeze_plan()  # the plan lives as long as the run: later collections leave it out (main ends that)
     log.info("%d input files, %s, %d features; run %s -> %s", len(files),
              "work units cut from the document store once it is built" if args.task else f"{len(units)} work units",
              len(features), cfg.run_id, cfg.output)
@@ -387,7 +390,10 @@ def _statistics(choice: str, features: int) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.main("shardprep.run", _main, argv)
+    try:
+        return cli.main("shardprep.run", _main, argv)
+    finally:
+        malloc.unfreeze_plan()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from shardprep import fs, naming
+from shardprep import fs, local_files, naming
 from shardprep.errors import DamagedInput
 from shardprep.formats.base import (
     FORMATS,
@@ -204,7 +204,7 @@ def _facts(url: str, listed: dict[str, tuple[int, str]]) -> tuple[int, str, tupl
                                                                   Exception | None]:
     """(size, version, local identity, what it is if not a regular file, why it cannot be read) of an input.
 
-    A local file: one open and its fstat (``fs.opened_facts``; a path that cannot be opened is then
+    A local file: one open and its fstat (``local_files.opened_facts``; a path that cannot be opened is then
     ``fs.not_regular``'s, say a link to nothing); a file an object store's listing described: the
     listing's facts (its reads at planning tell if it is readable); another URL: a request and an open.
     """
@@ -213,7 +213,7 @@ def _facts(url: str, listed: dict[str, tuple[int, str]]) -> tuple[int, str, tupl
         return size, version, None, None, None
     if fs.is_local(url):
         try:
-            size, version, identity, what = fs.opened_facts(url)
+            size, version, identity, what = local_files.opened_facts(fs.local_path(url))
         except OSError as e:
             return 0, "", None, fs.not_regular(url), e
         return size, version, identity, what, None

@@ -28,7 +28,7 @@ from unittest import mock
 
 import pytest
 
-from shardprep import example, framing, fs, manifest, run, schema, verify
+from shardprep import example, framing, fs, local_files, manifest, run, schema, verify
 from tests.conftest import run_cli
 
 # --- outcomes --------------------------------------------------------------------------------------
@@ -687,7 +687,7 @@ def reads_denied(case: Case, tmp: Path) -> Iterator[None]:
     if case.make is not unreadable or os.geteuid() != 0:
         yield
         return
-    real, real_facts = fs.open_file, fs.opened_facts
+    real, real_facts = fs.open_file, local_files.opened_facts
     target = str(tmp / "in" / "a.csv")
 
     def open_file(url: str, mode: str = "rb"):
@@ -695,12 +695,12 @@ def reads_denied(case: Case, tmp: Path) -> Iterator[None]:
             raise PermissionError(13, "Permission denied", target)
         return real(url, mode)
 
-    def opened_facts(url: str) -> fs.LocalFacts:  # the launcher's open of each input file
-        if url.removeprefix("file://") == target:
+    def opened_facts(path: str) -> local_files.LocalFacts:  # the launcher's open of each input file
+        if path == target:
             raise PermissionError(13, "Permission denied", target)
-        return real_facts(url)
+        return real_facts(path)
 
-    with mock.patch.object(fs, "open_file", open_file), mock.patch.object(fs, "opened_facts", opened_facts):
+    with mock.patch.object(fs, "open_file", open_file), mock.patch.object(local_files, "opened_facts", opened_facts):
         yield
 
 

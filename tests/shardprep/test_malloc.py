@@ -74,3 +74,32 @@ def test_a_forked_pool_starts_with_the_launchers_objects_frozen() -> None:
     assert got["child"] > 1000, got  # the imports' objects, out of the child's collections
     assert got["here"] == 0, got  # collected again in the launcher
     assert got["frozen"] > 0 and got["kept"] >= got["frozen"], got
+
+
+PLAN_PROBE = textwrap.dedent("""
+    import gc, json
+    from shardprep import malloc
+    seen = {}
+    malloc.pause_collections()
+    plan = [{"file": [i]} for i in range(50_000)]  # a plan's objects, made with no collection
+    seen["paused"] = not gc.isenabled()
+    malloc.freeze_plan()
+    seen["frozen"], seen["on"] = gc.get_freeze_count() >= 50_000, gc.isenabled()
+    malloc.unfreeze_plan()
+    seen["after"], seen["on_after"] = gc.get_freeze_count(), gc.isenabled()
+    malloc.pause_collections()  # a launch that fails before its plan is made
+    malloc.unfreeze_plan()
+    seen["on_after_failure"] = gc.isenabled()
+    gc.freeze()  # a process that froze objects before: freeze_plan leaves its freeze as it is
+    before = gc.get_freeze_count()
+    malloc.freeze_plan()
+    malloc.unfreeze_plan()
+    seen["others_kept"] = gc.get_freeze_count() == before
+    print(json.dumps(seen))
+""")
+
+
+def test_a_plan_is_made_with_no_collection_and_left_out_of_its_runs_collections() -> None:
+    out = subprocess.run([sys.executable, "-c", PLAN_PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"paused": True, "frozen": True, "on": True, "after": 0, "on_after": True,
+                                      "on_after_failure": True, "others_kept": True}
