@@ -59,7 +59,8 @@ def of_keys(blob: bytes | bytearray | memoryview | np.ndarray, ends: np.ndarray,
 def sorted_unique(rows: np.ndarray) -> np.ndarray:
     """Hash rows sorted by (first, second) word, repeats dropped."""
     rows = np.asarray(rows, np.uint64).reshape(-1, 2)
-    rows = rows[np.argsort(np.ascontiguousarray(rows[:, 0]))]  # one sort of the first words; their rare ties after
+    # one sort of the first words (their rare ties after); np.take: a row gather several times faster than rows[order]
+    rows = np.take(rows, np.argsort(np.ascontiguousarray(rows[:, 0])), axis=0)
     new_first = rows[1:, 0] != rows[:-1, 0]
     tied = np.flatnonzero(~new_first)
     if len(tied):
@@ -79,8 +80,8 @@ def contains(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if not len(table) or not len(rows):
         return found
     first = np.ascontiguousarray(table[:, 0])
-    order = np.argsort(rows[:, 0])  # searches in order walk the table once (in cache), not at random
-    rows = rows[order]
+    order = np.argsort(np.ascontiguousarray(rows[:, 0]))  # searches in order walk the table once, in cache
+    rows = np.take(rows, order, axis=0)
     lo = np.searchsorted(first, rows[:, 0], "left")
     hi = np.searchsorted(first, rows[:, 0], "right")
     one = np.flatnonzero(hi - lo == 1)  # the first word once in the table: compare the second

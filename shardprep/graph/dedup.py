@@ -179,8 +179,10 @@ class Duplicates:
         hashes, ordinals = self._rows["hash"], self._rows["ordinal"]
         kept_of = np.full(len(hashes), -1, np.int64)
         keyed = (ordinals & NO_KEY) == 0
-        idx = np.arange(len(hashes)) if keyed.all() else np.flatnonzero(keyed)
-        first_words = np.ascontiguousarray(hashes[idx, 0])
+        every = bool(keyed.all())  # no record lacks the key: slices, not gathers, of a million rows
+        idx = np.arange(len(hashes)) if every else np.flatnonzero(keyed)
+        mine = hashes if every else np.take(hashes, idx, axis=0)
+        first_words = np.ascontiguousarray(mine[:, 0])
         ordered = np.sort(first_words)  # a sort of the values, cheaper than their order
         repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
         if len(repeated):  # rows whose first word another row shares: the only possible repeats
@@ -192,7 +194,7 @@ class Duplicates:
             kept_of[c[~starts]] = first[~starts]
         for g, info in enumerate(self._config.dedup_against):
             table = record_hashes.read(self._config.output, info, field=f"generations[{g}].hashes")
-            hit = record_hashes.contains(table, hashes[idx])
+            hit = record_hashes.contains(table, mine)
             kept_of[idx[hit]] = -2 - g
         return kept_of
 
@@ -215,7 +217,9 @@ class Duplicates:
     def kept_hashes(self) -> np.ndarray:
         """The kept records' hashes (``record_hashes.sorted_unique``): the generation's."""
         keep = (self._kept_of == -1) & ((self._rows["ordinal"] & NO_KEY) == 0)
-        return record_hashes.sorted_unique(self._rows["hash"][keep])
+        hashes = self._rows["hash"]
+        return record_hashes.sorted_unique(np.ascontiguousarray(hashes) if keep.all() else np.take(
+            hashes, np.flatnonzero(keep), axis=0))
 
     def store(self) -> HashesFact:
         """Writes the generation's hashes into the run folder; the fact naming them."""
