@@ -6,9 +6,12 @@
   agree in >= 0.8 of their places, and those ``text.dedup.Verifier`` accepts (the estimate, and
   the exact Jaccard where the estimate is near 0.8); the documents ``kept_of`` drops against those
   its leader rule drops on the exact graph, and whether each names a kept document of Jaccard >= 0.8.
-* cluster cost: ``text.dedup.kept_of``'s CPU seconds on a larger planted corpus (every document in
-  a family of near-copies) and on templated pages (one template, a few words put in each: many
-  shared bands, few near-duplicates), with the signature estimate alone and with the exact checks.
+* cluster cost: ``text.dedup.kept_of``'s CPU seconds (the band groups' edges, which a run's
+  GroupBands stage finds on the workers, and the leader rule over them, the launcher's) on a larger
+  planted corpus (every document in a family of near-copies) and on templated pages (one template,
+  a few words put in each: many shared bands, few near-duplicates), with the signature estimate
+  alone and with the exact checks; and the edges the launcher then holds against the band keys it
+  held before (112 bytes a document).
 * speed: documents a second on one core for ``text.minhash`` (signatures and band keys) and for
   datasketch's ``MinHash`` (``update_batch`` of the same 5-gram shingles, 112 permutations) +
   ``MinHashLSH(params=(14, 8))`` inserts, rounds alternated, medians.
@@ -35,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from shardprep.text.corpus import NO_DEDUP, CorpusArrays
-from shardprep.text.dedup import Verifier, kept_of, shared_bands
+from shardprep.text.dedup import Verifier, edges_of, kept_of, shared_bands
 from shardprep.text.minhash import BANDS, ROWS, MinHasher, keys_of, shared_rows
 
 RATES = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
@@ -152,8 +155,8 @@ def templated(pages: int, inserted: int = 4, seed: int = 2) -> list[str]:
 
 
 def cluster_cost(families: int, pages: int = 5000) -> dict:
-    """CPU seconds of ``kept_of`` (the launcher's step), the signatures of only the documents that
-    share a band (as ``text.corpus.merge`` gives them), with and without exact checks: on a planted
+    """CPU seconds of ``kept_of`` (GroupBands' edges and the leader rule), the signatures of only the
+    documents that share a band, with and without exact checks, and the edges' bytes: on a planted
     corpus, and on templated pages."""
     return {"planted": _cluster_cost(planted(families)[0]), "templated": _cluster_cost(templated(pages))}
 
@@ -171,6 +174,9 @@ def _cluster_cost(texts: list[str]) -> dict:
         kept = kept_of(arrays, "near", NO_DEDUP.threshold, check)
         out[f"{name}_cpu_s"] = round(time.process_time() - start, 2)
         out[f"{name}_dropped"] = int((kept != np.arange(n)).sum())
+    edges = edges_of(arrays, NO_DEDUP.threshold)
+    out["edges"] = len(edges.first)
+    out["edges_bytes_against_band_keys"] = [sum(a.nbytes for a in edges[:4]), keys.nbytes]
     return out
 
 

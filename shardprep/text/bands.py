@@ -10,11 +10,14 @@ entries by (band, key) and gives the verified edges of its groups (``Edges``), a
 A group's members are its documents less the later exact copies (a copy has its first copy's
 keys: it is in every group of it); a document is compared with the group's first
 ``GROUP_LEADERS`` members before it (in a group of at most ``GROUP_LEADERS + 1`` members: with
-every member before it). A pair is an edge where its signatures agree in at least the window's low
-end (``window``: ``MARGIN`` standard errors under the threshold): its agreement, and where it lies
-within the window its exact Jaccard verdict (``EXACT``, ``NOT_EXACT``), read from the store's parts,
-computed for a document's first ``MAX_EXACT`` window pairs of the group and only in the pair's
-lowest shared band's group (else ``UNDECIDED``: the leader rule asks, if it gets that far).
+every member before it). A pair is similar where its signatures agree in at least ``high`` of
+places, or within the window (``window``: ``MARGIN`` standard errors either side of the threshold)
+where the exact Jaccard similarity of their shingles, read back from the store's parts, is at
+least the threshold: for a document's first ``MAX_EXACT`` window pairs of the group; past them
+the estimate decides. Edges: the similar pairs, and those whose exact check refuted an estimate
+that would have said similar (``NOT_EXACT``: another group's estimate is then overruled);
+``merge_edges`` keeps one verdict a pair, an exact one where there is one. The edges follow
+the duplicates, not the documents.
 Documents are named ``uid``: part << 32 | row, in store order. Everything is a function of the
 texts and their order, never of the buckets, the engine or the worker count.
 """
@@ -29,18 +32,18 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.text.corpus import DedupSettings, entry_text
-from shardprep.text.minhash import NO_KEY, MinHasher, keys_of
+from shardprep.text.minhash import NO_KEY, MinHasher
 
-__all__ = ["BUCKETS", "ENTRY", "EXACT", "GROUP_LEADERS", "MARGIN", "MAX_EXACT", "NOT_EXACT", "UNDECIDED", "BandPiece",
+__all__ = ["BUCKETS", "ENTRY", "ESTIMATE", "EXACT", "GROUP_LEADERS", "MARGIN", "MAX_EXACT", "NOT_EXACT", "BandPiece",
            "Edges", "GroupBands", "Shingles", "band_edges", "jaccard", "merge_edges", "window", "write_part"]
 
 BUCKETS = 32  # a run's buckets, at most (its GroupBands tasks)
 GROUP_LEADERS = 32  # the members of a band group before it that a document is compared with, at most
 MARGIN = 3.0  # the exact check's window: this many standard errors of the estimate either side of the threshold
 MAX_EXACT = 8  # exact checks of one document, at most (its lowest candidates first); past them the estimate decides
-UNDECIDED, NOT_EXACT, EXACT = -1, 0, 1
+ESTIMATE, NOT_EXACT, EXACT = -1, 0, 1  # an edge's verdict: the estimate's (similar), the exact one's
 ENTRY = np.dtype([("band", "<u2"), ("key", "<u8"), ("row", "<u4"), ("doc", "<u8"), ("offset", "<i8")])
-_ROWS_AT_ONCE = 2048  # a group's members compared at a time with its leaders
+_PAIRS_AT_ONCE = 1 << 16  # pairs whose signatures are compared at a time
 
 
 def window(threshold: float, places: int) -> tuple[float, float]:
@@ -64,7 +67,8 @@ class BandPiece(NamedTuple):
 
 class Edges(NamedTuple):
     """Verified candidate pairs, ``first`` < ``second`` (uids, or ids once the launcher maps them):
-    the places their signatures agree in (of ``places``), and the exact verdict (``EXACT`` ...)."""
+    the places their signatures agree in (of ``places``), and the verdict: ``ESTIMATE`` (similar by
+    the signatures), ``EXACT`` (similar by the shingles), ``NOT_EXACT`` (not similar)."""
 
     first: np.ndarray  # int64
     second: np.ndarray  # int64
@@ -98,10 +102,11 @@ def write_part(k: int, part: Any, buckets: int) -> list[tuple[int, BandPiece]]:
 
 
 def band_edges(entries: np.ndarray, uids: np.ndarray, signatures_of: Callable[[np.ndarray], np.ndarray | None], *,
-               threshold: float, bands: int, rows: int, jaccard: Callable[[int, int], float] | None = None) -> Edges:
+               threshold: float, jaccard: Callable[[int, int], float] | None = None) -> Edges:
     """The edges of the band groups of ``entries`` (``ENTRY`` rows, ``uids`` theirs), each pair
-    once, ordered by (second, first): see the module. ``signatures_of(uids)``: their signatures, in order (None: none; every pair an edge,
-    ``places`` 0: its band alone decides); ``jaccard(a, b)``: the exact similarity (None: the estimate decides)."""
+    once, ordered by (second, first): see the module. ``signatures_of(uids)``: their signatures,
+    in order (None: none; every pair similar, its band alone decides); ``jaccard(a, b)``: the exact
+    similarity (None: the estimate decides)."""
     order = np.lexsort((uids, entries["doc"], entries["key"], entries["band"]))
     band, key, doc, uid = entries["band"][order], entries["key"][order], entries["doc"][order], uids[order]
     copy = np.zeros(len(uid), bool)  # a later exact copy of a member of the same group
@@ -113,63 +118,65 @@ def band_edges(entries: np.ndarray, uids: np.ndarray, signatures_of: Callable[[n
     ends = np.r_[starts[1:], len(uid)]
     many = ends - starts >= 2
     starts, ends = starts[many], ends[many]
-    out: list[tuple] = []
     if not len(starts):
-        return _edges([], bands * rows)
-    members = np.unique(np.concatenate([uid[s:e] for s, e in zip(starts, ends)]))
+        return _edges([], 0)
+    member, leader = _pairs(starts, ends)
+    members = np.unique(uid[np.r_[member, leader]])
     sig = signatures_of(members)
     places = sig.shape[1] if sig is not None else 0
-    limits = (threshold, *window(threshold, places)) if places else (threshold, 0.0, 0.0)
-    sig_keys = keys_of(sig, bands, rows) if sig is not None else None
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        at = np.searchsorted(members, uid[s:e])
-        out += _group_edges(uid[s:e], at, int(band[s]), sig, sig_keys, limits, jaccard)
-    return merge_edges([_edges(out, places)], places)
+    share = np.ones(len(member))  # no signatures: every pair similar
+    agree = np.zeros(len(member), np.int64)
+    if sig is not None:
+        at_m, at_l = np.searchsorted(members, uid[member]), np.searchsorted(members, uid[leader])
+        for lo in range(0, len(member), _PAIRS_AT_ONCE):
+            hi = lo + _PAIRS_AT_ONCE
+            agree[lo:hi] = (sig[at_m[lo:hi]] == sig[at_l[lo:hi]]).sum(axis=1)
+        share = agree / places
+    low, high = window(threshold, places) if places else (threshold, threshold)
+    verdict = np.full(len(member), ESTIMATE, np.int8)
+    if sig is not None and jaccard is not None:
+        open_ = np.flatnonzero((share >= low) & (share < high))  # by (group, member, leader)
+        run = np.r_[True, member[open_][1:] != member[open_][:-1]]
+        rank = np.arange(len(open_)) - np.maximum.accumulate(np.where(run, np.arange(len(open_)), 0))
+        once = _once(jaccard)  # a pair of several groups checked once
+        for i in open_[rank < MAX_EXACT].tolist():
+            verdict[i] = EXACT if once(int(uid[leader[i]]), int(uid[member[i]])) >= threshold else NOT_EXACT
+    keep = (verdict == EXACT) | (share >= threshold)  # a NOT_EXACT one only where an estimate would say similar
+    rows = np.stack([uid[leader[keep]], uid[member[keep]], agree[keep], verdict[keep]], axis=1)
+    return merge_edges([_edges(rows, places)], places)
 
 
-def _group_edges(group: np.ndarray, at: np.ndarray, band: int, sig: np.ndarray | None, sig_keys: np.ndarray | None,
-                 limits: tuple[float, float, float], jaccard: Callable[[int, int], float] | None) -> list[tuple]:
-    """One group's edges ``(first, second, agree, exact)``: each member (``at``: its signature's
-    row) against the leaders before it; ``limits``: the threshold and the window."""
-    threshold, low, high = limits
-    n, lead = len(group), min(len(group) - 1, GROUP_LEADERS)
-    out: list[tuple] = []
-    for lo in range(1, n, _ROWS_AT_ONCE):
-        hi = min(n, lo + _ROWS_AT_ONCE)
-        before = np.arange(lead)[None, :] < np.arange(lo, hi)[:, None]
-        if sig is None:  # no signatures: every pair, each decided by its band alone
-            agree = np.zeros((hi - lo, lead), np.int64)
-            i_s, j_s = np.nonzero(before)
-        else:
-            agree = (sig[at[lo:hi], None, :] == sig[at[None, :lead], :]).sum(axis=2)
-            i_s, j_s = np.nonzero(before & (agree / sig.shape[1] >= low))
-        last, checks = -1, 0
-        for i, j in zip(i_s.tolist(), j_s.tolist()):  # each member's leaders in ascending order
-            r, a = lo + i, int(agree[i, j])
-            if r != last:
-                last, checks = r, 0
-            verdict = UNDECIDED
-            if sig is not None and jaccard is not None and a / sig.shape[1] < high:
-                checks += 1
-                if checks <= MAX_EXACT and _lowest_shared(sig_keys, at[j], at[r]) == band:
-                    verdict = EXACT if jaccard(int(group[j]), int(group[r])) >= threshold else NOT_EXACT
-            out.append((int(group[j]), int(group[r]), a, verdict))
-    return out
+def _pairs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's (member, leader) pairs as indexes: every member after the first against the
+    group's first ``GROUP_LEADERS`` members before it, ordered by (group, member, leader)."""
+    later = ends - starts - 1
+    group = np.repeat(np.arange(len(starts)), later)
+    place = np.arange(len(group)) - np.repeat(np.cumsum(later) - later, later) + 1  # 1 .. size - 1
+    leaders = np.minimum(place, GROUP_LEADERS)
+    member = np.repeat(starts[group] + place, leaders)
+    first = np.repeat(starts[group], leaders)
+    return member, first + np.arange(len(member)) - np.repeat(np.cumsum(leaders) - leaders, leaders)
 
 
-def _lowest_shared(keys: np.ndarray, a: int, b: int) -> int:
-    """The lowest band whose key rows ``a`` and ``b`` share (-1: none)."""
-    same = np.flatnonzero(keys[a] == keys[b])
-    return int(same[0]) if len(same) else -1
+def _once(jaccard: Callable[[int, int], float]) -> Callable[[int, int], float]:
+    """``jaccard``, each pair's value computed once."""
+    known: dict[tuple[int, int], float] = {}
+
+    def checked(a: int, b: int) -> float:
+        if (a, b) not in known:
+            known[a, b] = jaccard(a, b)
+        return known[a, b]
+
+    return checked
 
 
-def _edges(rows: list[tuple], places: int) -> Edges:
+def _edges(rows: np.ndarray | list, places: int) -> Edges:
     a = np.asarray(rows, np.int64).reshape(-1, 4)
     return Edges(a[:, 0].copy(), a[:, 1].copy(), a[:, 2].astype(np.int32), a[:, 3].astype(np.int8), places)
 
 
 def merge_edges(parts: Sequence[Edges], places: int) -> Edges:
-    """``parts`` as one ``Edges``, each pair once (a decided verdict over ``UNDECIDED``), ordered by
+    """``parts`` as one ``Edges``, each pair once (an exact verdict over ``ESTIMATE``), ordered by
     (second, first)."""
     parts = [p for p in parts if len(p.first)]
     if not parts:
@@ -207,8 +214,8 @@ class GroupBands:
 
         d = self._dedup
         with Shingles(at, d.shingle) as texts:
-            yield band_edges(entries, uid, lambda u: _signatures(located, u, d.bands * d.rows),
-                             threshold=d.threshold, bands=d.bands, rows=d.rows, jaccard=texts.jaccard)
+            yield band_edges(entries, uid, lambda u: _signatures(located, u, d.bands * d.rows), threshold=d.threshold,
+                             jaccard=texts.jaccard)
 
 
 def _signatures(located: dict[int, BandPiece], uids: np.ndarray, places: int) -> np.ndarray:

@@ -3,16 +3,16 @@
 ``kept_of`` gives each document the id of the document kept for it (itself where it is kept).
 Exact: a document whose text hash an earlier one has is a copy of the first (the lowest input
 position: ids are in input order). Near: the first copies are taken in id order, each dropped for
-the lowest *kept* document it has an edge with (``text.bands``: a candidate of a band group it
-shares, one of the group's first ``bands.GROUP_LEADERS`` members before it) and is similar to:
-their signatures agree in at least ``threshold`` of places (their estimated Jaccard similarity;
-where that is within three standard errors of ``threshold``, the exact Jaccard similarity of their
-shingles decides, read back from the store, at most ``bands.MAX_EXACT`` times a document, the
-lowest candidates first; past them the estimate decides), else kept: a leader rule, so a document
-is only ever dropped for one it is itself similar to (a chain A~B~C, C not near A, keeps A and C).
-A later copy follows its first copy. The edges come from the job's GroupBands stage (or, in
-memory, ``bands.band_edges`` over ``CorpusArrays``' keys); the rule walks only them, in id order:
-a rule of the texts and their order alone, whatever engine or worker count read them.
+the lowest *kept* document it has a similar edge with (``text.bands``: a candidate of a band group
+it shares, one of the group's first ``bands.GROUP_LEADERS`` members before it, kept or not; similar
+by their signatures' agreement, their estimated Jaccard similarity, or within three standard
+errors of ``threshold`` by the exact Jaccard similarity of their shingles, read back from the
+store, for its first ``bands.MAX_EXACT`` such candidates of a group; past them the estimate
+decides), else kept: a leader rule, so a document is only ever dropped for one it is itself
+similar to (a chain A~B~C, C not near A, keeps A and C). A later copy follows its first copy.
+The edges come from the job's GroupBands stage (or, in memory, ``edges_of`` over
+``CorpusArrays``' keys and signatures); the rule walks only them, in id order: a rule of the
+texts and their order alone, whatever engine or worker count read them.
 ``rewrite`` copies one store part with each dropped document's entry replaced by a dead letter
 (``duplicate``: an exact copy of the one kept; ``near_duplicate``: a near copy) that names the
 document kept, and gives the part's new document offsets and unit cuts.
@@ -27,12 +27,12 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.text import bands
-from shardprep.text.bands import EXACT, MAX_EXACT, UNDECIDED, Edges, Shingles, band_edges, jaccard, window
+from shardprep.text.bands import MAX_EXACT, NOT_EXACT, Edges, band_edges, jaccard, window
 from shardprep.text.corpus import CorpusArrays, DedupSettings, entry_text
 from shardprep.text.minhash import NO_KEY
 
-__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "StoreShingles", "Verifier", "first_copies", "follow_edges", "kept_in_store",
-           "kept_of", "rewrite", "shared_bands"]
+__all__ = ["DUPLICATE", "NEAR_DUPLICATE", "Verifier", "edges_of", "first_copies", "follow_edges",
+           "kept_in_store", "kept_of", "rewrite", "shared_bands"]
 
 DUPLICATE, NEAR_DUPLICATE = "duplicate", "near_duplicate"
 _BAD = re.compile(rb'\{"p": -?\d+, "r": ')  # a store entry that is a dead letter (``text.store._bad``)
@@ -120,57 +120,14 @@ class Verifier:
         return self._memo[i]
 
 
-class StoreShingles(Shingles):
-    """A document's shingle hashes by id (``Verifier``'s ``shingles_of``), read from the store's
-    parts (``text.store.StorePart``s in store order: their urls and document offsets), the text
-    the part's sketch hashed (``corpus.entry_text``); a context manager that closes the parts it opened."""
-
-    def __init__(self, parts: Sequence, shingle: int) -> None:
-        parts = list(parts)
-        firsts = np.cumsum([0] + [len(p.offsets) for p in parts])
-
-        def at(i: int) -> tuple[str, int]:
-            k = int(np.searchsorted(firsts, i, side="right")) - 1
-            return parts[k].url, int(parts[k].offsets[i - firsts[k]])
-
-        super().__init__(at, shingle)
-
-
-def follow_edges(edges: Edges, n: int, threshold: float,
-                 shingles_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+def follow_edges(edges: Edges, n: int) -> np.ndarray:
     """The leader rule over ``edges`` (ids, ordered by (second, first)) of ``n`` documents: each
-    one's kept document (itself, or the lowest kept one it has an edge with and is similar to)."""
+    one's kept document (itself, or the lowest kept one it has a similar edge with)."""
     kept = np.arange(n, dtype=np.int64)
-    if not len(edges.first):
-        return kept
-    places = edges.places
-    low, high = window(threshold, places) if places else (0.0, 0.0)
-    budget0 = MAX_EXACT if shingles_of is not None else 0
-    first, second = edges.first.tolist(), edges.second.tolist()
-    share = (edges.agree / places).tolist() if places else [1.0] * len(first)
-    verdicts = edges.exact.tolist()
-    memo: dict[int, np.ndarray] = {}
-
-    def exact(a: int, b: int) -> bool:
-        for i in (a, b):
-            if i not in memo:
-                memo[i] = shingles_of(i)  # type: ignore[misc]
-        return jaccard(memo[a], memo[b]) >= threshold
-
-    r, budget = -1, 0
-    for c, s, agree, verdict in zip(first, second, share, verdicts):
-        if s != r:
-            r, budget = s, budget0
-            if len(memo) > 4096:
-                memo.clear()
-        if kept[r] != r or kept[c] != c:  # r decided already, or c dropped
-            continue
-        if not places or agree >= high or (budget <= 0 and agree >= threshold):
+    similar = edges.exact != NOT_EXACT
+    for c, r in zip(edges.first[similar].tolist(), edges.second[similar].tolist()):
+        if kept[r] == r and kept[c] == c:
             kept[r] = c
-        elif budget > 0 and agree >= low:
-            budget -= 1
-            if verdict == EXACT or (verdict == UNDECIDED and exact(r, c)):
-                kept[r] = c
     return kept
 
 
@@ -184,12 +141,12 @@ def kept_of(arrays: CorpusArrays, mode: str, threshold: float = 0.0,
     if mode != "near" or (edges is None and arrays.keys is None):
         return first
     if edges is None:
-        edges = _edges_in_memory(arrays, threshold, shingles_of)
-    return follow_edges(edges, len(first), threshold, shingles_of)[first]
+        edges = edges_of(arrays, threshold, shingles_of)
+    return follow_edges(edges, len(first))[first]
 
 
-def _edges_in_memory(arrays: CorpusArrays, threshold: float,
-                     shingles_of: Callable[[int], np.ndarray] | None) -> Edges:
+def edges_of(arrays: CorpusArrays, threshold: float, shingles_of: Callable[[int], np.ndarray] | None = None) -> Edges:
+    """The edges (ids) of ``arrays``' band keys and signatures, in memory: what GroupBands gives a run."""
     keys = arrays.keys
     n, nb = keys.shape  # type: ignore[union-attr]
     entries = np.zeros(n * nb, bands.ENTRY)
@@ -198,8 +155,6 @@ def _edges_in_memory(arrays: CorpusArrays, threshold: float,
     uid = np.repeat(np.arange(n, dtype=np.int64), nb)
     valid = entries["key"] != NO_KEY
     sig, ids = arrays.signatures, arrays.signature_ids
-    places = sig.shape[1] if sig is not None else 0
-    rows = places // nb if places else 1
 
     def signatures_of(u: np.ndarray) -> np.ndarray | None:
         return None if sig is None else sig[u if ids is None else np.searchsorted(ids, u)]
@@ -214,14 +169,13 @@ def _edges_in_memory(arrays: CorpusArrays, threshold: float,
         return memo[i]
 
     check = (lambda a, b: jaccard(shingles(a), shingles(b))) if shingles_of is not None else None
-    return band_edges(entries[valid], uid[valid], signatures_of, threshold=threshold, bands=nb, rows=rows,
-                      jaccard=check)
+    return band_edges(entries[valid], uid[valid], signatures_of, threshold=threshold, jaccard=check)
 
 
 def kept_in_store(parts: Sequence, arrays: CorpusArrays, dedup: DedupSettings, edges: Edges | None) -> np.ndarray:
     """Each document's kept id in the store of ``parts`` (``text.store.StorePart``s in store order):
     ``kept_of`` with the job's ``edges`` (uids of ``text.bands``; None: grouped here, in this
-    process), the exact checks left undecided read back from the parts."""
+    process)."""
     n = len(arrays.doc)
     if dedup.mode == "none" or n == 0:
         return np.arange(n, dtype=np.int64)
@@ -235,8 +189,7 @@ def kept_in_store(parts: Sequence, arrays: CorpusArrays, dedup: DedupSettings, e
     ids = [firsts[u >> 32] + (u & 0xFFFFFFFF) for u in (edges.first, edges.second)]
     order = np.lexsort((ids[0], ids[1]))
     mapped = Edges(ids[0][order], ids[1][order], edges.agree[order], edges.exact[order], edges.places)
-    with StoreShingles(parts, dedup.shingle) as shingles_of:
-        return kept_of(arrays, "near", dedup.threshold, shingles_of, mapped)
+    return kept_of(arrays, "near", dedup.threshold, edges=mapped)
 
 
 def rewrite(url: str, out_url: str, first_id: int, kept: np.ndarray, arrays: CorpusArrays,
