@@ -11,6 +11,13 @@ moving statistics do not catch up: the eval and the exported model (inference mo
 than training mode on the same images.
 Group norm also does not depend on the per-replica batch size.
 
+Each block whose shortcut is the identity starts with a scale of 0 on its last normalisation
+(``gamma_initializer="zeros"``): it starts as its shortcut, so the untrained network is the stem and
+the two downsampling blocks (5 convolutions, not 13) and learns fast; the other blocks grow in as
+training needs them. The downsampling blocks keep a scale of 1: with every block zeroed, the
+untrained network sees 3x3 pixels at most and shapes (digits) are learnt slowly. Figures in
+BENCHMARKS.md (Images: accuracy against scikit-learn).
+
 ``learning_rate_schedule``: the image model trains with Adam on a cosine decay over the whole run
 (a warm-up of ``WARMUP_SHARE`` of the steps to ``--learning-rate``, then down to near 0 at the last
 step), so a short run and a long one both end at a small learning rate; figures in BENCHMARKS.md
@@ -34,8 +41,9 @@ def learning_rate_schedule(peak: float, *, total_steps: int) -> keras.optimizers
         0.0, decay_steps=max(1, total_steps), warmup_target=peak, warmup_steps=max(1, total_steps // WARMUP_SHARE))
 
 
-def _norm(filters: int, name: str) -> keras.layers.Layer:
-    return keras.layers.GroupNormalization(groups=max(1, filters // GROUP_CHANNELS), name=name)
+def _norm(filters: int, name: str, *, zero: bool = False) -> keras.layers.Layer:
+    return keras.layers.GroupNormalization(groups=max(1, filters // GROUP_CHANNELS), name=name,
+                                           gamma_initializer="zeros" if zero else "ones")
 
 
 def _block(x, filters: int, stride: int, name: str):
@@ -44,8 +52,9 @@ def _block(x, filters: int, stride: int, name: str):
     y = _norm(filters, f"{name}_gn1")(y)
     y = keras.layers.ReLU(name=f"{name}_relu1")(y)
     y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv2")(y)
-    y = _norm(filters, f"{name}_gn2")(y)
-    if stride != 1 or shortcut.shape[-1] != filters:
+    identity = stride == 1 and shortcut.shape[-1] == filters
+    y = _norm(filters, f"{name}_gn2", zero=identity)(y)  # an identity block starts as its shortcut (module docstring)
+    if not identity:
         shortcut = keras.layers.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{name}_proj")(shortcut)
         shortcut = _norm(filters, f"{name}_proj_gn")(shortcut)
     return keras.layers.ReLU(name=f"{name}_out")(keras.layers.Add(name=f"{name}_add")([shortcut, y]))
