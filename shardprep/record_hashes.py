@@ -20,7 +20,7 @@ from shardprep.errors import ManifestError
 from shardprep.example.decoder import decode_example
 from shardprep.manifest_generations import HashesInfo
 
-__all__ = ["MAGIC", "contains", "of_framed", "of_keys", "read", "sorted_unique", "write"]
+__all__ = ["MAGIC", "contains", "of_framed", "of_keys", "order", "order_ties", "read", "sorted_unique", "unique_sorted", "write"]
 
 SEEDS = (0x5EED_D0D0_0001, 0x5EED_D0D0_0002)  # fixed: hashes compare across runs and data sets
 MAGIC = b"SPHASH1\n"
@@ -56,21 +56,57 @@ def of_keys(blob: bytes | bytearray | memoryview | np.ndarray, ends: np.ndarray,
     return out, present
 
 
+def order(rows: np.ndarray) -> np.ndarray:
+    """The permutation (int64) that sorts hash rows by (first, second) word, exactly (``order_ties``)."""
+    return order_ties(rows)[0]
+
+
+def order_ties(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The permutation (int64) that sorts hash rows by (first, second) word, exactly; and the places
+    in that order of the rows whose first words share their high bits with a neighbour's (where
+    every repeat is, ascending).
+
+    One value sort instead of an argsort: each first word with its low ``b`` bits replaced by the
+    row's index (``2**b`` >= the row count) sorts in the order of the words' high bits, and the
+    index comes back from the low bits. Rows whose first words share their high bits (about
+    ``n**2 / 2**(65 - b)`` pairs of random hashes, and every repeat) are then ordered by whole
+    (first, second) words among themselves, in one lexsort of those rows."""
+    rows = np.asarray(rows, np.uint64).reshape(-1, 2)
+    n = len(rows)
+    if n < 2:
+        return np.arange(n, dtype=np.int64), np.zeros(0, np.int64)
+    low = np.uint64((1 << (n - 1).bit_length()) - 1)
+    keys = rows[:, 0] & ~low
+    keys |= np.arange(n, dtype=np.uint64)
+    keys.sort()
+    out = (keys & low).astype(np.int64)
+    keys &= ~low
+    tied = keys[1:] == keys[:-1]
+    if not tied.any():
+        return out, np.zeros(0, np.int64)
+    at = np.zeros(n, bool)  # high bits shared: those rows by (first, second); groups keep their place
+    at[1:] |= tied
+    at[:-1] |= tied
+    at = np.flatnonzero(at)
+    mine = out[at]
+    out[at] = mine[np.lexsort((rows[mine, 1], rows[mine, 0]))]
+    return out, at
+
+
 def sorted_unique(rows: np.ndarray) -> np.ndarray:
     """Hash rows sorted by (first, second) word, repeats dropped."""
     rows = np.asarray(rows, np.uint64).reshape(-1, 2)
-    # one sort of the first words (their rare ties after); np.take: a row gather several times faster than rows[order]
-    rows = np.take(rows, np.argsort(np.ascontiguousarray(rows[:, 0])), axis=0)
-    new_first = rows[1:, 0] != rows[:-1, 0]
-    tied = np.flatnonzero(~new_first)
-    if len(tied):
-        lows = np.unique(np.searchsorted(rows[:, 0], rows[tied, 0], "left"))
-        highs = np.searchsorted(rows[:, 0], rows[lows, 0], "right")
-        for lo, hi in zip(lows.tolist(), highs.tolist()):
-            rows[lo:hi] = rows[lo:hi][np.argsort(rows[lo:hi, 1])]
+    rows = np.take(rows, order(rows), axis=0)  # np.take: a row gather several times faster than rows[order]
+    return unique_sorted(rows)
+
+
+def unique_sorted(rows: np.ndarray) -> np.ndarray:
+    """Sorted hash rows (``order``) without their repeats."""
+    if len(rows) < 2:
+        return np.ascontiguousarray(rows)
     keep = np.ones(len(rows), bool)
-    keep[1:] = new_first | (rows[1:, 1] != rows[:-1, 1])
-    return rows if keep.all() else np.ascontiguousarray(rows[keep])
+    keep[1:] = (rows[1:, 0] != rows[:-1, 0]) | (rows[1:, 1] != rows[:-1, 1])
+    return np.ascontiguousarray(rows) if keep.all() else np.ascontiguousarray(rows[keep])
 
 
 def contains(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -80,14 +116,14 @@ def contains(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if not len(table) or not len(rows):
         return found
     first = np.ascontiguousarray(table[:, 0])
-    order = np.argsort(np.ascontiguousarray(rows[:, 0]))  # searches in order walk the table once, in cache
-    rows = np.take(rows, order, axis=0)
+    ranks = order(rows)  # searches in order walk the table once, in cache
+    rows = np.take(rows, ranks, axis=0)
     lo = np.searchsorted(first, rows[:, 0], "left")
     hi = np.searchsorted(first, rows[:, 0], "right")
     one = np.flatnonzero(hi - lo == 1)  # the first word once in the table: compare the second
-    found[order[one]] = table[lo[one], 1] == rows[one, 1]
+    found[ranks[one]] = table[lo[one], 1] == rows[one, 1]
     for i in np.flatnonzero(hi - lo > 1).tolist():  # a first word shared by two hashes of the table: rare
-        found[order[i]] = bool(np.any(table[lo[i]:hi[i], 1] == rows[i, 1]))
+        found[ranks[i]] = bool(np.any(table[lo[i]:hi[i], 1] == rows[i, 1]))
     return found
 
 

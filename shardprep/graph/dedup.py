@@ -175,18 +175,24 @@ class Duplicates:
 
     def _decide(self) -> np.ndarray:
         """For each row: -1 (kept), the row it repeats (an earlier record of the run), or ``-2 - g``
-        (a record of generation ``g`` of ``config.dedup_against``)."""
+        (a record of generation ``g`` of ``config.dedup_against``). Keeps the keyed rows' order by
+        hash (``record_hashes.order_ties``: one value sort), which also gives the kept hashes sorted."""
         hashes, ordinals = self._rows["hash"], self._rows["ordinal"]
         kept_of = np.full(len(hashes), -1, np.int64)
         keyed = (ordinals & NO_KEY) == 0
         every = bool(keyed.all())  # no record lacks the key: slices, not gathers, of a million rows
         idx = np.arange(len(hashes)) if every else np.flatnonzero(keyed)
         mine = hashes if every else np.take(hashes, idx, axis=0)
-        first_words = np.ascontiguousarray(mine[:, 0])
-        ordered = np.sort(first_words)  # a sort of the values, cheaper than their order
-        repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-        if len(repeated):  # rows whose first word another row shares: the only possible repeats
-            c = idx[np.isin(first_words, repeated)]
+        self._by_hash, near = record_hashes.order_ties(mine)
+        self._mine, self._keyed = mine, idx
+        near = self._by_hash[near]  # rows whose first words share their high bits, in hash order: any repeat
+        ordered = np.take(mine, near, axis=0)
+        same = (ordered[1:, 0] == ordered[:-1, 0]) & (ordered[1:, 1] == ordered[:-1, 1])
+        if same.any():  # equal hashes: the group's first record in input order is kept
+            grouped = np.zeros(len(near), bool)
+            grouped[1:] |= same
+            grouped[:-1] |= same
+            c = idx[near[grouped]]
             c = c[np.lexsort((ordinals[c], self._unit_of(c), hashes[c, 1], hashes[c, 0]))]
             starts = np.ones(len(c), bool)
             starts[1:] = np.any(hashes[c[1:]] != hashes[c[:-1]], axis=1)
@@ -215,11 +221,11 @@ class Duplicates:
         return out
 
     def kept_hashes(self) -> np.ndarray:
-        """The kept records' hashes (``record_hashes.sorted_unique``): the generation's."""
-        keep = (self._kept_of == -1) & ((self._rows["ordinal"] & NO_KEY) == 0)
-        hashes = self._rows["hash"]
-        return record_hashes.sorted_unique(np.ascontiguousarray(hashes) if keep.all() else np.take(
-            hashes, np.flatnonzero(keep), axis=0))
+        """The kept records' hashes (``record_hashes.sorted_unique``): the generation's, taken in
+        the hash order ``_decide`` found."""
+        keep = self._kept_of[self._keyed] == -1
+        rows = self._by_hash if keep.all() else self._by_hash[keep[self._by_hash]]
+        return record_hashes.unique_sorted(np.take(self._mine, rows, axis=0))
 
     def store(self) -> HashesFact:
         """Writes the generation's hashes into the run folder; the fact naming them."""

@@ -64,3 +64,17 @@ def test_a_generations_file_reads_back_only_as_the_manifest_names_it(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ManifestError, match="size or crc32c differs"):
         record_hashes.read(str(tmp_path), info, field="generations[0].hashes")
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 64, 1000, 4096, 4097])
+def test_order_sorts_rows_by_both_words_exactly_even_when_first_words_share_their_high_bits(n):
+    rng = np.random.default_rng(n)
+    rows = rng.integers(0, 2**64 - 1, size=(n, 2), dtype=np.uint64, endpoint=True)
+    if n > 8:
+        rows[: n // 2, 0] = rng.integers(0, 5, n // 2).astype(np.uint64) << np.uint64(40)  # ties of the high bits
+        rows[n // 2: n // 2 + 4] = rows[:4]  # whole repeats
+    order = record_hashes.order(rows)
+    assert sorted(order.tolist()) == list(range(n))
+    assert (rows[order] == rows[np.lexsort((rows[:, 1], rows[:, 0]))]).all()
+    table = record_hashes.sorted_unique(rows)
+    assert len(table) == len({tuple(r) for r in rows.tolist()})
