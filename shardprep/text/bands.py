@@ -43,7 +43,8 @@ MARGIN = 3.0  # the exact check's window: this many standard errors of the estim
 MAX_EXACT = 8  # exact checks of one document, at most (its lowest candidates first); past them the estimate decides
 ESTIMATE, NOT_EXACT, EXACT = -1, 0, 1  # an edge's verdict: the estimate's (similar), the exact one's
 ENTRY = np.dtype([("band", "<u2"), ("key", "<u8"), ("row", "<u4"), ("doc", "<u8"), ("offset", "<i8")])
-_PAIRS_AT_ONCE = 1 << 16  # pairs whose signatures are compared at a time
+_PAIRS_AT_ONCE = 1 << 22  # pairs formed at a time (whole groups)
+_COMPARED_AT_ONCE = 1 << 16  # pairs whose signatures are compared at a time
 
 
 def window(threshold: float, places: int) -> tuple[float, float]:
@@ -120,30 +121,43 @@ def band_edges(entries: np.ndarray, uids: np.ndarray, signatures_of: Callable[[n
     starts, ends = starts[many], ends[many]
     if not len(starts):
         return _edges([], 0)
-    member, leader = _pairs(starts, ends)
-    members = np.unique(uid[np.r_[member, leader]])
+    inside = np.cumsum(np.bincount(starts, minlength=len(uid) + 1) - np.bincount(ends, minlength=len(uid) + 1))
+    members = np.unique(uid[inside[:-1] > 0])
     sig = signatures_of(members)
+    places = sig.shape[1] if sig is not None else 0
+    once = _once(jaccard) if jaccard is not None else None  # a pair of several groups checked once
+    later = ends - starts - 1
+    pairs = np.cumsum(np.where(later <= GROUP_LEADERS, later * (later + 1) // 2,
+                               GROUP_LEADERS * (GROUP_LEADERS + 1) // 2 + (later - GROUP_LEADERS) * GROUP_LEADERS))
+    cuts = np.unique(np.searchsorted(pairs, np.arange(0, int(pairs[-1]), _PAIRS_AT_ONCE), side="right"))
+    rows = [_verified(uid, *_pairs(starts[lo:hi], ends[lo:hi]), members, sig, threshold, once)
+            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(starts)]) if hi > lo]
+    return merge_edges([_edges(r, places) for r in rows], places)
+
+
+def _verified(uid: np.ndarray, member: np.ndarray, leader: np.ndarray, members: np.ndarray, sig: np.ndarray | None,
+              threshold: float, jaccard: Callable[[int, int], float] | None) -> np.ndarray:
+    """The edges of pairs (``member``, ``leader``: indexes of ``uid``, by (group, member, leader))
+    as rows (first, second, agree, verdict); ``sig``: the signatures of ``members``."""
     places = sig.shape[1] if sig is not None else 0
     share = np.ones(len(member))  # no signatures: every pair similar
     agree = np.zeros(len(member), np.int64)
     if sig is not None:
         at_m, at_l = np.searchsorted(members, uid[member]), np.searchsorted(members, uid[leader])
-        for lo in range(0, len(member), _PAIRS_AT_ONCE):
-            hi = lo + _PAIRS_AT_ONCE
+        for lo in range(0, len(member), _COMPARED_AT_ONCE):
+            hi = lo + _COMPARED_AT_ONCE
             agree[lo:hi] = (sig[at_m[lo:hi]] == sig[at_l[lo:hi]]).sum(axis=1)
         share = agree / places
-    low, high = window(threshold, places) if places else (threshold, threshold)
     verdict = np.full(len(member), ESTIMATE, np.int8)
     if sig is not None and jaccard is not None:
-        open_ = np.flatnonzero((share >= low) & (share < high))  # by (group, member, leader)
+        low, high = window(threshold, places)
+        open_ = np.flatnonzero((share >= low) & (share < high))
         run = np.r_[True, member[open_][1:] != member[open_][:-1]]
         rank = np.arange(len(open_)) - np.maximum.accumulate(np.where(run, np.arange(len(open_)), 0))
-        once = _once(jaccard)  # a pair of several groups checked once
         for i in open_[rank < MAX_EXACT].tolist():
-            verdict[i] = EXACT if once(int(uid[leader[i]]), int(uid[member[i]])) >= threshold else NOT_EXACT
+            verdict[i] = EXACT if jaccard(int(uid[leader[i]]), int(uid[member[i]])) >= threshold else NOT_EXACT
     keep = (verdict == EXACT) | (share >= threshold)  # a NOT_EXACT one only where an estimate would say similar
-    rows = np.stack([uid[leader[keep]], uid[member[keep]], agree[keep], verdict[keep]], axis=1)
-    return merge_edges([_edges(rows, places)], places)
+    return np.stack([uid[leader[keep]], uid[member[keep]], agree[keep], verdict[keep]], axis=1)
 
 
 def _pairs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,8 +33,8 @@ import numpy as np
 
 from shardprep import fs
 from shardprep.formats.base import Bad, InputFile
-from shardprep.text.corpus import NO_DEDUP, CorpusStats, DedupSettings, PartSketch, label_counts, merge, sentence_share
 from shardprep.text.bands import Edges
+from shardprep.text.corpus import NO_DEDUP, CorpusStats, DedupSettings, PartSketch, label_counts, merge, sentence_share
 from shardprep.text.dedup import kept_in_store, rewrite
 from shardprep.text.documents import DocumentStats, Lines, blank_line_pieces, read_documents
 from shardprep.text.tokens import document_bytes, unit_url, write_documents

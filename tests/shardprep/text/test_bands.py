@@ -12,7 +12,7 @@ from shardprep.formats.base import InputFile
 from shardprep.job import groups
 from shardprep.text import bands
 from shardprep.text.corpus import CorpusArrays, DedupSettings
-from shardprep.text.dedup import Verifier, first_copies, kept_in_store, kept_of, shared_bands
+from shardprep.text.dedup import Verifier, edges_of, first_copies, kept_in_store, kept_of, shared_bands
 from shardprep.text.minhash import MinHasher, keys_of
 from shardprep.text.store import BuildPart, store_parts
 
@@ -63,7 +63,7 @@ def _texts(docs: list[list[str]]) -> list[str]:
     return ["\n".join(d) for d in docs]
 
 
-def test_the_rule_over_edges_keeps_what_the_sequential_rule_keeps_in_small_groups():
+def test_the_rule_over_edges_keeps_what_the_sequential_rule_keeps_in_small_groups(monkeypatch):
     r = random.Random(1)
     texts = _texts(_families(r, 400))
     sig = MinHasher().signatures(texts)
@@ -79,6 +79,10 @@ def test_the_rule_over_edges_keeps_what_the_sequential_rule_keeps_in_small_group
         ours = kept_of(arrays, "near", threshold, check)
         assert np.array_equal(ours, _sequential(keys, doc, Verifier(sig, threshold, check))), threshold
     assert (ours != np.arange(len(texts))).sum() > 100
+    whole = edges_of(arrays, 0.8, shingles_of)
+    monkeypatch.setattr(bands, "_PAIRS_AT_ONCE", 7)  # the groups' pairs formed a few groups at a time
+    for a, b in zip(edges_of(arrays, 0.8, shingles_of)[:4], whole[:4]):
+        assert np.array_equal(a, b)
 
 
 def test_a_large_group_compares_a_document_with_its_first_members_kept_or_not():
