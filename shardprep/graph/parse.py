@@ -220,7 +220,6 @@ class Parse:
         self._held_rows = self._held_bytes = 0  # their records, and their records' bytes
         for member in () if empty else unit.members:  # a FileGroup's files one after another, each as its own unit
             self._unit = member
-            member_name = f"{member.file.index}:{member.index}"
             before = (read, len(dead))
             if self._hashes is not None:
                 self._hashes.member(member, read - len(dead))
@@ -229,11 +228,10 @@ class Parse:
                     read += 1
                     reasons[item.reason] = reasons.get(item.reason, 0) + 1
                     dead.append(writer.dead_letter_line(source=member.file.url, position=item.position,
-                                                        unit=member_name, reason=item.reason, detail=item.detail,
-                                                        raw=item.raw))
+                                                        unit=f"{member.file.index}:{member.index}",
+                                                        reason=item.reason, detail=item.detail, raw=item.raw))
                     continue
-                read += sum(len(block.ends) for block in item)
-                self._add(item)
+                read += self._add(item)
                 if self._waiting >= cfg.batch_records or self._waiting_bytes >= cfg.batch_bytes:
                     yield from self._spill(unit)
             if member is not unit:
@@ -263,12 +261,18 @@ class Parse:
         log.log(level, "parsed %s: %d records, %d rejected (%d so far in this worker, %.0f/s)",
                 what, read, len(dead), self._total, self._total / max(now - self._started, 1e-9))
 
-    def _add(self, blocks: list[FramedBatch]) -> None:
-        """Holds a batch's blocks of the member being read, to spill with the next ones (``_spill``)."""
-        self._bytes.inc(sum(len(block.blob) for block in blocks))
+    def _add(self, blocks: list[FramedBatch]) -> int:
+        """Holds a batch's blocks of the member being read, to spill with the next ones (``_spill``);
+        returns their records."""
+        if len(blocks) == 1:  # a small file's one block
+            records, size = len(blocks[0].ends), len(blocks[0].blob)
+        else:
+            records, size = sum(len(block.ends) for block in blocks), sum(len(block.blob) for block in blocks)
+        self._bytes.inc(size)
         self._pending.extend(blocks)
-        self._waiting += sum(len(block.ends) for block in blocks)
-        self._waiting_bytes += sum(len(block.blob) for block in blocks)
+        self._waiting += records
+        self._waiting_bytes += size
+        return records
 
     def _spill(self, unit: WorkUnit) -> Iterator[Any]:
         """The held blocks cut by split and spilled, one batch per split, in order (the unit's
