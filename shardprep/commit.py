@@ -329,8 +329,9 @@ def _versioned(config: ReshardConfig, current: manifest.Manifest | None, result:
         for line in generations.small_generation(current, result):
             log.warning("%s", line.replace("DIR", config.output))
         return merged
-    if current is None:
-        return result
+    if current is None:  # a first run's generation (--dedup exact keeps its hashes there) committed now
+        return dataclasses.replace(result, generations=tuple(dataclasses.replace(g, created=g.created or result.created)
+                                                             for g in result.generations))
     version = current.data_version + 1
     own = manifest.Generation(config.run_id, version, {n: s.num_records for n, s in result.splits.items()},
                               result.accounting.read, result.accounting.rejected, duplicates, result.created, hashes)

@@ -5,6 +5,7 @@ tables escape their cells): control, bidi and zero-width characters cannot reord
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -15,6 +16,8 @@ import numpy as np
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.display import shown
 from shardprep.example import decode_example
+from shardprep.report.generations import generation_rows, statistics_note
+from shardprep.report.generations import text_rows as generation_text_rows
 from shardprep.report.red_flags import MAGIC, shown_value, top_values
 from shardprep.report.text_run import decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes, split_stats, table
@@ -118,7 +121,8 @@ def _main(argv: Sequence[str] | None) -> int:
     workers = {name: planning.valid_worker_counts(len(s.shards)) for name, s in m.splits.items()}
     if args.json:
         print(json.dumps({"splits": stats, "file_mode_workers": workers, "features": m.features,
-                          "statistics": m.statistics,
+                          "statistics": m.statistics, "data_version": m.data_version,
+                          "generations": [dataclasses.asdict(g) for g in generation_rows(m)],
                           "accounting": m.to_json()["accounting"]}, indent=2))
         return 0
     print(shown(f"{args.dir}: {sum(s['records'] for s in stats.values()):,} records, compression {m.compression}, "
@@ -131,6 +135,11 @@ def _main(argv: Sequence[str] | None) -> int:
           f"{human_bytes(s['min_bytes'])} / {human_bytes(s['median_bytes'])} / {human_bytes(s['max_bytes'])}",
           f"{100 * s['bytes_spread']:.1f}%"]
          for n, s in stats.items()]))
+    if m.generations:
+        header, rows = generation_text_rows(m)
+        print(f"\ngenerations (manifest version {m.data_version:,}):")
+        print(table(header, rows))
+        print(statistics_note(m))
     print()
     print(table(["feature", "dtype", "shape", "class names"],
                 [[k, v["dtype"] + (f" ({v['unit']})" if v.get("unit") else ""), v["shape"], _show(v["names"]) if v.get("names") else ""] for k, v in m.features.items()]))

@@ -1,6 +1,7 @@
-"""``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, dead letters, feature statistics and red flags).
+"""``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, generations, dead letters, feature statistics and red flags).
 
-A text run's page opens with its corpus and a sample of its sequences (``shardprep.report.text_run``).
+A text run's page opens with its corpus and a sample of its sequences (``shardprep.report.text_run``);
+an appended data set's lists its generations (``shardprep.report.generations``).
 
 The page has inline CSS and inline SVG charts drawn here: no JavaScript, nothing fetched, so it
 opens from a file, a mail attachment or a bucket. Every string from the data or the manifest
@@ -23,6 +24,7 @@ from shardprep import cli, fs, manifest, members, naming
 from shardprep.errors import UsageError
 from shardprep.report.charts import bar_chart
 from shardprep.report.feature_section import features_html
+from shardprep.report.generations import generations_html, statistics_note
 from shardprep.report.html import e, num, table
 from shardprep.report.red_flags import Flag, divergences, red_flags, share_of
 from shardprep.report.text_run import TextSample, decoded, sample, text_flags, text_rows, vocabulary
@@ -209,12 +211,16 @@ def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, l
         f"<h1>shardprep report</h1><p class=\"meta\"><code>{e(root)}</code><br>{total:,} records in "
         f"{len(m.splits)} splits ({', '.join(e(s) for s in m.splits)}), {len(m.features)} features, compression "
         f"{e(m.compression)}, seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {e(m.created)}, "
-        f"tool {e(m.tool_version)}</p>",
+        f"tool {e(m.tool_version)}"
+        f"{f', version {m.data_version:,} of {len(m.generations)} generations' if m.generations else ''}</p>",
         f'<h2 id="flags">Red flags ({len(flags)})</h2>', flags_html,
         text_section,
         '<h2 id="splits">Splits and shards</h2>', _splits_html(m),
+        generations_html(m),
         '<h2 id="dead-letters">Dead letters</h2>', _dead_letters_html(root, m),
-        f'<h2 id="features">Features ({len(m.features)})</h2>', features_html(m, flags, divs),
+        f'<h2 id="features">Features ({len(m.features)})</h2>',
+        f'<p class="meta">{e(statistics_note(m))}</p>' if len(m.generations) > 1 and m.statistics else "",
+        features_html(m, flags, divs),
         "</main></body></html>\n",
     ]), flags
 
