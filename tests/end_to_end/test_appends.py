@@ -185,11 +185,13 @@ def test_dedup_exact_drops_repeats_in_the_run_and_of_the_data_set(repeats, tmp_p
     assert [x["position"] for x in letters] == list(range(300, 400))
     assert letters[0]["detail"] == f"the same Example bytes as record 0 of {repeats['base']}, kept"
     assert m.generations[0].hashes.num_records == 300 and verify.verify(str(out))[0] == []
+    assert {s: m.statistics[s]["id"]["count"] for s in m.splits} == {s: x.num_records for s, x in m.splits.items()}
     assert sorted(_ids(out, "train") + _ids(out, "eval")) == list(range(300))
 
     run_cli(RUN, "--input", repeats["day2"], "--output", out, "--append", *FLAGS, "--dedup", "exact", check=True)
     m = manifest.load(str(out))
     assert m.generations[1].duplicates == 60 and m.rejected.by_reason == {"duplicate": 160}
+    assert {s: m.statistics[s]["id"]["count"] for s in m.splits} == {s: x.num_records for s, x in m.splits.items()}
     assert sorted(_ids(out, "train") + _ids(out, "eval")) == list(range(350))
     details = [x["detail"] for x in _dead_letters(out) if x["source"] == str(repeats["day2"])]
     assert sum("already in the data set (generation 1" in d for d in details) == 50 and len(details) == 60
