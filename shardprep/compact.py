@@ -40,7 +40,7 @@ from shardprep import (
 from shardprep.config import ReshardConfig
 from shardprep.errors import RunError, UsageError
 from shardprep.permutation import Permutation
-from shardprep.stats import store as stats_store
+from shardprep.stats import state as stats_state
 
 __all__ = ["compact", "main"]
 
@@ -94,7 +94,7 @@ def compact(root: str, *, num_shards: int | None = None, keep_previous: int = 1)
             rejected.append(naming.rejected_path(run_id, i, len(m.rejected.paths)))
             with fs.write_atomic(naming.join(root, rejected[-1])) as f:
                 f.write(data)
-        sketches = {name: stats_store.write(root, run_id, name, stats_store.read(root, info, field=f"sketches.{name}"))
+        sketches = {name: stats_state.write(root, run_id, name, stats_state.read(root, info, field=f"sketches.{name}"))
                     for name, info in m.sketches.items()}
         result = manifest.Manifest(features=m.features, splits=splits, sources=m.sources,
                                    rejected=manifest.RejectedInfo(m.rejected.num_records, tuple(rejected), m.rejected.by_reason),

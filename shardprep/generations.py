@@ -7,7 +7,7 @@ shards of earlier generations are never rewritten. This module holds the pure pa
 check an append passes before any record is read (``check_schema``), the warning for a small
 generation (``small_generation``; its shard count: ``config.ReshardConfig.num_shards_for``), and the merge of the data set's manifest with the generation's
 (``merge``: accounting, sources, dead letters, nullable features; the statistics from both sides'
-stored states, ``shardprep.stats.store``, so they are exactly those of one run over every record).
+stored states, ``shardprep.stats.state``, so they are exactly those of one run over every record).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from shardprep import manifest
 from shardprep.errors import SchemaError
 from shardprep.schema import FeatureSpec, Schema, schema_from_json, schema_to_json
 from shardprep.stats import feature_stats
-from shardprep.stats import store as stats_store
+from shardprep.stats import state as stats_state
 
 __all__ = ["SMALL_SHARD_RATIO", "check_schema", "merge", "small_generation"]
 
@@ -83,7 +83,7 @@ def merge(root: str, parent: manifest.Manifest, new: manifest.Manifest, *, run_i
           duplicates: int = 0, hashes: manifest.HashesInfo | None = None) -> manifest.Manifest:
     """The manifest version after ``parent`` that adds ``new`` (one run's generation, committed by
     ``run_id``; ``hashes``: its records' hashes, ``--dedup exact``) to it. The statistics are merged
-    from the stored states of both (``stats.store``) and the merged state is stored in ``run_id``'s
+    from the stored states of both (``stats.state``) and the merged state is stored in ``run_id``'s
     folder; a side without a state (a data set made before appends, ``--statistics off``) leaves the
     merged manifest without statistics, said in a warning."""
     splits = {}
@@ -142,9 +142,9 @@ def _merged_statistics(root: str, parent: manifest.Manifest, new: manifest.Manif
     schema = schema_from_json(dict(features))
     statistics, sketches = {}, {}
     for name in parent.splits:
-        merged = stats_store.read(root, parent.sketches[name], field=f"sketches.{name}")
+        merged = stats_state.read(root, parent.sketches[name], field=f"sketches.{name}")
         if name in new.sketches:
-            merged = feature_stats.merge(merged, stats_store.read(root, new.sketches[name], field=f"sketches.{name}"))
-        sketches[name] = stats_store.write(root, run_id, name, merged)
+            merged = feature_stats.merge(merged, stats_state.read(root, new.sketches[name], field=f"sketches.{name}"))
+        sketches[name] = stats_state.write(root, run_id, name, merged)
         statistics[name] = feature_stats.to_json(merged, schema, top_k=top_k)
     return statistics, sketches

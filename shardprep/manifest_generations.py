@@ -1,7 +1,7 @@
 """The manifest's entries of an appended data set: its generations and its statistics' stored state.
 
 ``Generation``: the records one run added (``shardprep.generations``); ``SketchInfo``: a split's
-mergeable statistics state (``shardprep.stats.store``). Parsed and checked as ``manifest_schema`` says.
+mergeable statistics state (``shardprep.stats.state``). Parsed and checked as ``manifest_schema`` says.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class Generation:
 
 @dataclasses.dataclass(frozen=True)
 class SketchInfo:
-    """A split's mergeable statistics state (``shardprep.stats.store``), beside the shards."""
+    """A split's mergeable statistics state (``shardprep.stats.state``), beside the shards."""
 
     path: str
     num_bytes: int

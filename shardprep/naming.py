@@ -7,7 +7,7 @@ Layout (docs/design.md, "Output layout and commit protocol")::
     DIR/<run-id>/<split>/<split>-00000-of-00064.tfrecord[.gz]
     DIR/<run-id>/<split>/<split>-00000-of-00064.index      (where each record starts: shardprep.record_index)
     DIR/<run-id>/rejected/rejected-00000-of-00001.jsonl
-    DIR/<run-id>/statistics/<split>.sketch (the statistics' mergeable state: shardprep.stats.store)
+    DIR/<run-id>/statistics/<split>.sketch (the statistics' mergeable state: shardprep.stats.state)
     DIR/<run-id>/vocab.txt                (a text run's vocabulary, named by the manifest's ``text.vocab``)
     DIR/<run-id>/report.json              (only when a run refused to commit)
     DIR/<run-id>/units.bin                (the run's work units and input list, staged by the launcher)
@@ -168,7 +168,7 @@ def tfds_shard_template(run_id: str) -> str:
 
 
 def sketch_path(run_id: str, split: str) -> str:
-    """Where a run keeps a split's statistics state (``shardprep.stats.store``): the data set's whole
+    """Where a run keeps a split's statistics state (``shardprep.stats.state``): the data set's whole
     state at the version the run committed."""
     return f"{run_id}/statistics/{validate_split_name(split)}.sketch"
 

@@ -206,7 +206,7 @@ def vocab_problems(root: str, text: dict | None, *, deep: bool = False) -> list[
 def sketch_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> list[str]:
     """A statistics state the manifest names (``sketches``) that is missing or not its size and crc32c (on
     object stores without ``deep``: the store's crc32c, nothing downloaded)."""
-    from shardprep.stats import store as stats_store
+    from shardprep.stats import state as stats_state
 
     out = []
     for name, info in m.sketches.items():
@@ -215,7 +215,7 @@ def sketch_problems(root: str, m: manifest.Manifest, *, deep: bool = False) -> l
             out.extend(found)
             continue
         try:
-            stats_store.read(root, info, field=f"sketches.{name}")
+            stats_state.read(root, info, field=f"sketches.{name}")
         except FileNotFoundError:
             out.append(f"{info.path}: statistics state missing")
         except (ShardprepError, OSError) as e:

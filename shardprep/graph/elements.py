@@ -150,7 +150,7 @@ class StatsFact(NamedTuple):
 
     split: int
     statistics: dict  # feature name -> statistics of this split (``stats.feature_stats.to_json``)
-    sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats.store``)
+    sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats.state``)
 
 
 class ErrorFact(NamedTuple):

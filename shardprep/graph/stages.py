@@ -49,7 +49,7 @@ from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 from shardprep.stats import columns as stats_columns
 from shardprep.stats import feature_stats
-from shardprep.stats import store as stats_store
+from shardprep.stats import state as stats_state
 
 __all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]
 
@@ -284,9 +284,9 @@ class MergeStats:
         return feature_stats.merge(accumulator, partial)
 
     def finish(self, split: int, merged: dict) -> StatsFact:
-        """The split's statistics, and their mergeable state stored for a later append (``stats.store``)."""
+        """The split's statistics, and their mergeable state stored for a later append (``stats.state``)."""
         cfg = self._config
-        sketch = stats_store.write(cfg.output, cfg.run_id, cfg.splits[split].name, merged)
+        sketch = stats_state.write(cfg.output, cfg.run_id, cfg.splits[split].name, merged)
         return StatsFact(split, feature_stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k), sketch)
 
     def process(self, item: tuple[int, Iterable[dict]]) -> Iterator[StatsFact]:
