@@ -102,17 +102,8 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
             offs->len += 8;
             (*count)++;
         } else if (kind == 0x12) {
-            Py_ssize_t from = start, m = 1;
-            if (tag == 0x0A) {
-                if ((stop - start) % 4) return 0;
-                m = (stop - start) / 4;
-            } else if (tag == 0x0D) {
-                if (pos + 4 > end) return 0;
-                from = pos;
-                pos += 4;
-            } else {
-                return 0;
-            }
+            Py_ssize_t from, m;
+            if (!wire_floats(tag, &pos, end, start, stop, &from, &m)) return 0;
             if (acc) { /* summed as read (little-endian bytes, whatever the machine) */
                 for (Py_ssize_t i = 0; i < m; i++)
                     if (ex_pend(pending, acc, ex_sum_float(&acc->sums, acc->fsum, acc->fsq, le32(b + from + 4 * i))) < 0) return -1;
@@ -130,13 +121,12 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
             vals->len += 4 * m;
             *count += m;
         } else {
-            Py_ssize_t i = start, stop_at = stop, left = -1;
-            if (tag == 0x08) { i = pos; stop_at = end; left = 1; }
-            else if (tag != 0x0A) return 0;
-            while (left < 0 ? i < stop_at : left-- > 0) {
+            Py_ssize_t i, to;
+            if (!wire_ints(b, tag, &pos, end, start, stop, &i, &to)) return 0;
+            while (i < to) {
                 uint64_t x;
                 int wide;
-                if (!wire_varint(b, &i, stop_at, &x, &wide)) return 0;
+                if (!wire_varint(b, &i, to, &x, &wide)) return 0;
                 if (acc) {
                     if (ex_pend(pending, acc, ex_sum_int(&acc->sums, (int64_t)x)) < 0) return -1;
                     (*count)++;
@@ -148,7 +138,6 @@ static int ex_values(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t
                 vals->len += 8;
                 (*count)++;
             }
-            if (tag == 0x08) pos = i;
         }
     }
     return 1;

@@ -18,17 +18,8 @@ static int ex_list(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t e
             if (!v || PyList_Append(values, v) < 0) { Py_XDECREF(v); return -1; }
             Py_DECREF(v);
         } else if (kind == 0x12) {
-            Py_ssize_t from = start, count = 1;
-            if (tag == 0x0A) {
-                if ((stop - start) % 4) return 0;
-                count = (stop - start) / 4;
-            } else if (tag == 0x0D) {
-                if (pos + 4 > end) return 0;
-                from = pos;
-                pos += 4;
-            } else {
-                return 0;
-            }
+            Py_ssize_t from, count;
+            if (!wire_floats(tag, &pos, end, start, stop, &from, &count)) return 0;
             for (Py_ssize_t i = 0; i < count; i++) {
                 float f;
                 uint8_t raw[4];
@@ -40,18 +31,16 @@ static int ex_list(const uint8_t *b, uint64_t kind, Py_ssize_t pos, Py_ssize_t e
                 Py_DECREF(v);
             }
         } else {
-            Py_ssize_t i = start, stop_at = stop, left = -1; /* packed: values while i < stop_at */
-            if (tag == 0x08) { i = pos; stop_at = end; left = 1; } /* unpacked: one value */
-            else if (tag != 0x0A) return 0;
-            while (left < 0 ? i < stop_at : left-- > 0) {
+            Py_ssize_t i, to;
+            if (!wire_ints(b, tag, &pos, end, start, stop, &i, &to)) return 0;
+            while (i < to) {
                 uint64_t x;
                 int wide;
-                if (!wire_varint(b, &i, stop_at, &x, &wide)) return 0;
+                if (!wire_varint(b, &i, to, &x, &wide)) return 0;
                 v = PyLong_FromLongLong((long long)x); /* the low 64 bits, two's complement: as _signed */
                 if (!v || PyList_Append(values, v) < 0) { Py_XDECREF(v); return -1; }
                 Py_DECREF(v);
             }
-            if (tag == 0x08) pos = i;
         }
     }
     return 1;

@@ -1,6 +1,7 @@
 /* The one reader of the protobuf wire format in the module: a tf.train.Example and its parts, for
  * the schema check (scan.c), the decoder (example.c) and the statistics' columns (columns.c).
- * Header-only (static inline) so that each walk has it inlined into its loop.
+ * Header-only (static inline) so that each walk has it inlined into its loop: a field
+ * (wire_field), a varint (wire_varint), and a Feature's list values (wire_floats, wire_ints).
  *
  * It reads what shardprep.example.decoder (the Python reader) reads: varints of up to 10 bytes,
  * minimal or not, and fields of any tag. Whether a field is written as protobuf writes it (a
@@ -63,6 +64,46 @@ static inline int wire_field(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, 
     if (!wire_varint(b, pos, end, &n, &wide) || wide || n > (uint64_t)(end - *pos)) return 0;
     *start = *pos;
     *stop = *pos = *pos + (Py_ssize_t)n;
+    return 1;
+}
+
+/* A FloatList's field read by wire_field (``tag``, contents [start, stop), *pos just past it below
+ * end): where its float32 values lie, 4 little-endian bytes each from *from, and *count of them. A
+ * packed field (tag 0x0A) holds its contents; an unpacked one (0x0D, fixed32) the 4 bytes at *pos,
+ * which it moves past. 0 where the Python reader refuses: another tag, packed contents not a multiple
+ * of 4 bytes, a fixed32 cut off. */
+static inline int wire_floats(uint64_t tag, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t start, Py_ssize_t stop,
+                              Py_ssize_t *from, Py_ssize_t *count) {
+    if (tag == 0x0A) {
+        if ((stop - start) % 4) return 0;
+        *from = start;
+        *count = (stop - start) / 4;
+        return 1;
+    }
+    if (tag != 0x0D || *pos + 4 > end) return 0;
+    *from = *pos;
+    *count = 1;
+    *pos += 4;
+    return 1;
+}
+
+/* An Int64List's field read by wire_field (``tag``, contents [start, stop), *pos just past it below
+ * end): the bytes [*from, *to) that hold its varints back to back, to be read with wire_varint (each
+ * value its low 64 bits: two's complement, as the Python reader's int64). A packed field (tag 0x0A)
+ * holds its contents; an unpacked one (0x08) the one varint at *pos, which it moves past. 0 where the
+ * Python reader refuses: another tag, an unpacked varint cut off or over 10 bytes. */
+static inline int wire_ints(const uint8_t *b, uint64_t tag, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t start,
+                            Py_ssize_t stop, Py_ssize_t *from, Py_ssize_t *to) {
+    if (tag == 0x0A) {
+        *from = start;
+        *to = stop;
+        return 1;
+    }
+    uint64_t x;
+    int wide;
+    *from = *pos;
+    if (tag != 0x08 || !wire_varint(b, pos, end, &x, &wide)) return 0;
+    *to = *pos;
     return 1;
 }
 

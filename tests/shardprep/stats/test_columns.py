@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -125,6 +126,58 @@ def test_string_columns_sized_from_their_first_records_give_the_per_record_stati
                        "payload": bytes(rng.randrange(256) for _ in range(first if i < 16 else later))})
                for i in range(n)]
     columns = stats_columns.from_examples(*_framed(records), features)
+    assert columns is not None
+    got: dict = {}
+    stats_columns.add(got, columns, features, len(records))
+    assert _state(got) == _state(feature_stats.batch_stats(records, features))
+
+
+def _varint(n: int, longer: bool) -> bytes:
+    """``n`` (below 2**64) as a varint, with a needless 0x80 0x00 tail where ``longer`` and that keeps
+    it within 10 bytes (not minimal, as the decoder reads it)."""
+    longer = longer and n < 1 << 56
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if not n and not longer:
+            return bytes(out + bytes([byte]))
+        out.append(byte | 0x80)
+        if not n:
+            return bytes(out + b"\x00")
+
+
+def _other_writers_example(row: dict, floats: frozenset[str], rng: random.Random) -> bytes:
+    """``row`` ({name: list}, float32 lists for the names in ``floats``, int64 lists otherwise) as
+    another writer may encode it: each list packed or unpacked (fixed32 floats, one varint field per
+    int64), varints minimal or not."""
+    def field(tag: int, payload: bytes) -> bytes:
+        return bytes([tag]) + _varint(len(payload), rng.random() < 0.2) + payload
+    entries = b""
+    for name, vals in row.items():
+        if name in floats:
+            raw = [struct.pack("<f", v) for v in vals]
+            lst = field(0x12, field(0x0A, b"".join(raw)) if rng.random() < 0.5 else b"".join(b"\x0d" + r for r in raw))
+        else:
+            ints = [_varint(v & (2**64 - 1), rng.random() < 0.2) for v in vals]
+            lst = field(0x1A, field(0x0A, b"".join(ints)) if rng.random() < 0.5 else b"".join(b"\x08" + i for i in ints))
+        entries += field(0x0A, field(0x0A, name.encode()) + field(0x12, lst))
+    return field(0x0A, entries)
+
+
+@pytest.mark.skipif(not native.NATIVE, reason="the compiled module is not built")
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), summed=st.booleans())
+def test_lists_packed_or_not_give_the_per_record_statistics(seed, n, summed):
+    """Number lists written unpacked (a fixed32 field per float, a varint field per int64) or packed,
+    with longer varints than protobuf writes: the compiled columns (values or sums) read the values
+    the decoder reads (wire.h's wire_floats and wire_ints)."""
+    rng = random.Random(seed)
+    features = {"v": FeatureSpec("float32", (-1,)), "k": FeatureSpec("int64", (-1,))}
+    rows = [{"v": [rng.gauss(0, 1e3) for _ in range(rng.randrange(4))],
+             "k": [rng.choice([0, -1, 1 << 40, -(1 << 63), (1 << 63) - 1, rng.randrange(-99, 99)]) for _ in range(rng.randrange(4))]}
+            for _ in range(n)]
+    records = [_other_writers_example(row, frozenset({"v"}), rng) for row in rows]
+    columns = stats_columns.from_examples(*_framed(records), features, summed=summed)
     assert columns is not None
     got: dict = {}
     stats_columns.add(got, columns, features, len(records))
