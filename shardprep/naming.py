@@ -101,6 +101,7 @@ SPILL_FILES = {  # the spill's files (``graph.spill``), by kind
     "sorted": Template("sorted-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
     "batches": Template("batches-{split}.bin", split=_NUMBER),
     "hashes": Template("hashes-{file}-{unit}.bin", file=_NUMBER, unit=_NUMBER),  # --dedup exact (graph.dedup)
+    "duplicates": Template("duplicates.bin"),  # --dedup exact: the run's decision, made once (graph.once)
 }
 
 

@@ -7,16 +7,19 @@ them, batch after batch, to the spill file ``hashes-<file>-<unit>.bin`` with the
 (their files, first positions and dead letters' positions, which give a record's position in its
 file). Nothing per record crosses the runner.
 
-Assign (``Duplicates``, once per process, before the shard plan): every unit's rows and the data
-set's generations' hashes (an append: ``ReshardConfig.dedup_against``). A record whose hash an
+Assign (``Duplicates``, before the shard plan; decided once for the run by the first process to
+claim it, which spills the decision, ``duplicates.bin``, for the others: ``graph.once``): every
+unit's rows and the data set's generations' hashes (an append: ``ReshardConfig.dedup_against``),
+one sort of the rows by hash (``record_hashes.order_ties``). A record whose hash an
 earlier generation holds, or an earlier record of the run holds (lower input position: unit in
 (file, unit) order, then ordinal), is dropped: the same rule and bytes on every engine and worker
 count. The plan counts the kept records (``counts``); the Assign of a batch that holds dropped
 records writes them as dead letters ``duplicate`` naming the record kept (a record's ``position``
 here: its index among the records of its file that parse, from 0; other dead letters give the
 format's own, a line for CSV), rewrites the batch's spill file without them (``drop``) and reports
-a ``graph.elements.DuplicateFact``; the Assign of the run's first batch stores the kept records'
-hashes for the generation (``record_hashes.write``).
+a ``graph.elements.DuplicateFact``. The deciding process stores the kept records' hashes for the
+generation (``record_hashes.write``); the Assign of the run's first batch reports them
+(``HashesFact``). A process that decides nothing and drops nothing never reads the units' rows.
 """
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ from shardprep import fs, naming, record_hashes, writer
 from shardprep.config import ReshardConfig
 from shardprep.formats.base import WorkUnit
 from shardprep.framing import FramedBatch
+from shardprep.graph import once
 from shardprep.graph.elements import BatchCount, DuplicateFact, HashesFact, RejectFact, SpilledBatch
 from shardprep.graph.spill import ends_dtype, gather, spill, spill_url
+from shardprep.manifest_generations import HashesInfo
 
 __all__ = ["NO_KEY", "ROW", "Duplicates", "UnitHashes", "hashes_url"]
 
@@ -126,23 +131,70 @@ class _Dropped(NamedTuple):
     size: int
 
 
+class _Decision(NamedTuple):
+    """What ``Duplicates`` decides, computed by one process and spilled for the others
+    (``graph.once``): the dropped rows (ascending), what each repeats (``Duplicates._decide``'s
+    values) and its framed length; the run's batches (keys (split, file, unit, part) and first rows);
+    the generation's stored hashes."""
+
+    dropped: np.ndarray
+    kept_of: np.ndarray
+    lengths: np.ndarray
+    keys: np.ndarray  # (batches, 4)
+    starts: np.ndarray
+    hashes: HashesInfo
+
+
+def _encode(d: _Decision) -> bytes:
+    head = json.dumps({"dropped": len(d.dropped), "batches": len(d.starts), "hashes": d.hashes.to_json()}).encode()
+    arrays = (d.keys, d.starts, d.dropped, d.kept_of, d.lengths)
+    return np.uint64(len(head)).astype("<u8").tobytes() + head + b"".join(
+        np.ascontiguousarray(a, "<i8").tobytes() for a in arrays)
+
+
+def _decode(data: bytes) -> _Decision:
+    size = int(np.frombuffer(data, "<u8", count=1)[0])
+    head = json.loads(data[8:8 + size])
+    n, b = head["dropped"], head["batches"]
+    nums = np.frombuffer(data, "<i8", offset=8 + size).astype(np.int64)
+    rest = nums[5 * b:]
+    return _Decision(rest[:n], rest[n:2 * n], rest[2 * n:3 * n], nums[:4 * b].reshape(-1, 4), nums[4 * b:5 * b],
+                     HashesInfo(**head["hashes"]))
+
+
 class Duplicates:
     """Which records of the run ``--dedup exact`` drops, from every unit's hashes file and the data
-    set's generations' hashes; the same on every process that computes it."""
+    set's generations' hashes: decided by the first process to claim it, which also stores the
+    generation's hashes, and read by the others (``graph.once``; the same whoever decides). A
+    process reads the units' rows only where it decides or drops records (their dead letters)."""
 
     def __init__(self, config: ReshardConfig, counts: Iterable[BatchCount]) -> None:
         self._config = config
-        units = sorted({(int(c.unit[0]), int(c.unit[1])) for c in counts})
-        urls = [hashes_url(config, u) for u in units]
+        self._unit_keys = sorted({(int(c.unit[0]), int(c.unit[1])) for c in counts})
+        self._units: list[_Unit] | None = None
+        self._kept_of: np.ndarray | None = None
+        self._decision = d = once.shared(spill_url(config, "duplicates"), self._decided, encode=_encode, decode=_decode)
+        self._by_batch: dict[tuple[int, int, int, int], _Dropped] = {}
+        batch = np.searchsorted(d.starts, d.dropped, "right") - 1
+        for b in np.unique(batch).tolist():
+            mine = batch == b
+            self._by_batch[tuple(d.keys[b].tolist())] = _Dropped(d.dropped[mine] - d.starts[b], d.dropped[mine],
+                                                                 int(d.lengths[mine].sum()))
+
+    def _load(self) -> None:
+        """Reads every unit's rows: the run's rows, units in (file, unit) order, a unit's batches in
+        the order spilled."""
+        if self._units is not None:
+            return
+        urls = [hashes_url(self._config, u) for u in self._unit_keys]
         if all(fs.is_local(u) for u in urls):
             self._units = [_read_unit(u) for u in urls]
         else:
             with ThreadPoolExecutor(16) as pool:
                 self._units = list(pool.map(_read_unit, urls))
-        # the run's rows: each unit's, units in (file, unit) order, a unit's batches in the order spilled
         self._batch_keys: list[tuple[int, int, int, int]] = []
         unit_starts, batch_starts, at = [], [], 0
-        for key, unit in zip(units, self._units):
+        for key, unit in zip(self._unit_keys, self._units):
             unit_starts.append(at)
             for split, part, n in unit.batches:
                 self._batch_keys.append((split, key[0], key[1], part))
@@ -150,15 +202,19 @@ class Duplicates:
                 at += n
         self._rows = np.concatenate([u.rows for u in self._units]) if self._units else np.zeros(0, ROW)
         self._unit_starts = np.asarray(unit_starts, np.int64)
-        starts = np.asarray(batch_starts, np.int64)
+        self._batch_starts = np.asarray(batch_starts, np.int64)
         self._offsets = self._file_offsets()
+
+    def _decided(self) -> _Decision:
+        """The decision, made here: every unit's rows read and sorted once; the generation's hashes stored."""
+        self._load()
         self._kept_of = self._decide()
-        self._by_batch: dict[tuple[int, int, int, int], _Dropped] = {}
         dropped = np.flatnonzero(self._kept_of != -1)
-        batch = np.searchsorted(starts, dropped, "right") - 1
-        for b in np.unique(batch).tolist():
-            mine = dropped[batch == b]
-            self._by_batch[self._batch_keys[b]] = _Dropped(mine - starts[b], mine, int(self._rows["length"][mine].sum()))
+        cfg = self._config
+        hashes = record_hashes.write(cfg.output, cfg.run_id, self.kept_hashes(), cfg.dedup_key)
+        keys = np.asarray(self._batch_keys, np.int64).reshape(-1, 4)
+        return _Decision(dropped, self._kept_of[dropped], self._rows["length"][dropped].astype(np.int64), keys,
+                         self._batch_starts, hashes)
 
     def _file_offsets(self) -> list[list[int]]:
         """For each unit's members: the records of its file that parsed in the units before it."""
@@ -222,15 +278,16 @@ class Duplicates:
 
     def kept_hashes(self) -> np.ndarray:
         """The kept records' hashes (``record_hashes.sorted_unique``): the generation's, taken in
-        the hash order ``_decide`` found."""
+        the hash order ``_decide`` found (read back from its file where another process decided)."""
+        if self._kept_of is None:
+            return record_hashes.read(self._config.output, self._decision.hashes, field="the run's record hashes")
         keep = self._kept_of[self._keyed] == -1
         rows = self._by_hash if keep.all() else self._by_hash[keep[self._by_hash]]
         return record_hashes.unique_sorted(np.take(self._mine, rows, axis=0))
 
     def store(self) -> HashesFact:
-        """Writes the generation's hashes into the run folder; the fact naming them."""
-        cfg = self._config
-        return HashesFact(record_hashes.write(cfg.output, cfg.run_id, self.kept_hashes(), cfg.dedup_key))
+        """The fact naming the generation's hashes (stored in the run folder by the process that decided)."""
+        return HashesFact(self._decision.hashes)
 
     def _where(self, row: int) -> tuple[str, int, str]:
         """(source url, position in it, unit name) of row ``row``'s record."""
@@ -243,7 +300,8 @@ class Duplicates:
 
     def _detail(self, row: int) -> str:
         what = f"the same {self._config.dedup_key!r} value" if self._config.dedup_key else "the same Example bytes"
-        kept = int(self._kept_of[row])
+        d = self._decision
+        kept = int(d.kept_of[np.searchsorted(d.dropped, row)])
         if kept <= -2:
             g = -2 - kept
             return f"{what} as a record already in the data set (generation {g + 1}, {self._config.dedup_against[g].path})"
@@ -258,6 +316,7 @@ class Duplicates:
         d = self._by_batch.get(key)
         if d is None:
             return batch, []
+        self._load()  # where the dropped records and those kept lie in their files
         cfg = self._config
         path = naming.duplicates_path(cfg.run_id, *key)
         n = batch.num_records

@@ -93,7 +93,8 @@ class Assign:
     WriteShards finds them from the plan.
 
     With ``--dedup exact`` the plan counts the records kept (``graph.dedup.Duplicates``, found once
-    per process), and a batch first drops its duplicates (its dead letters' facts, tag ``FACTS``).
+    for the run and read by every process), and a batch first drops its duplicates (its dead
+    letters' facts, tag ``FACTS``).
     """
 
     def __init__(self, config: ReshardConfig) -> None:

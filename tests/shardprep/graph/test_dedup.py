@@ -125,3 +125,16 @@ def test_a_record_an_earlier_generation_holds_is_dropped_there_first(tmp_path):
     assert all("already in the data set (generation 1" in x["detail"] for x in lines)
     assert record_hashes.contains(duplicates.kept_hashes(), record_hashes.of_framed(
         framing.frame(b"a"), np.array([len(framing.frame(b"a"))], np.uint64))).all()
+
+
+def test_the_decision_is_made_once_and_another_process_reads_it_without_the_units(tmp_path):
+    cfg = _config(tmp_path, dedup=True)
+    batches = _spill(cfg, [[b"a", b"b"], [b"c", b"a", b"b", b"d"]], hashed=True)
+    counts = [count(b) for b in batches]
+    first = Duplicates(cfg, counts)
+    for u in range(len(batches)):  # the units' rows gone: a process that drops nothing never reads them
+        (tmp_path / naming.spill_path(RUN, "hashes", file=0, unit=u)).unlink()
+    other = Duplicates(cfg, counts)
+    assert (other.count, other.counts(counts), other.store()) == (2, first.counts(counts), first.store())
+    assert other.drop(batches[0]) == (batches[0], [])
+    assert (other.kept_hashes() == first.kept_hashes()).all() and len(first.kept_hashes()) == 4
