@@ -39,7 +39,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/formats/tfrecord.py",  # shardprep/test_framing.py
     "shardprep/fs.py",  # end_to_end/test_bad_input.py, shardprep/formats/test_files.py and 3 more
     "shardprep/generations.py",  # no test imports it: reached through the modules that call it
-    "shardprep/graph/counts.py",  # shardprep/graph/test_scale_on_paper.py
     "shardprep/graph/elements.py",  # end_to_end/test_crash_safety.py, pipelines/test_pool.py and 4 more
     "shardprep/graph/parse.py",  # shardprep/formats/csv/test_arrow.py
     "shardprep/graph/ranges.py",  # no test imports it: reached through the modules that call it
