@@ -46,7 +46,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/manifest_checks.py",  # no test imports it: reached through the modules that call it
     "shardprep/manifest_generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/native/fallback.py",  # shardprep/native/test_jsonl.py, shardprep/native/test_layout.py and 3 more
-    "shardprep/permutation.py",  # shardprep/graph/test_stages.py, shardprep/test_planning.py
     "shardprep/record_index.py",  # shardprep/test_index.py
     "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
