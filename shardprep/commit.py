@@ -146,6 +146,8 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
     }
     if errors:
         return None, errors, report
+    # a split's statistics: None where --dedup exact's recount of its written shards replaced Parse's
+    counted = [f for f in sorted(groups[StatsFact], key=lambda f: f.split) if f.statistics is not None]
     result = manifest.Manifest(
         features=_nullable(config.features, units.values()),
         splits=splits,
@@ -156,9 +158,8 @@ def assemble(config: ReshardConfig, facts: Iterable[tuple]) -> tuple[manifest.Ma
         shuffled=config.shuffle,
         compression=config.compression,
         text=config.text,
-        statistics={names[f.split]: f.statistics for f in sorted(groups[StatsFact], key=lambda f: f.split) if names[f.split] in splits},
-        sketches={names[f.split]: f.sketch for f in sorted(groups[StatsFact], key=lambda f: f.split)
-                  if names[f.split] in splits and f.sketch is not None},
+        statistics={names[f.split]: f.statistics for f in counted if names[f.split] in splits},
+        sketches={names[f.split]: f.sketch for f in counted if names[f.split] in splits and f.sketch is not None},
     )
     hashes = {f.info for f in groups[HashesFact]}
     if len(hashes) > 1:

@@ -14,7 +14,8 @@ builds from it (``pipelines.beam_graph``: Dataflow, the portable runners, Beam's
 
 The statistics are counted in Parse, from the columns the records were encoded from, or, where the
 input's records are Examples (TFRecord, TFDS), in WriteShards while the disk stores the shards
-(``ReshardConfig.statistics_in_parse``).
+(``ReshardConfig.statistics_in_parse``); with ``--dedup exact`` WriteShards also counts them where the
+run dropped records Parse counted, and its counts replace Parse's (``graph.stages.MergeStats``).
 
 A stage's work is plain Python over the named element types (``graph.elements``), Beam-free:
 ``process(element, *side)`` gives its outputs, ``graph.elements.Tagged`` for a side output, with
@@ -132,8 +133,10 @@ def _reshard(config: ReshardConfig, *, over: str) -> tuple[Stage, ...]:
     ]
     if cfg.statistics:  # partial statistics only then, from one of the two (``statistics_in_parse``)
         counted_in = "Parse" if cfg.statistics_in_parse else "WriteShards"
-        stages.append(Stage("Stats", MergeStats(cfg), over=(f"{counted_in}.{STATS}",), group=BY_KEY,
-                            labels=("MergeStats",)))
+        # --dedup exact: the written shards' too, which replace Parse's where records were dropped
+        both = cfg.statistics_in_parse and cfg.dedup == "exact"
+        stages.append(Stage("Stats", MergeStats(cfg), over=(f"{counted_in}.{STATS}",) + (("WriteShards." + STATS,) if both else ()),
+                            group=BY_KEY, labels=(("FlattenStats",) if both else ()) + ("MergeStats",)))
         facts += ("Stats",)
     stages.append(Stage("Commit", Commit(cfg, staged), over=facts, group=ONE_GROUP,
                         labels=("AllFacts", "KeyFacts", "Gather")))

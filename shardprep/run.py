@@ -312,7 +312,7 @@ def _main(argv: Sequence[str] | None) -> int:
         required=_names(args.required, "--required"),
         statistics=False if args.task else _statistics(args.statistics, len(features)),
         stats_top_k=args.stats_top_k,
-        statistics_in_parse=any(formats.format_of(f).gives_columns for f in files) and args.dedup_fields.get("dedup") != "exact",  # drops after Parse
+        statistics_in_parse=any(formats.format_of(f).gives_columns for f in files),
         spill_in_place=in_place,
         append=args.append, **args.dedup_fields,
         base=parent.identity if parent is not None else "",

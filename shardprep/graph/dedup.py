@@ -23,6 +23,7 @@ generation (``record_hashes.write``); the Assign of the run's first batch report
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +40,7 @@ from shardprep.graph.elements import BatchCount, DuplicateFact, HashesFact, Reje
 from shardprep.graph.spill import ends_dtype, gather, spill, spill_url
 from shardprep.manifest_generations import HashesInfo
 
-__all__ = ["NO_KEY", "ROW", "Duplicates", "UnitHashes", "hashes_url"]
+__all__ = ["NO_KEY", "ROW", "Duplicates", "UnitHashes", "dropped_any", "hashes_url"]
 
 NO_KEY = np.uint32(1 << 31)  # in a row's ordinal: the record lacks the --dedup-key feature
 _MAGIC = 0x3248_5344_5053  # "SPDSH2": a unit's hashes file
@@ -160,6 +161,23 @@ def _decode(data: bytes) -> _Decision:
     rest = nums[5 * b:]
     return _Decision(rest[:n], rest[n:2 * n], rest[2 * n:3 * n], nums[:4 * b].reshape(-1, 4), nums[4 * b:5 * b],
                      HashesInfo(**head["hashes"]))
+
+
+def dropped_any(config: ReshardConfig) -> bool:
+    """Whether the run drops any record (its decision, spilled by ``Duplicates``; none made: no
+    record reached Assign): then the statistics Parse counted include records not written, and
+    those of the shards written replace them (``graph.stages.MergeStats``)."""
+    return _dropped_any(spill_url(config, "duplicates"))
+
+
+@functools.lru_cache(maxsize=4)
+def _dropped_any(url: str) -> bool:
+    try:
+        data = fs.read_bytes(url)
+    except FileNotFoundError:
+        return False
+    size = int(np.frombuffer(data, "<u8", count=1)[0])
+    return json.loads(data[8:8 + size])["dropped"] > 0
 
 
 class Duplicates:

@@ -149,7 +149,7 @@ class StatsFact(NamedTuple):
     """MergeStats -> Commit: one split's feature statistics and their stored mergeable state."""
 
     split: int
-    statistics: dict  # feature name -> statistics of this split (``stats.feature_stats.to_json``)
+    statistics: dict | None  # feature name -> statistics of this split (``stats.feature_stats.to_json``); None: replaced
     sketch: manifest.SketchInfo | None = None  # their mergeable state, stored (``stats.state``)
 
 

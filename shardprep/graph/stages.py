@@ -14,7 +14,7 @@ from shardprep.commit import commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counting import Counter
 from shardprep.graph.counts import CountTable
-from shardprep.graph.dedup import Duplicates
+from shardprep.graph.dedup import Duplicates, dropped_any
 from shardprep.graph.elements import (
     FACTS,
     STATS,
@@ -199,7 +199,7 @@ class WriteShards:
         del placed
         info = self._writer.write(self._config.output, path, framed, len(index), compress=self._config.gzip,
                                   ends=record_ends)
-        if self._config.statistics and not self._config.statistics_in_parse:
+        if self._recounts():
             self._counting.submit(stats_columns.add_framed, self._partial.setdefault(split, {}), framed, record_ends,
                                   self._config.schema)
         self._shards.inc()
@@ -214,7 +214,14 @@ class WriteShards:
         self._writer.flush()
         self._counting.wait()
         partial, self._partial = self._partial, {}
-        return [Tagged(STATS, (split, partial[split])) for split in sorted(partial)]
+        key = (lambda split: split) if not self._config.statistics_in_parse else written_key
+        return [Tagged(STATS, (key(split), partial[split])) for split in sorted(partial)]
+
+    def _recounts(self) -> bool:
+        """Whether this counts the statistics of the shards it writes: where Parse does not, or where
+        ``--dedup exact`` dropped records Parse counted (``graph.dedup.dropped_any``)."""
+        cfg = self._config
+        return cfg.statistics and (not cfg.statistics_in_parse or (cfg.dedup == "exact" and dropped_any(cfg)))
 
     def teardown(self) -> None:
         try:
@@ -271,6 +278,12 @@ class WriteRejected:
         yield RejectFact(path, count)
 
 
+def written_key(split: int) -> int:
+    """The Stats key of a split's statistics counted from its written shards where Parse counts them
+    too (``--dedup exact``), and back: ``-1 - split``."""
+    return -1 - split
+
+
 class MergeStats:
     """``(split index, partials)`` in; that split's ``StatsFact`` out. Parse's per-unit partial
     statistics are exact (``shardprep.stats.feature_stats``), so the merged result is the same whatever grouping
@@ -284,9 +297,15 @@ class MergeStats:
     def merge(accumulator: dict, partial: dict) -> dict:
         return feature_stats.merge(accumulator, partial)
 
-    def finish(self, split: int, merged: dict) -> StatsFact:
-        """The split's statistics, and their mergeable state stored for a later append (``stats.state``)."""
+    def finish(self, key: int, merged: dict) -> StatsFact:
+        """The split's statistics, and their mergeable state stored for a later append (``stats.state``).
+        Under ``--dedup exact`` with statistics counted in Parse, the key of WriteShards' partials is
+        ``written_key(split)``: where the run dropped records those replace Parse's, whose fact then
+        holds no statistics (``statistics`` None: the commit leaves it out)."""
         cfg = self._config
+        split = key if key >= 0 else written_key(key)
+        if key >= 0 and cfg.statistics_in_parse and cfg.dedup == "exact" and dropped_any(cfg):
+            return StatsFact(split, None)
         sketch = stats_state.write(cfg.output, cfg.run_id, cfg.splits[split].name, merged)
         return StatsFact(split, feature_stats.to_json(merged, cfg.schema, top_k=cfg.stats_top_k), sketch)
 

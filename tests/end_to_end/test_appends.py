@@ -217,6 +217,20 @@ def test_dedup_exact_drops_repeats_in_the_run_and_of_the_data_set(repeats, tmp_p
     assert again_keyed.returncode == 1 and "nothing to append" in again_keyed.stderr, again_keyed.stderr
 
 
+def test_dedup_exact_statistics_are_those_of_the_records_kept(tmp_path) -> None:
+    """Parse counts every record it reads; where the run drops repeats, the statistics of the shards
+    written replace those (``graph.stages.MergeStats``): the same as a run over the records kept."""
+    rows = sample_rows(3000)
+    kept, repeated = tmp_path / "kept", tmp_path / "repeated"
+    run_cli(RUN, "--input", write_csv(tmp_path / "kept.csv", rows), "--output", kept, *FLAGS, "--statistics", "on",
+            check=True)
+    run_cli(RUN, "--input", write_csv(tmp_path / "repeated.csv", rows + rows[:700]), "--output", repeated, *FLAGS,
+            "--statistics", "on", "--dedup", "exact", "--local-workers", "2", "--unit-mb", "0.05", check=True)
+    a, b = manifest.load(str(kept)), manifest.load(str(repeated))
+    assert b.rejected.by_reason == {"duplicate": 700} and set(b.sketches) == set(b.splits)
+    assert a.statistics == b.statistics and a.statistics["train"]["id"]["count"] == a.splits["train"].num_records
+
+
 def test_dedup_flags_that_cannot_work_are_refused_in_one_line(repeats, tmp_path) -> None:
     out = tmp_path / "ds"
     run_cli(RUN, "--input", repeats["base"], "--output", out, *FLAGS, check=True)
