@@ -16,6 +16,11 @@ from shardprep.schema import FeatureSpec
 FEATURES = {"x": {"dtype": "int64", "shape": []}, "y": {"dtype": "float32", "shape": [2]}}
 
 
+def numbered_run_id(i: int) -> str:
+    """A valid run id that sorts by ``i`` (``i`` below a day's seconds): for tests that commit runs in order."""
+    return f"run-20261201T{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}Z-{i:08x}"
+
+
 def prepare(out: str, run_id: str, *, splits: tuple[str, ...] = ("train", "eval"), records: int = 8,
             num_shards: int = 2, keep_previous: int = 1, overwrite: bool = True) -> tuple[ReshardConfig, list]:
     """Writes the shards of ``run_id`` under ``out`` and returns (config, facts) ready to commit."""

@@ -35,7 +35,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/formats/json_array.py",  # shardprep/formats/test_duplicate_keys.py
     "shardprep/formats/jsonl_block.py",  # shardprep/formats/test_jsonl.py, shardprep/native/test_jsonl.py
     "shardprep/formats/parquet_meta.py",  # shardprep/formats/test_parquet_sample.py
-    "shardprep/formats/reading.py",  # end_to_end/test_hostile_input.py, shardprep/formats/test_jsonl.py
     "shardprep/fs.py",  # end_to_end/test_bad_input.py, shardprep/formats/test_files.py and 3 more
     "shardprep/generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/graph/elements.py",  # end_to_end/test_crash_safety.py, pipelines/test_pool.py and 4 more
@@ -50,7 +49,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
-    "shardprep/retention.py",  # shardprep/test_commit.py, shardprep/test_lease.py
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
     "shardprep/schema_text.py",  # shardprep/test_schema.py
     "shardprep/shard_reader.py",  # shardprep/formats/test_images.py

@@ -1,5 +1,5 @@
-"""Issue 13 items 1 and 2: one run owns an output folder at a time (the lease), and a commit keeps
-the previous committed run for readers that still hold its manifest.
+"""Issue 13 items 1 and 2: one run owns an output folder at a time (the lease); what a commit keeps
+for readers that still hold an earlier manifest is test_retention.py's.
 
 Races: many trials of two processes committing into one folder at once, with a delay injected at a
 different step of commit and clean-up each trial (``SHARDPREP_TEST_DELAYS``, read by
@@ -19,18 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import fs, lease, manifest, naming, retention, verify, versioned
-from shardprep.errors import ManifestError, RunError
-from tests.commit_fixtures import committed
+from shardprep import fs, lease, manifest, naming, verify, versioned
+from shardprep.errors import RunError
+from tests.commit_fixtures import committed, numbered_run_id
 from tests.conftest import ROOT, run_cli
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
 
 STEPS = ["lease.create", "lease.read", "lease.break", "commit.assembled", "commit.leased", "commit.checked",
          "commit.written", "commit.copied", "clean.remove"]
-
-
-def _run_id(i: int) -> str:
-    return f"run-20261201T{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}Z-{i:08x}"
 
 
 def _race(out: str, trial: int, rng: random.Random, barrier: Path) -> None:
@@ -41,7 +37,7 @@ def _race(out: str, trial: int, rng: random.Random, barrier: Path) -> None:
         delays = f"{STEPS[(trial + 4 * k) % len(STEPS)]}={rng.uniform(0.05, 0.6):.2f}"
         env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDPREP_TEST_DELAYS": delays}
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "tests.commit_fixtures", out, _run_id(2 * trial + k + 1), str(barrier)],
+            [sys.executable, "-m", "tests.commit_fixtures", out, numbered_run_id(2 * trial + k + 1), str(barrier)],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = [(p.wait(360), *p.communicate()) for p in procs]
     assert not any("barrier:" in r[2] for r in results), results
@@ -88,7 +84,7 @@ def test_two_cli_runs_on_one_output_the_second_is_refused(tmp_path) -> None:
 
 
 def _write_lease(out: Path, **fields) -> None:
-    doc = {"run_id": _run_id(99), "host": socket.gethostname(), "pid": os.getpid(), "renewed": time.time(), "ttl_s": 600.0}
+    doc = {"run_id": numbered_run_id(99), "host": socket.gethostname(), "pid": os.getpid(), "renewed": time.time(), "ttl_s": 600.0}
     doc.update(fields)
     out.mkdir(parents=True, exist_ok=True)
     (out / lease.LEASE).write_text(json.dumps(doc))
@@ -98,19 +94,19 @@ def test_a_live_lease_refuses_and_a_stale_one_is_broken(tmp_path) -> None:
     out = tmp_path / "ds"
     _write_lease(out)  # this very process: alive
     with pytest.raises(RunError, match="another run owns .* run-20261201T000139Z-00000063 .*pid"):
-        lease.acquire(str(out), _run_id(1))
-    url = committed(str(out), _run_id(1))
+        lease.acquire(str(out), numbered_run_id(1))
+    url = committed(str(out), numbered_run_id(1))
     assert url.endswith("report.json") and "another run owns" in Path(url).read_text()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     _write_lease(out, pid=int(dead.stdout))  # a crashed run on this host
-    assert committed(str(out), _run_id(2)).endswith("manifest.json")
+    assert committed(str(out), numbered_run_id(2)).endswith("manifest.json")
     _write_lease(out, host="elsewhere", renewed=time.time() - 601)  # another host, not renewed within its TTL
-    assert committed(str(out), _run_id(3)).endswith("manifest.json")
+    assert committed(str(out), numbered_run_id(3)).endswith("manifest.json")
     (out / lease.LEASE).write_text("{not json")  # damaged
-    assert committed(str(out), _run_id(4)).endswith("manifest.json")
+    assert committed(str(out), numbered_run_id(4)).endswith("manifest.json")
     _write_lease(out, host="elsewhere", renewed=time.time() - 30)  # another host, fresh: refused
-    assert committed(str(out), _run_id(5)).endswith("report.json")
-    assert verify.verify(str(out))[0] == [] and manifest.load(str(out)).run_ids == {_run_id(4)}
+    assert committed(str(out), numbered_run_id(5)).endswith("report.json")
+    assert verify.verify(str(out))[0] == [] and manifest.load(str(out)).run_ids == {numbered_run_id(4)}
 
 
 ABSURD_LEASES = {  # issue 57 item 6: each parses as JSON, yet no live run could have written it
@@ -141,9 +137,9 @@ def test_a_lease_of_absurd_numbers_or_types_is_damaged_and_broken(tmp_path, capl
     _write_lease(out, **{**({} if host == "this" else {"host": "elsewhere"}), **fields})  # else alive and fresh
     data = (out / lease.LEASE).read_bytes()
     assert lease.Lease.parse(data) is None and lease.Lease.damage(data)
-    assert lease.acquire(str(out), _run_id(1)) is True  # the next run takes the folder, it does not fail forever
+    assert lease.acquire(str(out), numbered_run_id(1)) is True  # the next run takes the folder, it does not fail forever
     assert "broke the stale lease" in caplog.text and "it is damaged" in caplog.text
-    lease.check(str(out), _run_id(1))
+    lease.check(str(out), numbered_run_id(1))
 
 
 def test_a_lease_at_the_edges_of_its_ranges_is_not_damaged(tmp_path) -> None:
@@ -151,91 +147,47 @@ def test_a_lease_at_the_edges_of_its_ranges_is_not_damaged(tmp_path) -> None:
     _write_lease(out, host="elsewhere", renewed=time.time() + 3600, ttl_s=lease.MAX_TTL_S, pid=lease.MAX_PID)
     assert lease.Lease.damage((out / lease.LEASE).read_bytes()) is None  # a clock an hour ahead: still a lease
     with pytest.raises(RunError, match="another run owns"):
-        lease.acquire(str(out), _run_id(1))
+        lease.acquire(str(out), numbered_run_id(1))
 
 
 def test_lease_is_reentrant_renewed_and_released_only_by_its_owner(tmp_path) -> None:
     root = str(tmp_path / "ds")
-    assert lease.acquire(root, _run_id(1)) is True
-    assert lease.acquire(root, _run_id(1)) is False  # the commit step inside a run that holds it
-    assert lease.renew(root, _run_id(1)) and not lease.renew(root, _run_id(2))
-    lease.release(root, _run_id(2))
-    lease.check(root, _run_id(1))
-    lease.release(root, _run_id(1))
+    assert lease.acquire(root, numbered_run_id(1)) is True
+    assert lease.acquire(root, numbered_run_id(1)) is False  # the commit step inside a run that holds it
+    assert lease.renew(root, numbered_run_id(1)) and not lease.renew(root, numbered_run_id(2))
+    lease.release(root, numbered_run_id(2))
+    lease.check(root, numbered_run_id(1))
+    lease.release(root, numbered_run_id(1))
     with pytest.raises(RunError, match="lost the lease"):
-        lease.check(root, _run_id(1))
+        lease.check(root, numbered_run_id(1))
 
 
 def test_lease_on_gcs_is_create_only(gcs) -> None:  # noqa: F811
     root = gcs.url("ds")
-    assert lease.acquire(root, _run_id(1)) is True
+    assert lease.acquire(root, numbered_run_id(1)) is True
     with pytest.raises(RunError, match="another run owns"):
-        lease.acquire(root, _run_id(2))
-    assert lease.renew(root, _run_id(1))
-    lease.release(root, _run_id(1))
-    assert lease.acquire(root, _run_id(2)) is True
+        lease.acquire(root, numbered_run_id(2))
+    assert lease.renew(root, numbered_run_id(1))
+    lease.release(root, numbered_run_id(1))
+    assert lease.acquire(root, numbered_run_id(2)) is True
     data, version = versioned.read_versioned(naming.join(root, lease.LEASE))
     assert versioned.remove_if_version(naming.join(root, lease.LEASE), version)
     assert not versioned.remove_if_version(naming.join(root, lease.LEASE), version)
 
 
-def test_overwrite_keeps_the_previous_run_for_its_readers(tmp_path) -> None:
-    out = str(tmp_path / "ds")
-    runs = [_run_id(i) for i in (1, 2, 3)]
-    for run in runs:
-        assert committed(out, run).endswith("manifest.json")
-    folders = sorted(p.name for p in Path(out).iterdir() if naming.is_run_id(p.name))
-    assert folders == runs[1:]  # the current run and the previous one (--keep-previous 1)
-    pinned = manifest.load(out, run_id=runs[1])  # a trainer that started on the previous data set
-    assert pinned.run_ids == {runs[1]} and all(Path(out, s.path).exists() for sp in pinned.splits.values() for s in sp.shards)
-    assert manifest.load(out, run_id=runs[2]).to_json() == manifest.load(out).to_json()
-    with pytest.raises(ManifestError, match="removed by a later commit"):
-        manifest.load(out, run_id=runs[0])
-    assert committed(out, _run_id(4), keep_previous=2).endswith("manifest.json")
-    assert sorted(p.name for p in Path(out).iterdir() if naming.is_run_id(p.name)) == [*runs[1:], _run_id(4)]
-
-
 def test_clean_command_removes_old_and_crashed_runs_under_the_lease(tmp_path) -> None:
     out = tmp_path / "ds"
-    committed(str(out), _run_id(1))
-    committed(str(out), _run_id(2))
-    (out / _run_id(3) / "train").mkdir(parents=True)  # a crashed run
+    committed(str(out), numbered_run_id(1))
+    committed(str(out), numbered_run_id(2))
+    (out / numbered_run_id(3) / "train").mkdir(parents=True)  # a crashed run
     dry = run_cli("shardprep.clean", out, "--dry-run")
-    assert dry.returncode == 0 and _run_id(1) in dry.stdout and _run_id(3) in dry.stdout and (out / _run_id(1)).exists()
-    _write_lease(out, run_id=_run_id(9))
+    assert dry.returncode == 0 and numbered_run_id(1) in dry.stdout and numbered_run_id(3) in dry.stdout and (out / numbered_run_id(1)).exists()
+    _write_lease(out, run_id=numbered_run_id(9))
     busy = run_cli("shardprep.clean", out)
-    assert busy.returncode == 1 and "another run owns" in busy.stderr and (out / _run_id(1)).exists(), busy.stderr
+    assert busy.returncode == 1 and "another run owns" in busy.stderr and (out / numbered_run_id(1)).exists(), busy.stderr
     (out / lease.LEASE).unlink()
     done = run_cli("shardprep.clean", out)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted([naming.MANIFEST, naming.TFDS_INFO, naming.TFDS_FEATURES,
-                                                           _run_id(2)])  # with the TFDS metadata (tfds_metadata)
+                                                           numbered_run_id(2)])  # with the TFDS metadata (tfds_metadata)
     assert verify.verify(str(out))[0] == []
-
-
-def test_stale_folder_removal_outlasts_a_refused_run_still_writing(tmp_path) -> None:
-    """The winner's clean-up meets files a refused run is still writing in its folder (its report):
-    it retries, and never fails the committed run (CI once saw "Directory not empty" there)."""
-    import threading
-
-    folder = tmp_path / "run-20261201T000000Z-00000001"
-    (folder / "train").mkdir(parents=True)
-    for i in range(300):
-        (folder / "train" / f"part-{i}").write_bytes(b"x" * 100)
-    stop = time.monotonic() + 0.3
-
-    def refused_run_writing() -> None:
-        i = 0
-        while time.monotonic() < stop:
-            try:
-                (folder / f"report.json.tmp-{i}").write_bytes(b"{}")
-            except OSError:
-                pass
-            i += 1
-
-    writer = threading.Thread(target=refused_run_writing)
-    writer.start()
-    retention._remove_folder(str(folder))  # must not raise, whatever the interleaving
-    writer.join()
-    retention._remove_folder(str(folder))
-    assert not folder.exists()
