@@ -50,7 +50,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
-    "shardprep/schema_text.py",  # shardprep/test_schema.py
     "shardprep/shard_reader.py",  # shardprep/formats/test_images.py
     "shardprep/space_bound.py",  # shardprep/test_capacity.py
     "shardprep/stats/state.py",  # no test imports it: reached through the modules that call it
