@@ -48,6 +48,7 @@ from shardprep.graph.tasks import helper
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 from shardprep.stats import columns as stats_columns
+from shardprep.stats import distinct
 from shardprep.stats import feature_stats
 from shardprep.stats import state as stats_state
 
@@ -292,6 +293,9 @@ class MergeStats:
 
     def __init__(self, config: ReshardConfig) -> None:
         self._config = config
+        if any(spec.dtype == "string" for spec in config.schema.values()):
+            # built before a local pool forks: its processes, which count the strings, share the import
+            distinct.load_counting()
 
     @staticmethod
     def merge(accumulator: dict, partial: dict) -> dict:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from shardprep import native
 
 __all__ = ["HLL_P", "LONG_VALUE", "MAX_PARTS", "HyperLogLog", "StringCounts", "binary_hashes", "column_hashes", "distinct_of",
-           "value_offsets"]
+           "load_counting", "value_offsets"]
 
 HLL_P = 14  # HyperLogLog precision: 2**14 registers
 MAX_PARTS = 64  # a StringCounts counts its parts together beyond this many
@@ -161,6 +161,13 @@ class StringCounts:
             self._parts = list(state[1])
         else:
             self._parts = [state] if len(state[0]) else []
+
+
+def load_counting() -> None:
+    """Imports what counting strings needs (``pyarrow.compute``: ``StringCounts.of`` and ``top``
+    import it where they first run, as its import is slow). Called before a local pool forks, its
+    processes share the import instead of each making its own."""
+    import pyarrow.compute  # noqa: F401
 
 
 def distinct_of(hashes: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, int]:
