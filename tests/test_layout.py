@@ -34,7 +34,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/formats/image_listing.py",  # shardprep/formats/test_images_reader.py
     "shardprep/formats/json_array.py",  # shardprep/formats/test_duplicate_keys.py
     "shardprep/formats/jsonl_block.py",  # shardprep/formats/test_jsonl.py, shardprep/native/test_jsonl.py
-    "shardprep/formats/parquet_meta.py",  # shardprep/formats/test_parquet_sample.py
     "shardprep/fs.py",  # end_to_end/test_bad_input.py, shardprep/formats/test_files.py and 3 more
     "shardprep/generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/graph/elements.py",  # end_to_end/test_crash_safety.py, pipelines/test_pool.py and 4 more

@@ -9,7 +9,6 @@ import pytest
 from shardprep import manifest, run
 from shardprep.errors import InputError
 from shardprep.formats import described, expand_inputs, plan_units
-from shardprep.formats.parquet import time_unit
 from shardprep.schema import FeatureSpec
 
 pa = pytest.importorskip("pyarrow")
@@ -36,17 +35,6 @@ def _table(n: int = 40, overrides: dict | None = None):
     for name, (type_, value, _, _) in UNITS.items():
         columns[name] = pa.array([value] * n, (overrides or {}).get(name, type_))
     return pa.table(columns)
-
-
-def test_every_arrow_time_type_names_what_its_integer_counts():
-    assert time_unit(pa.timestamp("s", tz="UTC")) == "seconds since 1970-01-01 00:00:00 UTC"
-    assert time_unit(pa.timestamp("ns")) == "nanoseconds since 1970-01-01 00:00:00 (no time zone)"
-    assert time_unit(pa.date32()) == "days since 1970-01-01"
-    assert time_unit(pa.date64()) == "milliseconds since 1970-01-01"
-    assert time_unit(pa.time32("s")) == "seconds since midnight"
-    assert time_unit(pa.time64("ns")) == "nanoseconds since midnight"
-    assert time_unit(pa.duration("us")) == "microseconds"
-    assert time_unit(pa.int64()) == time_unit(pa.string()) == time_unit(pa.float64()) == ""
 
 
 def test_a_run_records_each_time_columns_unit_and_keeps_its_integers(tmp_path):

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardprep import schema as schema_mod
-from shardprep.formats import expand_inputs, files, parquet, parquet_meta
+from shardprep.formats import expand_inputs, files, parquet
 from shardprep.formats.base import Format
 
 pa = pytest.importorskip("pyarrow")
@@ -89,30 +89,3 @@ def test_the_sample_infers_what_reading_every_column_infers(tmp_path_factory, ca
             parquet.ParquetFormat.sample = original
         assert got == expected
         assert warned == [r.getMessage() for r in caplog.records]
-
-
-def _file(path):
-    (file,) = expand_inputs([str(path)])
-    return file
-
-
-def test_a_wide_table_of_small_numbers_is_sampled_without_a_read(tmp_path):
-    names = [f"c{i}" for i in range(3000)]
-    pq.write_table(pa.table({n: pa.array([i % 7, None, 3], pa.int64()) for i, n in enumerate(names)}),
-                   tmp_path / "w.parquet")
-    decided, read = parquet_meta.sample_kinds(_file(tmp_path / "w.parquet"), 1000)
-    assert read == [] and set(decided) == set(names) and set(map(type, decided.values())) == {int}
-
-
-def test_columns_the_type_or_statistics_leave_open_are_read(tmp_path):
-    pq.write_table(pa.table({
-        "small": pa.array([1, 2], pa.int64()),
-        "big": pa.array([1, 2**30], pa.int64()),  # past 2**24: the float32 warning needs its values
-        "head_null": pa.array([None, "x"], pa.string()),  # null in the one row sampled
-        "list": pa.array([[1], [2, 3]], pa.list_(pa.int64())),
-        "empty": pa.array([None, None], pa.null()),
-        "text": pa.array(["a", "b"]),
-    }), tmp_path / "t.parquet")
-    decided, read = parquet_meta.sample_kinds(_file(tmp_path / "t.parquet"), 1)
-    assert decided == {"small": 0, "empty": None, "text": ""}
-    assert read == ["big", "head_null", "list"]
