@@ -1,6 +1,6 @@
 """Issue 35: a JSON object holding a key twice is dead letter ``duplicate_key`` on every path (the
-per-line parse, the orjson bulk parse, the compiled block reader, ``--format json``), at any depth;
-objects without one read exactly as before."""
+per-line parse, the orjson bulk parse, the compiled block reader; ``--format json``'s: test_json_array.py), at
+any depth; objects without one read exactly as before."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardprep import formats
-from shardprep.formats import json_array, jsonl
+from shardprep.formats import jsonl
 from shardprep.formats.base import Bad, WorkUnit
 from shardprep.schema import FeatureSpec
 from tests.shardprep.formats.csv.test_arrow import _config, _outcome, _reference, _through_parse
@@ -123,22 +123,3 @@ def test_the_issue_example_is_never_x_3(tmp_path):
     file = formats.InputFile(0, str(path), path.stat().st_size, "jsonl", False)
     got = list(formats.read_unit(WorkUnit(file, 0, 0, file.size, 1)))
     assert got[0][1].reason == "duplicate_key" and "'x'" in got[0][1].detail and got[1] == (2, {"x": 1, "y": 2})
-
-
-@_settings
-@given(st.lists(_OBJECTS, min_size=1, max_size=4), st.data())
-def test_a_json_array_element_with_a_repeated_key_is_a_dead_letter(tmp_path_factory, items, data):
-    path = tmp_path_factory.mktemp("arr") / "a.json"
-    where = data.draw(st.integers(0, len(items) - 1))
-    texts = [_dump(item, True) for item in items]
-    dup = bool(items[where])
-    if dup:
-        _, texts[where] = data.draw(_with_duplicate(items[where]))
-    path.write_text("[" + ",\n".join(texts) + "]")
-    file = formats.InputFile(0, str(path), path.stat().st_size, "json", False)
-    got = list(json_array.read_json_array(WorkUnit(file, 0, 0, file.size, 1)))
-    expected = [(i + 1, item) for i, item in enumerate(items)]
-    if dup:
-        assert got[where][0] == where + 1 and got[where][1].reason == "duplicate_key"
-        del got[where], expected[where]
-    assert got == expected

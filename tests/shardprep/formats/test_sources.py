@@ -224,13 +224,6 @@ def test_a_json_array_is_not_json_lines(tmp_path, name, data):
         read(write(tmp_path / name, data))
 
 
-@pytest.mark.parametrize("name, data", [("a.json", '\ufeff [{"a": 1},\n {"a": 2}, 3]'),
-                                        ("a.json.gz", gzip.compress(b'[{"a": 1}, {"a": 2}, 3]'))])
-def test_a_json_array_file_is_read_as_records(tmp_path, name, data):
-    rows = read(write(tmp_path / name, data))
-    assert [r for _, r in rows[:2]] == [{"a": 1}, {"a": 2}] and rows[2][1].reason == "json_not_object"
-
-
 @pytest.mark.parametrize("unit", [1, 7, 50, 10_000])
 def test_jsonl_cut_into_units_reads_like_one(tmp_path, unit):
     lines = [json.dumps({"i": i, "t": "x" * (i % 13)}) if i % 5 else "" for i in range(300)]
