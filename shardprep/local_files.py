@@ -22,6 +22,7 @@ class LocalFacts(NamedTuple):
     version: str  # as ``version`` gives it
     identity: tuple[int, int]  # (device, inode): one file reached by several names has one identity
     kind: str | None  # ``kind``'s words for what it is; None for a regular file
+    data: bytes | None = None  # all of a regular file asked to be read whole (``opened_facts``'s ``whole``)
 
 
 def kind(mode: int) -> str | None:
@@ -39,15 +40,18 @@ def version(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
 
-def opened_facts(path: str) -> LocalFacts:
+def opened_facts(path: str, whole: int = 0) -> LocalFacts:
     """A local file's facts from one open and its ``fstat``: the open proves it readable, and, read-only and
-    non-blocking, neither waits (a FIFO that took a listed file's place) nor reads. Raises ``OSError``."""
+    non-blocking, it never waits (a FIFO that took a listed file's place). A regular file of at most
+    ``whole`` bytes is read too, in the same open (``data``). Raises ``OSError``."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
+        what = kind(st.st_mode)
+        data = read_range(fd, st.st_size, 0) if what is None and 0 < st.st_size <= whole else None
     finally:
         os.close(fd)
-    return LocalFacts(st.st_size, version(st), (st.st_dev, st.st_ino), kind(st.st_mode))
+    return LocalFacts(st.st_size, version(st), (st.st_dev, st.st_ino), what, data)
 
 
 def local_versions(paths: Iterable[str]) -> list[str | None]:

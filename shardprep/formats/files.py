@@ -38,6 +38,7 @@ from shardprep.formats.images import IMAGE_EXTENSIONS, ImageFormat, ImageOptions
 from shardprep.formats.json_array import JsonArrayFormat, is_json_array
 from shardprep.formats.jsonl import JsonLinesFormat
 from shardprep.formats.parquet import ParquetFormat
+from shardprep.formats.reading import KEEP_FILE_BYTES, forget_kept, keep_whole
 from shardprep.formats.text import TextFormat
 from shardprep.formats.tfds import TfdsFormat, expand_tfds
 from shardprep.formats.tfrecord import TFRecordFormat
@@ -145,6 +146,7 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
         return expand_images(patterns, images or ImageOptions(), _normal)
     if fmt == "tfds":  # the shards a TFDS folder's dataset_info.json names, each with its split
         return expand_tfds(patterns, _normal)
+    forget_kept()  # a launch's own reads only
     if isinstance(patterns, str):
         patterns = [patterns]
     if not patterns:
@@ -184,7 +186,7 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
     files: list[InputFile] = []
     seen: dict[tuple[int, int], str] = {}  # (device, inode) -> the first name of a local file
     for url in sorted(urls):
-        size, version, identity, what, error = _facts(url, listed)
+        size, version, identity, what, error, data = _facts(url, listed, _planned_from_head(url, fmt))
         if identity is not None and (first := seen.setdefault(identity, url)) != url:
             log.warning("input %s is the same file as %s (a link): read once, as %s", url, first, first)
             continue
@@ -197,33 +199,45 @@ def expand_inputs(patterns: Sequence[str], fmt: str = "auto", images: ImageOptio
         if error is not None:
             raise InputError(f"input file {url!r} cannot be read: {error}") from None
         files.append(InputFile(index, url, size, form, gz, version))
+        if data is not None:
+            keep_whole(files[-1], data)  # read with its facts: its head at planning is not read again
     return files
 
 
-def _facts(url: str, listed: dict[str, tuple[int, str]]) -> tuple[int, str, tuple[int, int] | None, str | None,
-                                                                  Exception | None]:
-    """(size, version, local identity, what it is if not a regular file, why it cannot be read) of an input.
+def _planned_from_head(url: str, fmt: str) -> bool:
+    """Whether planning reads the head of this file, uncompressed (a CSV header, the first bytes of JSON)."""
+    name = url.lower()
+    return not name.endswith(".gz") and (fmt if fmt != "auto" else _EXTENSIONS.get(posixpath.splitext(name)[1])) in (
+        "csv", "jsonl", "json")
+
+
+def _facts(url: str, listed: dict[str, tuple[int, str]], heads: bool) -> tuple[
+        int, str, tuple[int, int] | None, str | None, Exception | None, bytes | None]:
+    """(size, version, local identity, what it is if not a regular file, why it cannot be read, all of a
+    small local file) of an input.
 
     A local file: one open and its fstat (``local_files.opened_facts``; a path that cannot be opened is then
-    ``fs.not_regular``'s, say a link to nothing); a file an object store's listing described: the
-    listing's facts (its reads at planning tell if it is readable); another URL: a request and an open.
+    ``fs.not_regular``'s, say a link to nothing), and, where planning reads its ``heads``, a read of all
+    of it if it holds at most ``KEEP_FILE_BYTES``;
+    a file an object store's listing described: the listing's facts (its reads at planning tell if it
+    is readable); another URL: a request and an open.
     """
     if url in listed:
         size, version = listed[url]
-        return size, version, None, None, None
+        return size, version, None, None, None, None
     if fs.is_local(url):
         try:
-            size, version, identity, what = local_files.opened_facts(fs.local_path(url))
+            facts = local_files.opened_facts(fs.local_path(url), whole=KEEP_FILE_BYTES if heads else 0)
         except OSError as e:
-            return 0, "", None, fs.not_regular(url), e
-        return size, version, identity, what, None
+            return 0, "", None, fs.not_regular(url), e, None
+        return facts.size, facts.version, facts.identity, facts.kind, None, facts.data
     try:
         size, version = fs.facts(url)
         with fs.open_file(url, "rb"):
             pass
     except (OSError, ValueError) as e:
-        return 0, "", None, None, e
-    return size, version, None, None, None
+        return 0, "", None, None, e, None
+    return size, version, None, None, None, None
 
 
 # --- planning --------------------------------------------------------------------------------------
@@ -256,6 +270,7 @@ def plan_units(files: Sequence[InputFile], *, unit_bytes: int = 64 * 1024 * 1024
     if not isinstance(max_record_bytes, int) or max_record_bytes < 1:
         raise ValueError(f"max_record_bytes={max_record_bytes!r}: expected a positive number of bytes")
     planned = _each(files, lambda file: _plan_file(file, unit_bytes))
+    forget_kept()  # the files expand_inputs read whole: their heads are read
     if max_record_bytes != MAX_RECORD_BYTES:
         planned = [[dataclasses.replace(unit, max_record_bytes=max_record_bytes) for unit in units] for units in planned]
     return group_small(planned, unit_bytes) if group else [unit for units in planned for unit in units]

@@ -14,11 +14,15 @@ from typing import IO
 from shardprep import fs
 from shardprep.formats.base import RAW_HEAD_BYTES, Bad, InputFile
 
-__all__ = ["BOM", "READ_BLOCK", "LongLine", "StreamError", "line_size", "open_input", "read_head", "read_lines",
-           "too_large"]
+__all__ = ["BOM", "KEEP_FILE_BYTES", "KEPT_BYTES", "READ_BLOCK", "LongLine", "StreamError", "forget_kept", "keep_whole",
+           "line_size", "open_input", "read_head", "read_lines", "too_large"]
 
 BOM = b"\xef\xbb\xbf"
 READ_BLOCK = 1 << 20
+KEEP_FILE_BYTES = 16 << 10  # a file up to this size is read whole when the launcher lists it (``keep_whole``) ...
+KEPT_BYTES = 64 << 20  # ... up to this many bytes in all
+_kept: dict[tuple[str, str], bytes] = {}  # (url, version) -> a small file's bytes
+_kept_bytes = 0  # their sum
 
 
 class StreamError(Exception):
@@ -29,14 +33,35 @@ class StreamError(Exception):
         self.reason, self.offset, self.partial, self.detail = reason, offset, partial, detail
 
 
+def keep_whole(file: InputFile, data: bytes) -> None:
+    """Keeps all of a small input file, read when the launcher listed it, for ``read_head`` at planning
+    (under its version: a file rewritten since is read again), up to ``KEPT_BYTES`` in all."""
+    global _kept_bytes
+    if _kept_bytes + len(data) <= KEPT_BYTES:
+        _kept[(file.url, file.version)] = data
+        _kept_bytes += len(data)
+
+
+def forget_kept() -> None:
+    """Ends ``keep_whole``'s files: a launch's planning has read them."""
+    global _kept_bytes
+    _kept.clear()
+    _kept_bytes = 0
+
+
 def read_head(file: InputFile, size: int) -> tuple[bytes, bool]:
     """The file's first ``size`` bytes (gzip: decompressed, up to a break in the stream) and whether they are all of it.
 
     What the launcher reads of an input (header, dialect sniff, format checks): an uncompressed
-    file's head is one ranged read of exactly those bytes, whatever the file system's read-ahead.
+    file's head is one ranged read of exactly those bytes, whatever the file system's read-ahead,
+    or the file itself where the listing kept it (``keep_whole``).
     """
     if not file.gzip:
-        head = fs.read_bytes(file.url, 0, min(size, file.size)) if file.size else b""
+        kept = _kept.get((file.url, file.version)) if _kept else None
+        if kept is not None and len(kept) == file.size:
+            head = kept[:size]
+        else:
+            head = fs.read_bytes(file.url, 0, min(size, file.size)) if file.size else b""
         return head, len(head) >= file.size
     parts, got = [], 0
     with open_input(file, 0) as stream:

@@ -13,7 +13,7 @@ def test_opened_facts_are_the_files_own_and_a_fifo_never_waits(tmp_path):
     path.write_bytes(b"id\n1\n")
     facts = local_files.opened_facts(str(path))
     st = os.stat(path)
-    assert facts == (5, fs.version(str(path)), (st.st_dev, st.st_ino), None)
+    assert facts == (5, fs.version(str(path)), (st.st_dev, st.st_ino), None, None)
     os.mkfifo(tmp_path / "pipe.csv")
     assert local_files.opened_facts(str(tmp_path / "pipe.csv")).kind == "a FIFO (named pipe)"  # no writer: no wait
     assert local_files.opened_facts(str(tmp_path)).kind == "a folder"
@@ -45,3 +45,11 @@ def test_reads_by_pread_give_what_a_file_object_reads(tmp_path):
         os.close(fd)
     assert fs.read_bytes(str(path)) == data and fs.read_bytes(str(path), 9, 20) == data[9:20]
     assert fs.read_bytes(str(path), 9) == data[9:]
+
+
+def test_a_small_regular_file_is_read_whole_in_the_same_open(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id\n1\n")
+    assert local_files.opened_facts(str(path), whole=5).data == b"id\n1\n"
+    assert local_files.opened_facts(str(path), whole=4).data is None  # larger than asked: not read
+    assert local_files.opened_facts(str(tmp_path), whole=1 << 20).data is None  # not a regular file
