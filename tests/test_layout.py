@@ -43,7 +43,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/manifest_checks.py",  # no test imports it: reached through the modules that call it
     "shardprep/manifest_generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/native/fallback.py",  # shardprep/native/test_jsonl.py, shardprep/native/test_layout.py and 3 more
-    "shardprep/record_index.py",  # shardprep/test_index.py
     "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
