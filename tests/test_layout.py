@@ -22,7 +22,6 @@ UNTESTED_BY_NAME = frozenset({
     "pipelines/dataflow_flags.py",  # no test imports it: reached through the modules that call it
     "pipelines/driver.py",  # pipelines/test_dask_engine.py, pipelines/test_pool.py and 2 more
     "shardprep/background.py",  # no test imports it: reached through the modules that call it
-    "shardprep/clean.py",  # end_to_end/test_appends.py, shardprep/test_lease.py
     "shardprep/cli.py",  # end_to_end/test_hostile_input.py, pipelines/test_dataflow.py and 1 more
     "shardprep/compact.py",  # end_to_end/test_appends.py
     "shardprep/config.py",  # end_to_end/test_crash_safety.py, pipelines/test_dataflow.py and 8 more
