@@ -63,7 +63,7 @@ class ReshardConfig:
     base: str | None = None
     dedup: str = "none"  # --dedup exact: a record equal to one before it, or in the data set, is dead letter ``duplicate``
     dedup_key: str = ""  # --dedup-key: the feature whose values make records equal ("": the Example bytes)
-    dedup_against: tuple[HashesInfo, ...] = ()  # an append's: the data set's generations' hashes (graph.dedup)
+    dedup_against: tuple[HashesInfo, ...] = ()  # an append's: the data set's generations' hashes (graph.duplicates)
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:

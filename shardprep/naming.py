@@ -100,7 +100,7 @@ SPILL_FILES = {  # the spill's files (``graph.spill``), by kind
     "parsed": Template("parsed-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
     "sorted": Template("sorted-{split}-{file}-{unit}-{part}.bin", split=_NUMBER, file=_NUMBER, unit=_NUMBER, part=_NUMBER),
     "batches": Template("batches-{split}.bin", split=_NUMBER),
-    "hashes": Template("hashes-{file}-{unit}.bin", file=_NUMBER, unit=_NUMBER),  # --dedup exact (graph.dedup)
+    "hashes": Template("hashes-{file}-{unit}.bin", file=_NUMBER, unit=_NUMBER),  # --dedup exact (graph.duplicates)
     "duplicates": Template("duplicates.bin"),  # --dedup exact: the run's decision, made once (graph.once)
 }
 
@@ -180,7 +180,7 @@ def rejected_path(run_id: str, index: int, count: int) -> str:
 
 
 def duplicates_path(run_id: str, split: int, file: int, unit: int, part: int) -> str:
-    """The dead letters ``duplicate`` of one spilled batch (``--dedup exact``: ``shardprep.graph.dedup``)."""
+    """The dead letters ``duplicate`` of one spilled batch (``--dedup exact``: ``shardprep.graph.duplicates``)."""
     return f"{run_id}/{REJECTED}/duplicates-{split:05d}-{file:05d}-{unit:05d}-{part:05d}.jsonl"
 
 

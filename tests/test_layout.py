@@ -86,9 +86,7 @@ UNTESTED_BY_NAME = frozenset({
 
 
 # Module names that two modules still share (``__init__`` and ``__main__`` aside); this list only shrinks too.
-NAMES_USED_TWICE = frozenset({
-    "dedup.py",  # shardprep/graph/dedup.py (--dedup exact's stages), shardprep/text/dedup.py (a text run's)
-})
+NAMES_USED_TWICE: frozenset[str] = frozenset()
 
 
 def _has_logic(path: Path) -> bool:

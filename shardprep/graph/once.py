@@ -6,7 +6,7 @@ is read; else the process that claims it (``url + ".claim"``, created only if ab
 file. The result must depend on the run's inputs alone, so that whoever computes it gets the same
 bytes: a process that waits more than ``WAIT_S``, or finds that the claimer failed (``url +
 ".failed"``), computes it itself; a retried task finds it spilled. Used by ``--dedup exact``'s
-Assign (``graph.dedup.Duplicates``): one process sorts the run's record hashes, not each one.
+Assign (``graph.duplicates.Duplicates``): one process sorts the run's record hashes, not each one.
 """
 from __future__ import annotations
 

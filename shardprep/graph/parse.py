@@ -18,7 +18,7 @@ from shardprep.formats.base import Decoded, row_text
 from shardprep.formats.cuts import CutTable, RangeCount, resolve
 from shardprep.framing import FramedBatch
 from shardprep.graph.counting import Counter
-from shardprep.graph.dedup import UnitHashes, hashes_url
+from shardprep.graph.duplicates import UnitHashes, hashes_url
 from shardprep.graph.elements import FACTS, REJECTED, STATS, RejectedBatch, Tagged, UnitFact
 from shardprep.graph.spill import joined, pack
 from shardprep.graph.tasks import helper
@@ -43,7 +43,7 @@ class Parse:
     Emits ``SpilledBatch`` elements, ``RejectedBatch`` dead letters (tag ``REJECTED``), one
     ``UnitFact`` (tag ``FACTS``) and, where they are counted here (``statistics_in_parse``), the
     unit's partial statistics per split (tag ``STATS``). The record bytes go through spill files,
-    not through the runner; with ``--dedup exact``, so do their hashes (``graph.dedup.UnitHashes``).
+    not through the runner; with ``--dedup exact``, so do their hashes (``graph.duplicates.UnitHashes``).
     """
 
     def __init__(self, config: ReshardConfig) -> None:

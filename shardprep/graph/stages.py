@@ -14,7 +14,7 @@ from shardprep.commit import commit
 from shardprep.config import ReshardConfig
 from shardprep.graph.counting import Counter
 from shardprep.graph.counts import CountTable
-from shardprep.graph.dedup import Duplicates, dropped_any
+from shardprep.graph.duplicates import Duplicates, dropped_any
 from shardprep.graph.elements import (
     FACTS,
     STATS,
@@ -48,8 +48,7 @@ from shardprep.graph.tasks import helper
 from shardprep.graph.units import with_sources
 from shardprep.permutation import Permutation
 from shardprep.stats import columns as stats_columns
-from shardprep.stats import distinct
-from shardprep.stats import feature_stats
+from shardprep.stats import distinct, feature_stats
 from shardprep.stats import state as stats_state
 
 __all__ = ["Assign", "Commit", "MergeStats", "WriteRejected", "WriteShards", "permutation", "plan_splits"]
@@ -93,7 +92,7 @@ class Assign:
     (shard, place in shard) into one segment per shard. A piece names a batch, not its records:
     WriteShards finds them from the plan.
 
-    With ``--dedup exact`` the plan counts the records kept (``graph.dedup.Duplicates``, found once
+    With ``--dedup exact`` the plan counts the records kept (``graph.duplicates.Duplicates``, found once
     for the run and read by every process), and a batch first drops its duplicates (its dead
     letters' facts, tag ``FACTS``).
     """
@@ -220,7 +219,7 @@ class WriteShards:
 
     def _recounts(self) -> bool:
         """Whether this counts the statistics of the shards it writes: where Parse does not, or where
-        ``--dedup exact`` dropped records Parse counted (``graph.dedup.dropped_any``)."""
+        ``--dedup exact`` dropped records Parse counted (``graph.duplicates.dropped_any``)."""
         cfg = self._config
         return cfg.statistics and (not cfg.statistics_in_parse or (cfg.dedup == "exact" and dropped_any(cfg)))
 

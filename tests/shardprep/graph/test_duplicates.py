@@ -1,4 +1,4 @@
-"""``--dedup exact`` in the stages (``graph.dedup``): Assign with duplicates dropped writes the very
+"""``--dedup exact`` in the stages (``graph.duplicates``): Assign with duplicates dropped writes the very
 shards Assign writes over the records with their repeats removed (lowest input position kept), in
 place or not, in any order of batches; the dead letters name each dropped record's place in its
 file and the record kept; an earlier generation's hashes win."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from shardprep import framing, naming, record_hashes
 from shardprep.config import ReshardConfig
 from shardprep.graph import spill
-from shardprep.graph.dedup import Duplicates, UnitHashes, hashes_url
+from shardprep.graph.duplicates import Duplicates, UnitHashes, hashes_url
 from shardprep.graph.elements import FACTS, DuplicateFact, HashesFact, SpilledBatch, Tagged
 from shardprep.graph.spill import count
 from shardprep.graph.stages import Assign, WriteShards
