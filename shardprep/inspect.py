@@ -16,8 +16,8 @@ import numpy as np
 from shardprep import cli, manifest, planning, shard_reader
 from shardprep.display import shown
 from shardprep.example import decode_example
-from shardprep.report.generations import generation_rows, statistics_note
-from shardprep.report.generations import text_rows as generation_text_rows
+from shardprep.report.generation_section import generation_rows, statistics_note
+from shardprep.report.generation_section import text_rows as generation_text_rows
 from shardprep.report.red_flags import MAGIC, shown_value, top_values
 from shardprep.report.text_run import decoded, sample, text_flags, text_rows, vocabulary
 from shardprep.summary import human_bytes, split_stats, table

@@ -1,7 +1,7 @@
 """``python -m shardprep.report DIR -o report.html``: one self-contained HTML page of a data set (splits, shards, generations, dead letters, feature statistics and red flags).
 
 A text run's page opens with its corpus and a sample of its sequences (``shardprep.report.text_run``);
-an appended data set's lists its generations (``shardprep.report.generations``).
+an appended data set's lists its generations (``shardprep.report.generation_section``).
 
 The page has inline CSS and inline SVG charts drawn here: no JavaScript, nothing fetched, so it
 opens from a file, a mail attachment or a bucket. Every string from the data or the manifest
@@ -24,7 +24,7 @@ from shardprep import cli, fs, manifest, members, naming
 from shardprep.errors import UsageError
 from shardprep.report.charts import bar_chart
 from shardprep.report.feature_section import features_html
-from shardprep.report.generations import generations_html, statistics_note
+from shardprep.report.generation_section import generations_html, statistics_note
 from shardprep.report.html import e, num, table
 from shardprep.report.red_flags import Flag, divergences, red_flags, share_of
 from shardprep.report.text_run import TextSample, decoded, sample, text_flags, text_rows, vocabulary
