@@ -52,7 +52,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/summary.py",  # no test imports it: reached through the modules that call it
     "shardprep/text/corpus.py",  # shardprep/text/test_dedup.py, shardprep/text/test_minhash.py
     "shardprep/text/documents.py",  # shardprep/text/test_pretraining.py, shardprep/text/test_store.py
-    "shardprep/text/prepare.py",  # shardprep/text/test_store_stages.py
     "shardprep/text/spec.py",  # shardprep/text/test_tokens.py
     "shardprep/versions.py",  # end_to_end/test_appends.py
     "trainer/bert_task.py",  # end_to_end/test_manifest_paths.py, trainer/test_bert.py
