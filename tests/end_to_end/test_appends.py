@@ -264,6 +264,8 @@ def test_append_and_dedup_on_beam_and_dask_match_the_local_engine(repeats, tmp_p
     a, b = manifest.load(str(local)), manifest.load(str(other))
     assert ([g.hashes.crc32c for g in a.generations] == [g.hashes.crc32c for g in b.generations]
             and b.rejected.by_reason == {"duplicate": 160} and verify.verify(str(other))[0] == [])
+    # the statistics of the records kept (recounted from the shards written), the same on every engine
+    assert b.statistics == a.statistics and a.statistics["train"]["id"]["count"] == a.splits["train"].num_records
 
 
 @pytest.mark.slow
