@@ -47,7 +47,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
     "shardprep/shard_reader.py",  # shardprep/formats/test_images.py
-    "shardprep/space_bound.py",  # shardprep/test_capacity.py
     "shardprep/stats/state.py",  # no test imports it: reached through the modules that call it
     "shardprep/summary.py",  # no test imports it: reached through the modules that call it
     "shardprep/text/corpus.py",  # shardprep/text/test_dedup.py, shardprep/text/test_minhash.py
