@@ -39,7 +39,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/graph/ranges.py",  # no test imports it: reached through the modules that call it
     "shardprep/graph/units.py",  # pipelines/test_launch_bounded.py, shardprep/text/test_store_stages.py
     "shardprep/inspect.py",  # end_to_end/test_docs.py, end_to_end/test_manifest_paths.py and 5 more
-    "shardprep/manifest_checks.py",  # no test imports it: reached through the modules that call it
     "shardprep/manifest_generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/native/fallback.py",  # shardprep/native/test_jsonl.py, shardprep/native/test_layout.py and 3 more
     "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
