@@ -47,7 +47,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
     "shardprep/shard_reader.py",  # shardprep/formats/test_images.py
     "shardprep/stats/state.py",  # no test imports it: reached through the modules that call it
-    "shardprep/summary.py",  # no test imports it: reached through the modules that call it
     "shardprep/text/corpus.py",  # shardprep/text/test_dedup.py, shardprep/text/test_minhash.py
     "shardprep/text/documents.py",  # shardprep/text/test_pretraining.py, shardprep/text/test_store.py
     "shardprep/text/spec.py",  # shardprep/text/test_tokens.py
