@@ -695,10 +695,10 @@ def reads_denied(case: Case, tmp: Path) -> Iterator[None]:
             raise PermissionError(13, "Permission denied", target)
         return real(url, mode)
 
-    def opened_facts(path: str) -> local_files.LocalFacts:  # the launcher's open of each input file
+    def opened_facts(path: str, whole: int = 0) -> local_files.LocalFacts:  # the launcher's open of each input file
         if path == target:
             raise PermissionError(13, "Permission denied", target)
-        return real_facts(path)
+        return real_facts(path, whole)
 
     with mock.patch.object(fs, "open_file", open_file), mock.patch.object(local_files, "opened_facts", opened_facts):
         yield
