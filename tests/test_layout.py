@@ -21,7 +21,6 @@ UNTESTED_BY_NAME = frozenset({
     "pipelines/dask_worker.py",  # pipelines/test_dask_engine.py
     "pipelines/dataflow_flags.py",  # no test imports it: reached through the modules that call it
     "pipelines/driver.py",  # pipelines/test_dask_engine.py, pipelines/test_pool.py and 2 more
-    "shardprep/background.py",  # no test imports it: reached through the modules that call it
     "shardprep/cli.py",  # end_to_end/test_hostile_input.py, pipelines/test_dataflow.py and 1 more
     "shardprep/compact.py",  # end_to_end/test_appends.py
     "shardprep/config.py",  # end_to_end/test_crash_safety.py, pipelines/test_dataflow.py and 8 more
@@ -45,7 +44,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/report/html.py",  # no test imports it: reached through the modules that call it
     "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
-    "shardprep/shard_reader.py",  # shardprep/formats/test_images.py
     "shardprep/stats/state.py",  # no test imports it: reached through the modules that call it
     "shardprep/text/corpus.py",  # shardprep/text/test_dedup.py, shardprep/text/test_minhash.py
     "shardprep/text/documents.py",  # shardprep/text/test_pretraining.py, shardprep/text/test_store.py
