@@ -26,7 +26,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/config.py",  # end_to_end/test_crash_safety.py, pipelines/test_dataflow.py and 8 more
     "shardprep/example/columnar.py",  # shardprep/formats/csv/test_arrow.py, shardprep/native/test_layout.py and 1 more
     "shardprep/example/encoder.py",  # end_to_end/test_hostile_input.py, shardprep/example/test_codec.py and 2 more
-    "shardprep/example/generated.py",  # no test imports it: reached through the modules that call it
     "shardprep/formats/csv/source.py",  # end_to_end/test_hostile_input.py, shardprep/formats/csv/test_dialect.py and 1 more
     "shardprep/formats/image_listing.py",  # shardprep/formats/test_images_reader.py
     "shardprep/formats/jsonl_block.py",  # shardprep/formats/test_jsonl.py, shardprep/native/test_jsonl.py
