@@ -11,12 +11,14 @@ moving statistics do not catch up: the eval and the exported model (inference mo
 than training mode on the same images.
 Group norm also does not depend on the per-replica batch size.
 
-Each block whose shortcut is the identity starts with a scale of 0 on its last normalisation
-(``gamma_initializer="zeros"``): it starts as its shortcut, so the untrained network is the stem and
+Each block whose shortcut is the identity starts with a scale of ``IDENTITY_BLOCK_SCALE`` (1/4) on
+its last normalisation: it starts near its shortcut, so the untrained network is mostly the stem and
 the two downsampling blocks (5 convolutions, not 13) and learns fast; the other blocks grow in as
-training needs them. The downsampling blocks keep a scale of 1: with every block zeroed, the
-untrained network sees 3x3 pixels at most and shapes (digits) are learnt slowly. Figures in
-BENCHMARKS.md (Images: accuracy against scikit-learn).
+training needs them. The downsampling blocks keep a scale of 1: with every block at 0, the untrained
+network sees 3x3 pixels at most and shapes (digits) are learnt slowly. The identity blocks do not
+start at 0 either: Adam moves a scale by about the learning rate a step, so at 0.001 over 300 steps
+they could not grow past about 0.15 and digits scored 2 points lower. Figures in BENCHMARKS.md
+(Images: accuracy against scikit-learn).
 
 ``learning_rate_schedule``: the image model trains with Adam on a cosine decay over the whole run
 (a warm-up of ``WARMUP_SHARE`` of the steps to ``--learning-rate``, then down to near 0 at the last
@@ -29,9 +31,10 @@ import keras
 
 from trainer.image_input import IMAGE
 
-__all__ = ["GROUP_CHANNELS", "WARMUP_SHARE", "build_image_model", "learning_rate_schedule"]
+__all__ = ["GROUP_CHANNELS", "IDENTITY_BLOCK_SCALE", "WARMUP_SHARE", "build_image_model", "learning_rate_schedule"]
 
 GROUP_CHANNELS = 8  # channels per normalisation group (32 filters: 4 groups)
+IDENTITY_BLOCK_SCALE = 0.25  # initial scale of an identity block's last norm: the block starts near its shortcut
 WARMUP_SHARE = 20  # the warm-up is 1/WARMUP_SHARE of the run's steps (at least one)
 
 
@@ -41,9 +44,9 @@ def learning_rate_schedule(peak: float, *, total_steps: int) -> keras.optimizers
         0.0, decay_steps=max(1, total_steps), warmup_target=peak, warmup_steps=max(1, total_steps // WARMUP_SHARE))
 
 
-def _norm(filters: int, name: str, *, zero: bool = False) -> keras.layers.Layer:
+def _norm(filters: int, name: str, *, scale: float = 1.0) -> keras.layers.Layer:
     return keras.layers.GroupNormalization(groups=max(1, filters // GROUP_CHANNELS), name=name,
-                                           gamma_initializer="zeros" if zero else "ones")
+                                           gamma_initializer=keras.initializers.Constant(scale))
 
 
 def _block(x, filters: int, stride: int, name: str):
@@ -53,7 +56,7 @@ def _block(x, filters: int, stride: int, name: str):
     y = keras.layers.ReLU(name=f"{name}_relu1")(y)
     y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv2")(y)
     identity = stride == 1 and shortcut.shape[-1] == filters
-    y = _norm(filters, f"{name}_gn2", zero=identity)(y)  # an identity block starts as its shortcut (module docstring)
+    y = _norm(filters, f"{name}_gn2", scale=IDENTITY_BLOCK_SCALE if identity else 1.0)(y)  # module docstring
     if not identity:
         shortcut = keras.layers.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{name}_proj")(shortcut)
         shortcut = _norm(filters, f"{name}_proj_gn")(shortcut)
