@@ -63,8 +63,13 @@ def bar_chart(values: Sequence[float], *, title: str, labels: Sequence[str] | No
         label = labels[i] if labels else str(i)
         body.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{max(step - gap, 0.5):.1f}" '
                     f'height="{h:.1f}" fill="{color}"><title>{html_text(label)}: {short_number(v)}</title></rect>')
-    for i in sorted({0, n // 2, n - 1}):  # a few shard indexes under the bars
-        body.append(f'<text x="{left + (i + 0.5) * step:.1f}" y="{height - 6}" text-anchor="middle" class="ax">'
+    for i in sorted({0, n // 2, n - 1}):  # a few labels under the bars, the end ones kept inside the chart
+        x, anchor = left + (i + 0.5) * step, "middle"
+        if n > 1 and i == 0:
+            x, anchor = left + i * step, "start"
+        elif n > 1 and i == n - 1:
+            x, anchor = left + (i + 1) * step, "end"
+        body.append(f'<text x="{x:.1f}" y="{height - 6}" text-anchor="{anchor}" class="ax">'
                     f"{html_text(labels[i] if labels else str(i))}</text>")
     return _svg(width, height, body, title)
 

@@ -209,7 +209,8 @@ def _page(root: str, m: manifest.Manifest, *, label: str | None) -> tuple[str, l
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
         f"<title>shardprep report: {e(root)}</title><style>{_CSS}</style></head><body><main>",
         f"<h1>shardprep report</h1><p class=\"meta\"><code>{e(root)}</code><br>{total:,} records in "
-        f"{len(m.splits)} splits ({', '.join(e(s) for s in m.splits)}), {len(m.features)} features, compression "
+        f"{len(m.splits)} split{'s' * (len(m.splits) != 1)} ({', '.join(e(s) for s in m.splits)}), {len(m.features)} "
+        f"feature{'s' * (len(m.features) != 1)}, compression "
         f"{e(m.compression)}, seed {m.seed}, {'shuffled' if m.shuffled else 'input order'}, created {e(m.created)}, "
         f"tool {e(m.tool_version)}"
         f"{f', version {m.data_version:,} of {len(m.generations)} generations' if m.generations else ''}</p>",
