@@ -53,6 +53,9 @@ __all__ = ["Emulator", "FaultProxy", "Gcs", "PreconditionProxy", "emulator_env",
            "start_emulator"]
 
 
+log = logging.getLogger(__name__)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -212,14 +215,23 @@ class _LoopbackProxy:
         raise NotImplementedError
 
     async def _forward(self, request, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        """Sends the request on to ``upstream``: its status, headers and body."""
+        """Sends the request on to ``upstream``: its status, headers and body. An answer broken off
+        (fake-gcs-server's filesystem backend does so to a download of an object deleted meanwhile)
+        is a 503, which clients retry as they would the broken connection."""
+        from aiohttp import ClientError
+
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length", "transfer-encoding")}
-        async with self._session.request(request.method, self.upstream + request.path_qs, data=body, headers=headers,
-                                         allow_redirects=False) as upstream:
-            payload = await upstream.read()
-            out_headers = {k: v.replace(self.upstream, self.url) for k, v in upstream.headers.items()
-                           if k.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection")}
-            return upstream.status, out_headers, payload
+        try:
+            async with self._session.request(request.method, self.upstream + request.path_qs, data=body, headers=headers,
+                                             allow_redirects=False) as upstream:
+                payload = await upstream.read()
+                out_headers = {k: v.replace(self.upstream, self.url) for k, v in upstream.headers.items()
+                               if k.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection")}
+                return upstream.status, out_headers, payload
+        except ClientError as e:
+            message = f"{type(self).__name__}: {request.method} {request.path_qs} broken off upstream: {e}"
+            log.warning(message)
+            return 503, {"Content-Type": "application/json"}, json.dumps({"error": {"code": 503, "message": message}}).encode()
 
     def _serve(self) -> None:
         from aiohttp import ClientSession, web
@@ -357,11 +369,12 @@ class PreconditionProxy(_LoopbackProxy):
         """The object's generation on the emulator; None when it is absent."""
         url = f"{self.upstream}/storage/v1/b/{urllib.parse.quote(write.bucket, safe='')}/o/{urllib.parse.quote(write.name, safe='')}"
         async with self._session.get(url) as resp:
-            if resp.status == 404:
-                return None
-            if resp.status != 200:
-                raise RuntimeError(f"the emulator answered {resp.status} to {url}: {(await resp.text())[:200]}")
-            return int((await resp.json())["generation"])
+            body = await resp.read()
+        if resp.status == 404:
+            return None
+        if resp.status != 200:
+            raise RuntimeError(f"the emulator answered {resp.status} to {url}: {body[:200]!r}")
+        return int(json.loads(body)["generation"])
 
     async def _handle(self, request):
         from aiohttp import web

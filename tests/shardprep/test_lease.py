@@ -4,16 +4,20 @@ for readers that still hold an earlier manifest is test_retention.py's.
 Races: many trials of two processes committing into one folder at once, with a delay injected at a
 different step of commit and clean-up each trial (``SHARDPREP_TEST_DELAYS``, read by
 ``faults.pause``), locally and on the GCS emulator. Every trial: exactly one commits, the other exits
-non-zero naming the lease, and ``verify`` passes (nothing the manifest names was removed).
+non-zero naming the lease, and ``verify`` passes (nothing the manifest names was removed). And runs
+breaking one stale lease on GCS at once: a late breaker's delete of the stale version must not remove
+the fresh lease another took meanwhile (the emulator answers GCS's 412 through its proxy).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +68,30 @@ def test_two_commits_race_on_gcs_exactly_one_wins(gcs, tmp_path) -> None:  # noq
     rng = random.Random(31)
     for trial in range(9):
         _race(gcs.url("ds"), trial, rng, tmp_path / "barrier")
+
+
+def test_runs_breaking_one_stale_lease_on_gcs_at_once_exactly_one_wins(gcs) -> None:  # noqa: F811
+    """Without the stale-version guard (the binary alone ignores ``ifGenerationMatch`` on DELETE), a
+    late breaker deletes the winner's fresh lease and two runs win in about a trial of four."""
+    stale = {"run_id": numbered_run_id(99), "host": "elsewhere", "pid": 1, "renewed": time.time() - 3600, "ttl_s": 600.0}
+    breakers = 8
+    for trial in range(10):
+        root = gcs.url(f"ds-{trial}")
+        assert versioned.create_exclusive(naming.join(root, lease.LEASE), json.dumps(stale).encode())
+        barrier = threading.Barrier(breakers)
+
+        def take(run: int, root: str = root, barrier: threading.Barrier = barrier) -> bool | str:
+            barrier.wait()
+            try:
+                return lease.acquire(root, numbered_run_id(run))
+            except RunError as e:
+                return str(e)
+
+        with concurrent.futures.ThreadPoolExecutor(breakers) as pool:
+            outcomes = list(pool.map(take, range(1, breakers + 1)))
+        assert outcomes.count(True) == 1, (trial, outcomes)
+        assert all("another run owns" in o for o in outcomes if o is not True), outcomes
+        lease.check(root, numbered_run_id(outcomes.index(True) + 1))
 
 
 def test_two_cli_runs_on_one_output_the_second_is_refused(tmp_path) -> None:
