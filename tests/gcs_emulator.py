@@ -12,18 +12,20 @@ of requests with 503, 429 or a dropped connection, and counts what passed throug
 response bytes it served: ``bytes_served``).
 
 Preconditions. The binary ignores ``ifGenerationMatch`` on DELETE, on simple (media) and on
-resumable uploads, and ``ifGenerationNotMatch`` everywhere (fake-gcs-server issue 1282, fixed
-upstream in v1.5x); it honours only ``ifGenerationMatch`` on a multipart upload. ``PreconditionProxy``
-answers the ignored ones as GCS does, for the JSON API requests that pass through it: a write of an
-object (DELETE, a media or multipart upload, the request that completes a resumable upload, whose
-conditions are those of the request that opened it) waits for the object's earlier writes through the
-proxy to finish, reads the object's generation from the emulator (0 when absent), and answers 412
-Precondition Failed with GCS's error body (``ifGenerationNotMatch``: 304 Not Modified) when a
-condition fails, else forwards. A DELETE of an absent object is forwarded (404, as GCS). Its limits:
-only requests through the proxy are serialised (writes sent to the binary's own address, or copy,
-rewrite and compose destinations, are not); metageneration and source-object conditions, conditions
-on reads and metadata updates, and the XML API's ``x-goog-if-*`` headers are not emulated, and a
-request that carries one is refused with 501 rather than served as if it held.
+resumable uploads, and ``ifGenerationNotMatch`` on every write (fake-gcs-server issue 1282, fixed
+upstream by pull requests 2308 and 2343); it honours only ``ifGenerationMatch`` on a multipart upload.
+``PreconditionProxy`` answers the ignored ones as GCS does, for the JSON API requests that pass
+through it: a write of an object (DELETE, a media or multipart upload, the request that completes a
+resumable upload, whose conditions are those of the request that opened it; copy, rewrite and compose
+destinations) waits for the object's earlier writes through the proxy to finish, reads the object's
+generation from the emulator (0 when absent), and answers 412 Precondition Failed with GCS's error
+body (``ifGenerationNotMatch``: 304 Not Modified) when a condition fails, else forwards. A DELETE of
+an absent object is forwarded (404, as GCS). Its limits: only requests through the proxy are checked
+and serialised (the binary's own address, ``Emulator.server_url``, has the binary's behaviour);
+metageneration conditions (the binary never moves an object's metageneration), source-object
+conditions, conditions on reads, metadata updates, copies and compositions, and the XML API's
+``x-goog-if-*`` headers are not emulated: a request that carries one is refused with 501 rather than
+served as if the condition held.
 
 Import the fixtures into a test module: ``from gcs_emulator import gcs, gcs_emulator  # noqa: F401``.
 """
