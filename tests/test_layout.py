@@ -39,7 +39,6 @@ UNTESTED_BY_NAME = frozenset({
     "shardprep/manifest_generations.py",  # no test imports it: reached through the modules that call it
     "shardprep/native/fallback.py",  # shardprep/native/test_jsonl.py, shardprep/native/test_layout.py and 3 more
     "shardprep/report/feature_section.py",  # shardprep/report/test_page.py
-    "shardprep/report/red_flags.py",  # shardprep/report/test_page.py
     "shardprep/run.py",  # end_to_end/test_appends.py, end_to_end/test_bad_input.py and 45 more
     "shardprep/stats/state.py",  # no test imports it: reached through the modules that call it
     "shardprep/text/corpus.py",  # shardprep/text/test_dedup.py, shardprep/text/test_minhash.py

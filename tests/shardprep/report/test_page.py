@@ -13,50 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from shardprep import manifest, run
+from shardprep import manifest
 from shardprep.report import feature_section
 from shardprep.report import page as report_page
 from shardprep.report import red_flags as report_flags
 from shardprep.report.charts import js_divergence, rebin
-from tests.conftest import run_cli, write_csv
+from tests.conftest import run_cli
 from tests.gcs_emulator import gcs, gcs_emulator  # noqa: F401 - fixtures
-
-HOSTILE = "<script>alert('x')</script>"
-HOSTILE_NAME = "<img src=x onerror=alert(1)>"  # a CSV column name
-
-
-def _rows(n: int) -> list[dict]:
-    rows = []
-    for i in range(n):
-        rows.append({"id": i, "x": round((i % 17) / 17 - 0.5, 4), "const": 7,
-                     "sparse": i if i % 3 == 0 else "",  # two thirds missing
-                     "label": "dog" if i % 30 == 0 else "cat",  # 29:1
-                     "text": HOSTILE if i == 3 else f"word {i % 5}", HOSTILE_NAME: i % 4})
-    return rows
-
-
-def _schema(path: Path) -> Path:
-    path.write_text(json.dumps({
-        "id": {"dtype": "int64", "shape": []}, "x": {"dtype": "float32", "shape": []},
-        "const": {"dtype": "int64", "shape": []}, "sparse": {"dtype": "int64", "shape": [], "nullable": True},
-        "label": {"dtype": "string", "shape": []}, "text": {"dtype": "string", "shape": []},
-        HOSTILE_NAME: {"dtype": "int64", "shape": []}}))
-    return path
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    """600 good rows (train/eval) and two dead letters, one of them holding markup."""
-    tmp = tmp_path_factory.mktemp("report")
-    rows = _rows(600) + [{"id": "bad", "x": 0, "const": 7, "sparse": "", "label": "cat", "text": "zz", HOSTILE_NAME: 1},
-                         {"id": HOSTILE, "x": 0, "const": 7, "sparse": "", "label": "cat", "text": "zz", HOSTILE_NAME: 1}]
-    src = write_csv(tmp / "in.csv", rows)
-    out = tmp / "ds"
-    code = run.main(["--input", str(src), "--output", str(out), "--schema", str(_schema(tmp / "schema.json")),
-                     "--num-shards", "4", "--split", "train=0.8,eval=0.2", "--statistics", "on",
-                     "--max-bad-records", "5"])
-    assert code == 0
-    return out
+from tests.shardprep.report.report_fixtures import manifest_doc as _doc
 
 
 @pytest.fixture(scope="module")
@@ -114,20 +78,6 @@ def test_dead_letters_show_reasons_examples_and_positions(dataset, page):
     assert "field &#x27;id&#x27; holds" in text  # the detail, escaped
 
 
-def test_red_flags_fire_on_constant_high_missing_and_imbalanced_label_only(dataset):
-    flags = report_flags.red_flags(manifest.load(str(dataset)))
-    text = "\n".join(f"{f.where}: {f.why}" for f in flags)
-    assert "feature const in train: constant" in text
-    assert re.search(r"feature sparse in train: 6\d\.\d% of records miss it", text)
-    assert "feature label in train: label imbalance" in text
-    assert not any(f.where.startswith(("feature x ", "feature id ", "feature text ")) for f in flags), text
-    assert not any(f.where.startswith("split ") for f in flags), text  # shards of like records: bytes close
-
-
-def _doc(dataset: Path) -> dict:
-    return json.loads((dataset / "manifest.json").read_text())
-
-
 def test_histograms_quantiles_and_divergence_when_the_statistics_hold_them(dataset):
     """The fields another change adds to the statistics (histogram, quantiles, ...): drawn and compared;
     eval's x shifted far from train's is flagged."""
@@ -162,24 +112,6 @@ def test_statistics_absent_or_partial_still_render(dataset):
     doc["statistics"]["eval"]["x"]["histogram"] = {"edges": [0, 1], "counts": "bad"}  # malformed: refused on load
     with pytest.raises(manifest.ManifestError, match=r"^manifest is malformed: statistics\.eval\.x\.histogram\.counts: "):
         manifest.Manifest.from_json(doc)
-
-
-def test_shard_bytes_far_apart_are_flagged(dataset):
-    doc = _doc(dataset)
-    shards = doc["splits"]["train"]["shards"]
-    shards[0]["num_bytes"] = shards[1]["num_bytes"] * 2
-    doc["splits"]["train"]["num_bytes"] = sum(s["num_bytes"] for s in shards)
-    flags = report_flags.red_flags(manifest.Manifest.from_json(doc))
-    assert any(f.where == "split train" and re.search(r"max/min (1\.9\d|2\.\d\d) > 1\.1", f.why) for f in flags), flags
-
-
-def test_a_label_named_by_the_manifest_or_flag_is_checked(dataset):
-    doc = _doc(dataset)
-    doc["statistics"]["train"]["text"]["top"] = [["a", 500], ["b", 10]]
-    doc["statistics"]["train"]["text"]["distinct"] = 2
-    m = manifest.Manifest.from_json(doc)
-    assert not any(f.where == "feature text in train" for f in report_flags.red_flags(m))
-    assert any(f.where == "feature text in train" and "imbalance" in f.why for f in report_flags.red_flags(m, label="text"))
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, dataset):
@@ -272,16 +204,6 @@ def test_a_missing_dead_letter_file_is_a_note_not_a_failure(dataset):
     doc["rejected"]["paths"] = [p.replace("rejected-", "gone-") for p in doc["rejected"]["paths"]]
     text = report_page.render(str(dataset), manifest.Manifest.from_json(doc))
     assert "gone-00000-of-00001.jsonl is missing" in text and "type_mismatch" in text
-
-
-def test_top_values_that_are_bytes_are_shown_by_kind_never_raw():
-    from shardprep.report.red_flags import shown_value
-
-    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".decode("utf-8", "backslashreplace")  # as the statistics keep it
-    assert shown_value(png) == "<PNG bytes>"
-    assert shown_value(b"\xff\xd8\xff\xe0JFIF".decode("utf-8", "backslashreplace")) == "<JPEG bytes>"
-    assert shown_value(b"\x00\x01\xfe".decode("utf-8", "backslashreplace")) == "<binary bytes>"
-    assert shown_value("Paris") == "Paris" and shown_value("two\nlines") == "two\\nlines"
 
 
 def _wide(dataset: Path, features: int) -> manifest.Manifest:
